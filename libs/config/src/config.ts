@@ -1,0 +1,48 @@
+import { z } from 'zod';
+
+/**
+ * The process environment, validated once at boot (house style: no `process.env` reads
+ * elsewhere). A bad value fails the process with the zod issues.
+ */
+export const ConfigSchema = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  /** HTTP port of the API app. */
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().default('0.0.0.0'),
+  /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
+  PUBLIC_BASE_URL: z.string().url().optional(),
+  DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
+  /** Max pg connections per process. */
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  /** Prefix for BullMQ queues and pub/sub channels (lets tests share one Redis). */
+  REDIS_PREFIX: z.string().default('aaas'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Bootstrap: create this organization and admin API key at boot when set (idempotent). */
+  BOOTSTRAP_ORG_SLUG: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/).optional(),
+  BOOTSTRAP_ORG_NAME: z.string().optional(),
+  /** Bootstrap admin key, form `aaas_<prefix>_<secret>` (see ApiKeyService). */
+  BOOTSTRAP_ADMIN_KEY: z.string().regex(/^aaas_[A-Za-z0-9]{8}_[A-Za-z0-9]{24,}$/).optional(),
+  /** Blocking SendMessage waits at most this long (ms) before returning the task as it is. */
+  A2A_BLOCKING_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  /** Worker: concurrent run executions per worker process. */
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(50),
+  /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
+  RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
+  /** Worker: how often (ms) the sweeper looks for lost runs. */
+  RUN_SWEEP_INTERVAL_MS: z.coerce.number().int().min(500).default(15_000),
+});
+export type AppConfig = z.infer<typeof ConfigSchema>;
+
+/** Parse an environment (defaults to process.env). Throws an Error listing every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): AppConfig {
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+
+/** Nest injection token for AppConfig. */
+export const APP_CONFIG = Symbol('APP_CONFIG');

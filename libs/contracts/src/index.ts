@@ -1,0 +1,4 @@
+export * from './parts.schema.js';
+export * from './run-events.schema.js';
+export * from './jobs.schema.js';
+export * from './runtime.schema.js';

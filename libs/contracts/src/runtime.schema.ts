@@ -1,0 +1,170 @@
+import { z } from 'zod';
+import { PartSchema } from './parts.schema.js';
+
+/**
+ * Runtime configs: the `runtime` object of an agent revision, discriminated by `kind`.
+ * Each kind is validated by its runtime (libs/runtimes) at draft/publish time.
+ */
+
+/** Placeholder in `text` fields of scripted steps, replaced by the input message's text. */
+export const SCRIPTED_INPUT_PLACEHOLDER = '{{input}}';
+
+/**
+ * Which input messages a rule answers. Every given matcher must match (at least one is given).
+ * - `text`: a JavaScript regular expression source (compiled with `flags`), tested against the
+ *   concatenated text of the input's text parts.
+ * - `messageIdPrefix`: the input's `messageId` starts with it.
+ */
+export const ScriptedMatchSchema = z
+  .strictObject({
+    text: z.string().optional(),
+    flags: z.string().optional(),
+    messageIdPrefix: z.string().min(1).optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.text === undefined && m.messageIdPrefix === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'a match needs at least one of text, messageIdPrefix' });
+    }
+    if (m.flags !== undefined && m.text === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['flags'], message: 'flags apply to text only' });
+    }
+    if (m.text !== undefined) {
+      try {
+        new RegExp(m.text, m.flags);
+      } catch (e) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['text'],
+          message: `invalid regular expression: ${e instanceof Error ? e.message : String(e)}`,
+        });
+      }
+    }
+  });
+export type ScriptedMatch = z.infer<typeof ScriptedMatchSchema>;
+
+/** Statuses a `status` step may set; the last two block the run on its caller. */
+export const ScriptedStatusSchema = z.enum([
+  'working',
+  'completed',
+  'failed',
+  'rejected',
+  'input-required',
+  'auth-required',
+]);
+export type ScriptedStatus = z.infer<typeof ScriptedStatusSchema>;
+
+/** Text (with `{{input}}`) or explicit parts: exactly one of the two. */
+const exactlyTextOrParts = [
+  (s: { text?: string; parts?: unknown[] }) => (s.text === undefined) !== (s.parts === undefined),
+  { message: 'give exactly one of text, parts' },
+] as const;
+
+/** Content of an `artifact` step: exactly one of these shapes. */
+export const ScriptedArtifactContentSchema = z.union([
+  z.strictObject({ text: z.string() }),
+  z.strictObject({ bytesBase64: z.base64(), mediaType: z.string().optional(), filename: z.string().optional() }),
+  z.strictObject({ url: z.url(), mediaType: z.string().optional(), filename: z.string().optional() }),
+  z.strictObject({ data: z.unknown() }).refine((c) => 'data' in c, { message: 'data is required' }),
+]);
+export type ScriptedArtifactContent = z.infer<typeof ScriptedArtifactContentSchema>;
+
+/**
+ * One step of a scripted rule, run in order by the scripted runtime:
+ * - `status`: set the run's status, optionally with an agent message (`{{input}}` allowed);
+ *   `input-required` / `auth-required` ask the caller and end this execution.
+ * - `message`: emit an agent message from `text` (`{{input}}` allowed) or from `parts`.
+ * - `artifact`: emit an artifact, in `chunks` pieces (default 1) with append/lastChunk set;
+ *   text is split by code points, bytes by decoded bytes; `url`/`data` cannot be chunked.
+ *   `artifactId` defaults to a fresh UUID per execution.
+ * - `wait`: sleep `ms` milliseconds (0..600000); cut short by cancellation.
+ * - `holdUntilCanceled`: keep the run open until it is canceled.
+ * - `reply`: answer with a message only and create no task; must be its rule's only step.
+ */
+export const ScriptedStepSchema = z.discriminatedUnion('type', [
+  z.strictObject({
+    type: z.literal('status'),
+    status: ScriptedStatusSchema,
+    message: z.string().optional(),
+  }),
+  z
+    .strictObject({
+      type: z.literal('message'),
+      text: z.string().optional(),
+      parts: z.array(PartSchema).min(1).optional(),
+    })
+    .refine(...exactlyTextOrParts),
+  z
+    .strictObject({
+      type: z.literal('artifact'),
+      artifactId: z.string().min(1).optional(),
+      name: z.string().optional(),
+      description: z.string().optional(),
+      content: ScriptedArtifactContentSchema,
+      chunks: z.int().min(1).optional(),
+    })
+    .refine((s) => (s.chunks ?? 1) === 1 || 'text' in s.content || 'bytesBase64' in s.content, {
+      path: ['chunks'],
+      message: 'only text and bytesBase64 content can be chunked',
+    }),
+  z.strictObject({ type: z.literal('wait'), ms: z.int().min(0).max(600_000) }),
+  z.strictObject({ type: z.literal('holdUntilCanceled') }),
+  z
+    .strictObject({
+      type: z.literal('reply'),
+      text: z.string().optional(),
+      parts: z.array(PartSchema).min(1).optional(),
+    })
+    .refine(...exactlyTextOrParts),
+]);
+export type ScriptedStep = z.infer<typeof ScriptedStepSchema>;
+
+/** True when nothing can run after `step` in the same execution. */
+export function endsScriptedExecution(step: ScriptedStep): boolean {
+  return step.type === 'holdUntilCanceled' || step.type === 'reply' || (step.type === 'status' && step.status !== 'working');
+}
+
+/**
+ * A rule: when `match` matches the input message, its `steps` run. Steps after one that ends the
+ * execution (terminal status, input-/auth-required, holdUntilCanceled) are rejected as unreachable.
+ */
+export const ScriptedRuleSchema = z
+  .strictObject({
+    name: z.string().optional(),
+    match: ScriptedMatchSchema,
+    steps: z.array(ScriptedStepSchema).min(1),
+  })
+  .superRefine((rule, ctx) => {
+    if (rule.steps.length > 1 && rule.steps.some((s) => s.type === 'reply')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['steps'],
+        message: 'a rule with a reply step must have only that step (a reply creates no task to run steps in)',
+      });
+      return;
+    }
+    const end = rule.steps.findIndex(endsScriptedExecution);
+    if (end !== -1 && end < rule.steps.length - 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['steps', end + 1],
+        message: `unreachable step: step ${end} (${rule.steps[end]!.type}) ends the execution`,
+      });
+    }
+  });
+export type ScriptedRule = z.infer<typeof ScriptedRuleSchema>;
+
+/**
+ * Config of the `scripted` runtime (the embedded demo/test agent). Among the rules that match the
+ * input, the longest match answers (ties: the earlier rule); when none matches, `defaultRule` does
+ * (`echo`: working, echo the input, completed).
+ */
+export const ScriptedRuntimeConfigSchema = z.strictObject({
+  kind: z.literal('scripted'),
+  rules: z.array(ScriptedRuleSchema).default([]),
+  defaultRule: z.literal('echo').default('echo'),
+});
+export type ScriptedRuntimeConfig = z.infer<typeof ScriptedRuntimeConfigSchema>;
+
+/** Any runtime config, discriminated by `kind` (one member for now; more runtimes fit later). */
+export const RuntimeConfigSchema = z.discriminatedUnion('kind', [ScriptedRuntimeConfigSchema]);
+export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;

@@ -1,0 +1,50 @@
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { PrismaPg } from '@prisma/adapter-pg';
+import pg from 'pg';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { PrismaClient } from './generated/prisma/client.js';
+
+/**
+ * The process's one connection pool to PostgreSQL, shared by Prisma (through the pg driver
+ * adapter, no native engine) and by the raw SQL of the hot paths (`query`).
+ * Only repositories use it.
+ */
+@Injectable()
+export class DatabaseService implements OnModuleDestroy {
+  readonly pool: pg.Pool;
+  readonly prisma: PrismaClient;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.pool = new pg.Pool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX });
+    // A dropped idle connection must not crash the process; the pool replaces it.
+    this.pool.on('error', () => undefined);
+    this.prisma = new PrismaClient({ adapter: new PrismaPg(this.pool) });
+  }
+
+  /** One round trip of raw SQL. Rows come back as plain objects. */
+  async query<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
+    const res = await this.pool.query<T>(text, values);
+    return res.rows;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.prisma.$disconnect().catch(() => undefined);
+    await this.pool.end().catch(() => undefined);
+  }
+}
+
+/** Postgres SQLSTATE of a unique violation. */
+export const PG_UNIQUE_VIOLATION = '23505';
+/** Postgres SQLSTATE raised by our immutability triggers. */
+export const PG_CHECK_VIOLATION = '23514';
+
+/** SQLSTATE of a pg or Prisma error, when there is one. */
+export function sqlState(e: unknown): string | undefined {
+  const err = e as { code?: unknown; cause?: { code?: unknown; originalCode?: unknown }; meta?: { code?: unknown } };
+  // Prisma's own code for the same condition
+  if (err?.code === 'P2002') return PG_UNIQUE_VIOLATION;
+  for (const c of [err?.code, err?.cause?.originalCode, err?.cause?.code, err?.meta?.code]) {
+    if (typeof c === 'string' && /^[0-9A-Z]{5}$/.test(c) && !c.startsWith('P')) return c;
+  }
+  return undefined;
+}

@@ -1,0 +1,4 @@
+export * from './database.service.js';
+export * from './db.module.js';
+export { Prisma } from './generated/prisma/client.js';
+export type { PrismaClient } from './generated/prisma/client.js';

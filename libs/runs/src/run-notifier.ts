@@ -1,0 +1,89 @@
+import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+
+type Listener = (lastSequence: number) => void;
+
+/**
+ * Wake-up signals after commit: "run R has events up to sequence N". Postgres stays the truth;
+ * a signal only tells subscribers to read `sequence > last seen` from the log. Signals may be
+ * lost (Redis restart, dropped connection): every reader also polls on a heartbeat, so a lost
+ * signal delays an event but never loses it.
+ *
+ * Channel: `<REDIS_PREFIX>:run:<runId>`, message: the run's last sequence (decimal).
+ * One publisher and one subscriber connection per process, multiplexed over runs.
+ */
+@Injectable()
+export class RunNotifier implements OnModuleDestroy {
+  private readonly log = new Logger(RunNotifier.name);
+  private readonly prefix: string;
+  private readonly url: string;
+  private pub?: Redis;
+  private sub?: Redis;
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.prefix = `${config.REDIS_PREFIX}:run:`;
+    this.url = config.REDIS_URL;
+  }
+
+  private publisher(): Redis {
+    if (!this.pub) {
+      this.pub = new Redis(this.url, { maxRetriesPerRequest: 1 });
+      this.pub.on('error', (e: Error) => this.log.warn(`redis publisher: ${e.message}`));
+    }
+    return this.pub;
+  }
+
+  private subscriber(): Redis {
+    if (!this.sub) {
+      const sub = new Redis(this.url, { maxRetriesPerRequest: null });
+      sub.on('error', (e: Error) => this.log.warn(`redis subscriber: ${e.message}`));
+      sub.on('message', (channel: string, message: string) => {
+        const set = this.listeners.get(channel.slice(this.prefix.length));
+        if (!set) return;
+        const seq = Number(message);
+        for (const l of set) l(seq);
+      });
+      this.sub = sub;
+    }
+    return this.sub;
+  }
+
+  /** Fire-and-forget: a failed publish is logged, never thrown (readers poll anyway). */
+  notify(runId: string, lastSequence: number): void {
+    this.publisher()
+      .publish(this.prefix + runId, String(lastSequence))
+      .catch((e: Error) => this.log.warn(`publish failed for run ${runId}: ${e.message}`));
+  }
+
+  /**
+   * Listen for wake-ups of one run. Resolves once the subscription is active (so a signal sent
+   * after that is not missed); returns the function that removes the listener.
+   */
+  async listen(runId: string, listener: Listener): Promise<() => void> {
+    let set = this.listeners.get(runId);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(runId, set);
+      await this.subscriber()
+        .subscribe(this.prefix + runId)
+        .catch((e: Error) => this.log.warn(`subscribe failed for run ${runId}: ${e.message}`));
+    }
+    set.add(listener);
+    return () => {
+      const s = this.listeners.get(runId);
+      if (!s) return;
+      s.delete(listener);
+      if (s.size === 0) {
+        this.listeners.delete(runId);
+        this.sub?.unsubscribe(this.prefix + runId).catch(() => undefined);
+      }
+    };
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.pub?.disconnect();
+    this.sub?.disconnect();
+  }
+}

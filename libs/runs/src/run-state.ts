@@ -1,0 +1,94 @@
+import type { BlockedReason, RunStatus } from '#libs/contracts';
+
+/**
+ * The run state machine (pure). Canonical statuses only; "input-required" and "auth-required"
+ * are not statuses but the InteractionRequest overlay (`blockedReason`) on a `working` run.
+ *
+ * ```
+ *   submitted ──► working ──► completed | failed | rejected
+ *       │            │  ▲
+ *       │            ▼  │  (blockedReason set / cleared: overlay, status stays working)
+ *       │         working+blocked
+ *       └────────────┴──► canceled | failed | rejected | completed
+ * ```
+ */
+export const TERMINAL_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'canceled', 'rejected'];
+export const ACTIVE_STATUSES: readonly RunStatus[] = ['submitted', 'working'];
+
+const TRANSITIONS: Record<RunStatus, readonly RunStatus[]> = {
+  submitted: ['working', 'completed', 'failed', 'canceled', 'rejected'],
+  working: ['completed', 'failed', 'canceled', 'rejected'],
+  completed: [],
+  failed: [],
+  canceled: [],
+  rejected: [],
+};
+
+export function isTerminal(status: RunStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+/** True when a run in `from` may move to `to`. A status never "changes" to itself. */
+export function canTransition(from: RunStatus, to: RunStatus): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** Every status from which `to` is reachable in one step (used as the append path's guard). */
+export function statusesLeadingTo(to: RunStatus): RunStatus[] {
+  return (Object.keys(TRANSITIONS) as RunStatus[]).filter((from) => canTransition(from, to));
+}
+
+/**
+ * Statuses from which a `run.status_changed` to `to` may be appended. Besides real transitions,
+ * a working run may restate `working` (A2A allows repeated working updates, e.g. carrying a
+ * progress message).
+ */
+export function statusUpdateSources(to: RunStatus): RunStatus[] {
+  const from = statusesLeadingTo(to);
+  return to === 'working' ? [...from, 'working'] : from;
+}
+
+/** An interaction (block) may be opened only on an active run that is not already blocked. */
+export function canBlock(status: RunStatus, blockedReason: BlockedReason | null): boolean {
+  return !isTerminal(status) && blockedReason === null;
+}
+
+/**
+ * A2A v1.0 TaskState (a2a.proto `enum TaskState`), derived from the canonical status plus the
+ * interaction overlay — never stored. Confirmations surface as input-required: A2A has no
+ * separate state for them.
+ */
+export type A2ATaskState =
+  | 'TASK_STATE_SUBMITTED'
+  | 'TASK_STATE_WORKING'
+  | 'TASK_STATE_COMPLETED'
+  | 'TASK_STATE_FAILED'
+  | 'TASK_STATE_CANCELED'
+  | 'TASK_STATE_INPUT_REQUIRED'
+  | 'TASK_STATE_REJECTED'
+  | 'TASK_STATE_AUTH_REQUIRED';
+
+export function deriveTaskState(status: RunStatus, blockedReason: BlockedReason | null): A2ATaskState {
+  if (!isTerminal(status) && blockedReason) {
+    return blockedReason === 'auth_required' ? 'TASK_STATE_AUTH_REQUIRED' : 'TASK_STATE_INPUT_REQUIRED';
+  }
+  switch (status) {
+    case 'submitted':
+      return 'TASK_STATE_SUBMITTED';
+    case 'working':
+      return 'TASK_STATE_WORKING';
+    case 'completed':
+      return 'TASK_STATE_COMPLETED';
+    case 'failed':
+      return 'TASK_STATE_FAILED';
+    case 'canceled':
+      return 'TASK_STATE_CANCELED';
+    case 'rejected':
+      return 'TASK_STATE_REJECTED';
+  }
+}
+
+/** A2A: terminal states and interrupted states (input/auth required) end a blocking call. */
+export function isSettled(status: RunStatus, blockedReason: BlockedReason | null): boolean {
+  return isTerminal(status) || blockedReason !== null;
+}

@@ -1,0 +1,3 @@
+export * from './runtime.js';
+export * from './runtime.registry.js';
+export { ScriptedRuntime, selectRule } from './scripted/scripted.runtime.js';

@@ -1,0 +1,351 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ScriptedRuntimeConfigSchema,
+  RuntimeConfigSchema,
+  type ArtifactChunkInput,
+  type CanonicalMessage,
+  type Part,
+} from '#libs/contracts';
+import type { RuntimeContext } from '../runtime.js';
+import { ScriptedRuntime, selectRule } from './scripted.runtime.js';
+
+const runtime = new ScriptedRuntime();
+const config = (rules: unknown[]) => runtime.parseConfig({ kind: 'scripted', rules });
+const rule = (match: object, steps: unknown[] = [{ type: 'message', text: 'x' }], name?: string) => ({
+  name,
+  match,
+  steps,
+});
+
+function input(text: string | Part[], messageId = 'msg-1'): CanonicalMessage {
+  return { messageId, role: 'user', parts: typeof text === 'string' ? [{ text }] : text };
+}
+
+interface Call {
+  method: keyof Omit<RuntimeContext, 'run' | 'input' | 'signal'>;
+  args: unknown[];
+}
+
+/**
+ * In-memory RuntimeContext recording every call. `reject` makes the n-th call (0-based) reject
+ * with `error`; `abortOn` aborts the signal while that method runs (a cancel arriving meanwhile).
+ */
+function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: unknown }; abortOn?: Call['method'] } = {}) {
+  const calls: Call[] = [];
+  const controller = new AbortController();
+  const record =
+    (method: Call['method']) =>
+    async (...args: unknown[]): Promise<void> => {
+      const index = calls.push({ method, args }) - 1;
+      if (opts.abortOn === method) controller.abort();
+      if (opts.reject?.at === index) throw opts.reject.error;
+    };
+  const ctx: RuntimeContext = {
+    run: { orgId: 'o', runId: 'r', threadId: 't', agentId: 'a', revisionId: 'v' },
+    input: msg,
+    signal: controller.signal,
+    setStatus: record('setStatus'),
+    requestInteraction: record('requestInteraction'),
+    emitMessage: record('emitMessage'),
+    emitArtifact: record('emitArtifact'),
+    sleep: record('sleep'),
+    waitUntilCanceled: record('waitUntilCanceled'),
+  };
+  return { ctx, calls, controller, artifacts: () => calls.filter((c) => c.method === 'emitArtifact').map((c) => c.args[0] as ArtifactChunkInput) };
+}
+
+const issues = (raw: unknown) => {
+  const r = ScriptedRuntimeConfigSchema.safeParse(raw);
+  expect(r.success).toBe(false);
+  return r.error!.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+};
+
+describe('ScriptedRuntimeConfigSchema', () => {
+  it('defaults rules to [] and defaultRule to echo', () => {
+    expect(runtime.parseConfig({ kind: 'scripted' })).toEqual({ kind: 'scripted', rules: [], defaultRule: 'echo' });
+  });
+
+  it('rejects a regex that does not compile, and flags it does not know', () => {
+    expect(issues({ kind: 'scripted', rules: [rule({ text: '(unclosed' })] })).toEqual([
+      { path: 'rules.0.match.text', message: expect.stringContaining('invalid regular expression') },
+    ]);
+    expect(issues({ kind: 'scripted', rules: [rule({ text: 'a', flags: 'q' })] })[0]!.path).toBe('rules.0.match.text');
+  });
+
+  it('rejects a match with neither text nor messageIdPrefix', () => {
+    expect(issues({ kind: 'scripted', rules: [rule({})] })[0]!.message).toMatch(/at least one of text, messageIdPrefix/);
+  });
+
+  it('rejects a reply step mixed with other steps, and accepts it alone', () => {
+    const mixed = rule({ text: 'hi' }, [{ type: 'status', status: 'working' }, { type: 'reply', text: 'hello' }]);
+    expect(issues({ kind: 'scripted', rules: [mixed] })).toEqual([
+      { path: 'rules.0.steps', message: expect.stringContaining('a rule with a reply step must have only that step') },
+    ]);
+    expect(() => config([rule({ text: 'hi' }, [{ type: 'reply', text: 'hello' }])])).not.toThrow();
+  });
+
+  it('rejects chunked data and url content but allows chunked text and bytes', () => {
+    const art = (content: object, chunks?: number) => rule({ text: 'a' }, [{ type: 'artifact', content, chunks }]);
+    for (const content of [{ data: { a: 1 } }, { url: 'https://example.com/f' }]) {
+      expect(issues({ kind: 'scripted', rules: [art(content, 2)] })).toEqual([
+        { path: 'rules.0.steps.0.chunks', message: 'only text and bytesBase64 content can be chunked' },
+      ]);
+      expect(() => config([art(content, 1)])).not.toThrow();
+    }
+    expect(() => config([art({ text: 'abc' }, 3), art({ bytesBase64: 'AAEC' }, 3)])).not.toThrow();
+    expect(issues({ kind: 'scripted', rules: [art({ text: 'abc' }, 0)] })[0]!.path).toBe('rules.0.steps.0.chunks');
+  });
+
+  it('rejects artifact content that is none or several of the shapes', () => {
+    const art = (content: object) => ({ kind: 'scripted', rules: [rule({ text: 'a' }, [{ type: 'artifact', content }])] });
+    expect(issues(art({}))[0]!.path).toBe('rules.0.steps.0.content');
+    expect(issues(art({ text: 'a', data: 1 }))[0]!.path).toBe('rules.0.steps.0.content');
+    expect(issues(art({ bytesBase64: 'not base64!' }))[0]!.path).toBe('rules.0.steps.0.content.bytesBase64');
+  });
+
+  it('rejects steps after one that ends the execution', () => {
+    const steps = [{ type: 'status', status: 'input-required' }, { type: 'message', text: 'never' }];
+    expect(issues({ kind: 'scripted', rules: [rule({ text: 'a' }, steps)] })).toEqual([
+      { path: 'rules.0.steps.1', message: 'unreachable step: step 0 (status) ends the execution' },
+    ]);
+  });
+
+  it('rejects messages with both or neither of text and parts, and out-of-range waits', () => {
+    const one = (step: object) => ({ kind: 'scripted', rules: [rule({ text: 'a' }, [step])] });
+    expect(issues(one({ type: 'message' }))[0]!.message).toBe('give exactly one of text, parts');
+    expect(issues(one({ type: 'message', text: 'a', parts: [{ text: 'b' }] }))[0]!.message).toBe('give exactly one of text, parts');
+    expect(issues(one({ type: 'wait', ms: 600_001 }))[0]!.path).toBe('rules.0.steps.0.ms');
+    expect(issues(one({ type: 'wait', ms: 1.5 }))[0]!.path).toBe('rules.0.steps.0.ms');
+    expect(issues(one({ type: 'nap' }))[0]!.path).toBe('rules.0.steps.0.type');
+  });
+
+  it('RuntimeConfigSchema discriminates on kind', () => {
+    expect(RuntimeConfigSchema.parse({ kind: 'scripted' }).kind).toBe('scripted');
+    expect(RuntimeConfigSchema.safeParse({ kind: 'llm' }).success).toBe(false);
+  });
+});
+
+describe('selectRule', () => {
+  it('matches the regex against the input text, with flags', () => {
+    const c = config([rule({ text: '^hello', flags: 'i' }, undefined, 'greet')]);
+    expect(selectRule(c, input('HELLO there')).name).toBe('greet');
+    expect(selectRule(c, input('say hello')).name).toBe('echo');
+  });
+
+  it('matches messageIdPrefix with startsWith, and needs every matcher to match', () => {
+    const c = config([rule({ messageIdPrefix: 'test-' }, undefined, 'prefix'), rule({ text: 'x', messageIdPrefix: 'zz' }, undefined, 'both')]);
+    expect(selectRule(c, input('anything', 'test-42')).name).toBe('prefix');
+    expect(selectRule(c, input('anything', 'my-test-42')).name).toBe('echo');
+    expect(selectRule(c, input('x', 'other')).name).toBe('echo');
+  });
+
+  it('picks the longest match, summing regex and prefix lengths', () => {
+    const c = config([
+      rule({ text: 'hi' }, undefined, 'short'),
+      rule({ text: 'hi there' }, undefined, 'long'),
+      rule({ text: 'hi', messageIdPrefix: 'abcdefg' }, undefined, 'sum'),
+    ]);
+    expect(selectRule(c, input('hi there', 'x')).name).toBe('long'); // 8 > 2
+    expect(selectRule(c, input('hi there', 'abcdefg-1')).name).toBe('sum'); // 2 + 7 > 8
+  });
+
+  it('breaks ties by rule order, and counts an empty match', () => {
+    const c = config([rule({ text: 'b.' }, undefined, 'first'), rule({ text: '.c' }, undefined, 'second')]);
+    expect(selectRule(c, input('abc')).name).toBe('first');
+    expect(selectRule(config([rule({ text: '^' }, undefined, 'any')]), input('abc')).name).toBe('any');
+  });
+
+  it('falls back to echo: the text, or the parts as they are when there is no text', () => {
+    expect(selectRule(config([]), input('hi')).steps).toEqual([
+      { type: 'status', status: 'working' },
+      { type: 'message', text: '{{input}}' },
+      { type: 'status', status: 'completed' },
+    ]);
+    const parts: Part[] = [{ data: { a: 1 } }, { raw: 'AAE=', mediaType: 'application/octet-stream' }];
+    expect(selectRule(config([]), input(parts)).steps[1]).toEqual({ type: 'message', parts });
+  });
+});
+
+describe('ScriptedRuntime.execute', () => {
+  it('echoes by default: working, the input text, completed', async () => {
+    const { ctx, calls } = fakeCtx(input('ping'));
+    await runtime.execute(config([]), ctx);
+    expect(calls).toEqual([
+      { method: 'setStatus', args: ['working', undefined] },
+      { method: 'emitMessage', args: [{ parts: [{ text: 'ping' }] }] },
+      { method: 'setStatus', args: ['completed', undefined] },
+    ]);
+  });
+
+  it('fills {{input}} literally (no $-patterns) in messages and status messages', async () => {
+    const c = config([rule({ text: '.' }, [{ type: 'status', status: 'working', message: 'on {{input}}' }, { type: 'message', text: '[{{input}}|{{input}}]' }])]);
+    const { ctx, calls } = fakeCtx(input("$& $' x"));
+    await runtime.execute(c, ctx);
+    expect(calls.map((c) => c.args)).toEqual([
+      ['working', { parts: [{ text: "on $& $' x" }] }],
+      [{ parts: [{ text: "[$& $' x|$& $' x]" }] }],
+      ['completed'],
+    ]);
+  });
+
+  it('chunks text by code points: same id, append after the first, lastChunk on the last', async () => {
+    const text = 'héllo wörld 😀😀!';
+    const c = config([rule({ text: 'go' }, [{ type: 'artifact', name: 'out', content: { text }, chunks: 4 }])]);
+    const { ctx, artifacts } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    const chunks = artifacts();
+    expect(chunks).toHaveLength(4);
+    expect(new Set(chunks.map((a) => a.artifactId)).size).toBe(1);
+    expect(chunks[0]!.artifactId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(chunks.map((a) => [a.append, a.lastChunk, a.name])).toEqual([
+      [false, false, 'out'],
+      [true, false, 'out'],
+      [true, false, 'out'],
+      [true, true, 'out'],
+    ]);
+    expect(chunks.map((a) => a.parts[0]!.text).join('')).toBe(text);
+    expect(chunks.every((a) => !a.parts[0]!.text!.includes('\uFFFD') && a.parts[0]!.text!.length > 0)).toBe(true);
+  });
+
+  it('chunks decoded bytes, keeping mediaType and filename on each part', async () => {
+    const bytes = Buffer.from(Array.from({ length: 10 }, (_, i) => i * 25));
+    const content = { bytesBase64: bytes.toString('base64'), mediaType: 'application/octet-stream', filename: 'b.bin' };
+    const c = config([rule({ text: 'go' }, [{ type: 'artifact', artifactId: 'art-1', content, chunks: 3 }])]);
+    const { ctx, artifacts } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    const chunks = artifacts();
+    expect(chunks.map((a) => [a.artifactId, a.append, a.lastChunk])).toEqual([
+      ['art-1', false, false],
+      ['art-1', true, false],
+      ['art-1', true, true],
+    ]);
+    expect(Buffer.concat(chunks.map((a) => Buffer.from(a.parts[0]!.raw!, 'base64')))).toEqual(bytes);
+    expect(chunks.every((a) => a.parts[0]!.mediaType === content.mediaType && a.parts[0]!.filename === 'b.bin')).toBe(true);
+  });
+
+  it('emits no empty chunks when asked for more chunks than there is content', async () => {
+    const c = config([rule({ text: 'go' }, [{ type: 'artifact', content: { text: 'ab' }, chunks: 5 }])]);
+    const { ctx, artifacts } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    expect(artifacts().map((a) => [a.parts[0]!.text, a.append, a.lastChunk])).toEqual([
+      ['a', false, false],
+      ['b', true, true],
+    ]);
+  });
+
+  it('emits an unchunked artifact as one complete chunk', async () => {
+    const c = config([rule({ text: 'go' }, [{ type: 'artifact', artifactId: 'd', content: { data: { ok: true } } }])]);
+    const { ctx, calls } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    expect(calls).toEqual([
+      { method: 'emitArtifact', args: [{ artifactId: 'd', parts: [{ data: { ok: true } }], append: false, lastChunk: true }] },
+      { method: 'setStatus', args: ['completed'] },
+    ]);
+  });
+
+  it('waits with ctx.sleep(ms) and completes when the steps end without a terminal status', async () => {
+    const c = config([rule({ text: 'go' }, [{ type: 'status', status: 'working' }, { type: 'wait', ms: 250 }, { type: 'message', text: 'done' }])]);
+    const { ctx, calls } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    expect(calls.map((c) => [c.method, c.args[0]])).toEqual([
+      ['setStatus', 'working'],
+      ['sleep', 250],
+      ['emitMessage', { parts: [{ text: 'done' }] }],
+      ['setStatus', 'completed'],
+    ]);
+  });
+
+  it('does not add completed after a terminal status', async () => {
+    const c = config([rule({ text: 'go' }, [{ type: 'status', status: 'failed', message: 'nope' }])]);
+    const { ctx, calls } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    expect(calls).toEqual([{ method: 'setStatus', args: ['failed', { parts: [{ text: 'nope' }] }] }]);
+  });
+
+  it('stops after input-required / auth-required; the follow-up selects its own rule', async () => {
+    const c = config([
+      rule({ text: '^book' }, [{ type: 'status', status: 'working' }, { type: 'status', status: 'input-required', message: 'Which day?' }]),
+      rule({ text: '^(mon|tue)day$' }, [{ type: 'message', text: 'Booked {{input}}' }, { type: 'status', status: 'completed' }]),
+      rule({ text: '^secret' }, [{ type: 'status', status: 'auth-required' }]),
+    ]);
+    const first = fakeCtx(input('book a room'));
+    await runtime.execute(c, first.ctx);
+    expect(first.calls).toEqual([
+      { method: 'setStatus', args: ['working', undefined] },
+      { method: 'requestInteraction', args: ['input', { parts: [{ text: 'Which day?' }] }] },
+    ]);
+    const followUp = fakeCtx(input('monday', 'msg-2'));
+    await runtime.execute(c, followUp.ctx);
+    expect(followUp.calls.map((c) => c.args)).toEqual([[{ parts: [{ text: 'Booked monday' }] }], ['completed', undefined]]);
+    const auth = fakeCtx(input('secret'));
+    await runtime.execute(c, auth.ctx);
+    expect(auth.calls).toEqual([{ method: 'requestInteraction', args: ['auth', undefined] }]);
+  });
+
+  it('holds until canceled, then returns without completing', async () => {
+    const c = config([rule({ text: 'go' }, [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }])]);
+    const { ctx, calls } = fakeCtx(input('go'));
+    await runtime.execute(c, ctx);
+    expect(calls.map((c) => c.method)).toEqual(['setStatus', 'waitUntilCanceled']);
+  });
+
+  it('does nothing when the signal is already aborted', async () => {
+    const { ctx, calls, controller } = fakeCtx(input('go'));
+    controller.abort();
+    await runtime.execute(config([]), ctx);
+    expect(calls).toEqual([]);
+  });
+
+  it('stops at the next step (and between chunks) once aborted, without completing', async () => {
+    const waiting = config([rule({ text: 'go' }, [{ type: 'wait', ms: 60_000 }, { type: 'message', text: 'late' }])]);
+    const a = fakeCtx(input('go'), { abortOn: 'sleep' });
+    await runtime.execute(waiting, a.ctx);
+    expect(a.calls.map((c) => c.method)).toEqual(['sleep']);
+
+    const chunked = config([rule({ text: 'go' }, [{ type: 'artifact', content: { text: 'abcdef' }, chunks: 3 }])]);
+    const b = fakeCtx(input('go'), { abortOn: 'emitArtifact' });
+    await runtime.execute(chunked, b.ctx);
+    expect(b.calls.map((c) => c.method)).toEqual(['emitArtifact']);
+  });
+
+  it('stops quietly when a ctx call rejects with run.terminal', async () => {
+    const terminal = Object.assign(new Error('run is terminal'), { code: 'run.terminal' });
+    const { ctx, calls } = fakeCtx(input('go'), { reject: { at: 1, error: terminal } });
+    await expect(runtime.execute(config([]), ctx)).resolves.toBeUndefined();
+    expect(calls.map((c) => c.method)).toEqual(['setStatus', 'emitMessage']);
+  });
+
+  it('rethrows any other ctx error', async () => {
+    const boom = Object.assign(new Error('db down'), { code: 'internal' });
+    const { ctx, calls } = fakeCtx(input('go'), { reject: { at: 0, error: boom } });
+    await expect(runtime.execute(config([]), ctx)).rejects.toBe(boom);
+    expect(calls).toHaveLength(1);
+  });
+});
+
+describe('ScriptedRuntime.directReply', () => {
+  const c = config([
+    rule({ text: '^ping' }, [{ type: 'reply', text: 'pong: {{input}}' }]),
+    rule({ messageIdPrefix: 'card-' }, [{ type: 'reply', parts: [{ data: { card: true } }] }]),
+    rule({ text: '^task' }, [{ type: 'message', text: 'working on it' }]),
+  ]);
+
+  it('returns the message of a reply rule, with {{input}} filled', () => {
+    expect(runtime.directReply(c, input('ping!'))).toEqual({ parts: [{ text: 'pong: ping!' }] });
+    expect(runtime.directReply(c, input('x', 'card-1'))).toEqual({ parts: [{ data: { card: true } }] });
+  });
+
+  it('returns null when the selected rule needs a run (including the default echo)', () => {
+    expect(runtime.directReply(c, input('task please'))).toBeNull();
+    expect(runtime.directReply(c, input('unmatched'))).toBeNull();
+  });
+
+  it('emits the reply and completes when a reply rule is reached by execute (a continuation)', async () => {
+    const { ctx, calls } = fakeCtx(input('ping'));
+    await runtime.execute(c, ctx);
+    expect(calls).toEqual([
+      { method: 'emitMessage', args: [{ parts: [{ text: 'pong: ping' }] }] },
+      { method: 'setStatus', args: ['completed'] },
+    ]);
+  });
+});
