@@ -1,4 +1,5 @@
 export * from './parts.schema.js';
 export * from './run-events.schema.js';
 export * from './jobs.schema.js';
+export * from './agent-profile.schema.js';
 export * from './runtime.schema.js';

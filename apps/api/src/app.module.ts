@@ -1,0 +1,17 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { ConfigModule, type AppConfig } from '#libs/config';
+import { DbModule } from '#libs/db';
+import { RunsModule } from '#libs/runs';
+import { AdminModule } from './admin/admin.module.js';
+import { A2AHttpModule } from './a2a/a2a.module.js';
+
+/** Root module of the API app. `overrides` are config values (tests and the demo use them). */
+@Module({})
+export class AppModule {
+  static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [ConfigModule.forRoot(overrides), DbModule, RunsModule, AdminModule, A2AHttpModule],
+    };
+  }
+}

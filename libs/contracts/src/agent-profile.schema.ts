@@ -1,0 +1,69 @@
+import { z } from 'zod';
+
+/** A2A v1.0 AgentSkill (a2a.proto `message AgentSkill`), as a revision declares it. */
+export const A2ASkillSchema = z.object({
+  id: z.string().min(1),
+  name: z.string().min(1),
+  description: z.string().min(1),
+  tags: z.array(z.string()).min(1),
+  examples: z.array(z.string()).optional(),
+  inputModes: z.array(z.string()).optional(),
+  outputModes: z.array(z.string()).optional(),
+});
+export type A2ASkill = z.infer<typeof A2ASkillSchema>;
+
+/** A2A v1.0 AgentExtension (a2a.proto `message AgentExtension`). */
+export const A2AExtensionSchema = z.object({
+  uri: z.string().min(1),
+  description: z.string().optional(),
+  required: z.boolean().optional(),
+  params: z.record(z.string(), z.unknown()).optional(),
+});
+export type A2AExtension = z.infer<typeof A2AExtensionSchema>;
+
+/**
+ * `protocolProfiles.a2a` of an AgentRevision: how the revision presents itself over A2A.
+ * The Agent Card is projected from this plus the Agent's identity and the binding
+ * (libs/a2a card projection). Capabilities declared here are capped by what the deployment
+ * actually serves (a card never advertises an operation we do not implement).
+ */
+export const A2AProfileSchema = z.object({
+  /** Newest A2A version the revision speaks; the binding also serves 0.3 JSON-RPC. */
+  protocolVersion: z.enum(['1.0']).default('1.0'),
+  /** Overrides of the Agent's identity on the card; `version` is the card's `version`. */
+  identityProjection: z
+    .object({ name: z.string().min(1).optional(), description: z.string().min(1).optional(), version: z.string().min(1).default('1.0.0') })
+    .default({ version: '1.0.0' }),
+  /** The card's `skills` (A2A requires at least one). */
+  skillsProjection: z.array(A2ASkillSchema).min(1),
+  capabilities: z
+    .object({
+      streaming: z.boolean().default(false),
+      pushNotifications: z.boolean().default(false),
+      extendedAgentCard: z.boolean().default(false),
+    })
+    .default({ streaming: false, pushNotifications: false, extendedAgentCard: false }),
+  extensions: z.array(A2AExtensionSchema).default([]),
+  defaultInputModes: z.array(z.string().min(1)).min(1).default(['text/plain']),
+  defaultOutputModes: z.array(z.string().min(1)).min(1).default(['text/plain']),
+});
+export type A2AProfile = z.infer<typeof A2AProfileSchema>;
+
+/** `protocolProfiles` of a revision: one entry per protocol (only A2A today). */
+export const ProtocolProfilesSchema = z.object({ a2a: A2AProfileSchema });
+export type ProtocolProfiles = z.infer<typeof ProtocolProfilesSchema>;
+
+/** A2A transports a binding can serve (A2A v1.0 AgentInterface.protocolBinding values). */
+export const A2ATransportSchema = z.enum(['JSONRPC', 'HTTP+JSON']);
+export type A2ATransport = z.infer<typeof A2ATransportSchema>;
+
+/**
+ * Who may call an A2A binding. `none`: anyone who can reach it. `apiKey`: an API key of the
+ * agent's organization with scope `a2a:invoke` (or `admin`), in header `X-API-Key` or as
+ * `Authorization: Bearer <key>`; projected on the card as an APIKeySecurityScheme.
+ */
+export const BindingSecuritySchema = z.discriminatedUnion('scheme', [
+  z.object({ scheme: z.literal('none') }),
+  z.object({ scheme: z.literal('apiKey') }),
+]);
+export type BindingSecurity = z.infer<typeof BindingSecuritySchema>;
