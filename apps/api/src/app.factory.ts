@@ -44,6 +44,7 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
   });
 
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), adapter, {
+    bodyParser: false,
     logger: config.LOG_LEVEL === 'silent' ? false : ['error', 'warn', 'log'],
   });
   app.useGlobalFilters(new AppExceptionFilter());

@@ -183,6 +183,15 @@ export class RunRepository {
     return row ? { message: cleanMessage(row), sequence: row.sequence } : null;
   }
 
+  /** The runtime config of a revision (immutable once published, so callers may cache it by id). */
+  async revisionRuntime(orgId: string, revisionId: string): Promise<unknown | null> {
+    const rows = await this.db.query<{ runtime: unknown }>(
+      `SELECT runtime FROM agent_revisions WHERE id = $1 AND org_id = $2`,
+      [revisionId, orgId],
+    );
+    return rows[0]?.runtime ?? null;
+  }
+
   async message(orgId: string, runId: string, messageId: string): Promise<{ message: CanonicalMessage; sequence: number } | null> {
     const rows = await this.db.query<{ messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
       `SELECT message_id AS "messageId", role, parts, metadata, extensions, sequence FROM messages

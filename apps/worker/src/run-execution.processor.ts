@@ -1,0 +1,142 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { RUN_EXECUTION_QUEUE, RunExecuteJobSchema, type RunExecuteJob } from '#libs/contracts';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { AppError } from '#libs/common';
+import { RunNotifier, RunRepository, RunService, bullConnection, isTerminal } from '#libs/runs';
+import { defaultRuntimeRegistry, type AgentRuntime, type RuntimeContext } from '#libs/runtimes';
+
+/** How often a held execution re-checks its run for cancellation when no wake-up arrives (ms). */
+const CANCEL_POLL_MS = 2_000;
+
+/**
+ * BullMQ processor for `run.execute`: parse the job, run the revision's runtime against a
+ * RuntimeContext whose every method goes through RunService (the append path), map errors.
+ * A run canceled meanwhile aborts the runtime's signal. Stalled jobs (dead worker) are not
+ * retried (`maxStalledCount: 0`): replaying a runtime would duplicate its output, so the run is
+ * failed instead, here on `failed` or later by the sweeper.
+ */
+@Injectable()
+export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly log = new Logger(RunExecutionProcessor.name);
+  private readonly registry = defaultRuntimeRegistry();
+  private readonly configs = new Map<string, { runtime: AgentRuntime; config: unknown }>();
+  private readonly inFlight = new Set<AbortController>();
+  private worker?: Worker<RunExecuteJob>;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly runs: RunService,
+    private readonly runRepo: RunRepository,
+    private readonly notifier: RunNotifier,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.worker = new Worker<RunExecuteJob>(RUN_EXECUTION_QUEUE, (job) => this.process(job), {
+      connection: bullConnection(this.config.REDIS_URL),
+      prefix: this.config.REDIS_PREFIX,
+      concurrency: this.config.WORKER_CONCURRENCY,
+      maxStalledCount: 0,
+    });
+    this.worker.on('failed', (job, err) => {
+      if (!job) return;
+      const data = RunExecuteJobSchema.safeParse(job.data);
+      if (!data.success) return;
+      this.log.warn(`run ${data.data.runId}: job failed: ${err.message}`);
+      void this.runs.failRun(data.data.orgId, data.data.runId, 'the execution was lost').catch(() => undefined);
+    });
+    this.worker.on('error', (err) => this.log.warn(`worker: ${err.message}`));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    for (const c of this.inFlight) c.abort();
+    await this.worker?.close();
+  }
+
+  /** Exposed for tests: process one job payload as the BullMQ worker would. */
+  async process(job: Pick<Job<RunExecuteJob>, 'data'>): Promise<void> {
+    const parsed = RunExecuteJobSchema.safeParse(job.data);
+    if (!parsed.success) throw new UnrecoverableError(`invalid run.execute payload: ${parsed.error.message}`);
+    const { orgId, runId, inputMessageId } = parsed.data;
+
+    const run = await this.runs.getRun(orgId, runId);
+    if (!run || isTerminal(run.status)) return;
+    const input = await this.runRepo.message(orgId, runId, inputMessageId);
+    if (!input) throw new UnrecoverableError(`run ${runId}: input message ${inputMessageId} not found`);
+
+    let entry = this.configs.get(run.revisionId);
+    if (!entry) {
+      const raw = await this.runRepo.revisionRuntime(orgId, run.revisionId);
+      try {
+        entry = this.registry.parse(raw);
+      } catch (e) {
+        await this.runs.failRun(orgId, runId, 'the agent revision has an invalid runtime');
+        throw new UnrecoverableError(`run ${runId}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      this.configs.set(run.revisionId, entry);
+    }
+
+    const abort = new AbortController();
+    this.inFlight.add(abort);
+    const checkCanceled = async () => {
+      const now = await this.runs.getRun(orgId, runId).catch(() => null);
+      if (!now || isTerminal(now.status)) abort.abort();
+    };
+    const stopListening = await this.notifier.listen(runId, () => void checkCanceled());
+    const poll = setInterval(() => void checkCanceled(), CANCEL_POLL_MS);
+    try {
+      await entry.runtime.execute(entry.config, this.context(run, input.message, abort.signal));
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'run.terminal') return;
+      const reason = e instanceof Error ? e.message : String(e);
+      this.log.error(`run ${runId}: runtime failed: ${reason}`);
+      await this.runs.failRun(orgId, runId, 'the agent runtime failed');
+      if (e instanceof AppError && !e.retryable) throw new UnrecoverableError(reason);
+      throw e;
+    } finally {
+      clearInterval(poll);
+      stopListening();
+      this.inFlight.delete(abort);
+    }
+  }
+
+  private context(run: { orgId: string; id: string; threadId: string; agentId: string; revisionId: string }, input: RuntimeContext['input'], signal: AbortSignal): RuntimeContext {
+    const { orgId, id: runId } = run;
+    const runs = this.runs;
+    return {
+      run: { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId },
+      input,
+      signal,
+      async setStatus(status, message) {
+        await runs.setStatus(orgId, runId, status, { message });
+      },
+      async requestInteraction(kind, message) {
+        await runs.requestInteraction(orgId, runId, kind, { message });
+      },
+      async emitMessage(message) {
+        await runs.emitMessage(orgId, runId, message);
+      },
+      async emitArtifact(chunk) {
+        await runs.emitArtifact(orgId, runId, chunk);
+      },
+      sleep(ms) {
+        return new Promise<void>((resolve) => {
+          if (signal.aborted) return resolve();
+          const t = setTimeout(done, ms);
+          function done() {
+            clearTimeout(t);
+            signal.removeEventListener('abort', done);
+            resolve();
+          }
+          signal.addEventListener('abort', done, { once: true });
+        });
+      },
+      waitUntilCanceled() {
+        return new Promise<void>((resolve) => {
+          if (signal.aborted) return resolve();
+          signal.addEventListener('abort', () => resolve(), { once: true });
+        });
+      },
+    };
+  }
+}

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DatabaseService } from '#libs/db';
+import { RunDispatcher, RunService } from '#libs/runs';
+import { RunSweeper } from '../apps/worker/src/run-sweeper.js';
+import { createWorkerApp } from '../apps/worker/src/worker.factory.js';
+import { seedAgent } from './support/fixtures.js';
+import { startStack, type Stack } from './support/stack.js';
+
+const RULES = {
+  kind: 'scripted',
+  rules: [
+    { match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] },
+    { match: { text: '^ask' }, steps: [{ type: 'status', status: 'input-required', message: 'Which city?' }] },
+    { match: { text: '^Paris' }, steps: [{ type: 'message', text: 'Sunny in {{input}}' }, { type: 'status', status: 'completed' }] },
+    {
+      match: { text: '^file' },
+      steps: [{ type: 'artifact', artifactId: 'doc', name: 'doc.txt', content: { text: 'abcdefghij' }, chunks: 3 }, { type: 'status', status: 'completed' }],
+    },
+  ],
+};
+
+describe('worker executes runs from BullMQ', () => {
+  let stack: Stack;
+  let runs: RunService;
+  let seed: Awaited<ReturnType<typeof seedAgent>>;
+
+  beforeAll(async () => {
+    stack = await startStack();
+    runs = stack.api.get(RunService);
+    seed = await seedAgent(stack.api.get(DatabaseService), RULES);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const create = (text: string, messageId = randomUUID()) =>
+    runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId, role: 'user', parts: [{ text }] } });
+
+  it('echoes by default and completes, every step in the log', async () => {
+    const { run } = await create('hello there');
+    const settled = await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
+    expect(settled.status).toBe('completed');
+    const events = await runs.readEvents(seed.orgId, run.id, 0);
+    expect(events.map((e) => e.event.type)).toEqual(['run.created', 'message.added', 'run.status_changed', 'message.added', 'run.status_changed']);
+    const view = await runs.view(seed.orgId, run.id);
+    expect(view.history.map((m) => [m.role, m.parts])).toEqual([
+      ['user', [{ text: 'hello there' }]],
+      ['agent', [{ text: 'hello there' }]],
+    ]);
+  });
+
+  it('cancel aborts a held run, and nothing is appended after the terminal event', async () => {
+    const { run } = await create('hold on');
+    await expect.poll(async () => (await runs.getRun(seed.orgId, run.id))!.status, { timeout: 10_000 }).toBe('working');
+    await runs.cancelRun(seed.orgId, run.id);
+    await new Promise((r) => setTimeout(r, 300));
+    const events = await runs.readEvents(seed.orgId, run.id, 0);
+    expect(events.at(-1)!.event).toMatchObject({ type: 'run.status_changed', payload: { status: 'canceled' } });
+  });
+
+  it('input-required blocks the run; the answer continues it to completion', async () => {
+    const { run } = await create('ask me');
+    const blocked = await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
+    expect(blocked.status).toBe('working');
+    expect(blocked.blockedReason).toBe('input_required');
+    await runs.continueRun({ orgId: seed.orgId, agentId: seed.agentId, runId: run.id, message: { messageId: randomUUID(), role: 'user', parts: [{ text: 'Paris' }] } });
+    await expect.poll(async () => (await runs.getRun(seed.orgId, run.id))!.status, { timeout: 10_000 }).toBe('completed');
+    const view = await runs.view(seed.orgId, run.id);
+    expect(view.history.map((m) => m.parts[0]!.text)).toEqual(['ask me', 'Which city?', 'Paris', 'Sunny in Paris']);
+  });
+
+  it('streams a chunked artifact into one projected artifact', async () => {
+    const { run } = await create('file please');
+    await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
+    const view = await runs.view(seed.orgId, run.id);
+    expect(view.artifacts).toHaveLength(1);
+    expect(view.artifacts[0]!.complete).toBe(true);
+    expect(view.artifacts[0]!.parts.map((p) => p.text).join('')).toBe('abcdefghij');
+    const chunks = (await runs.readEvents(seed.orgId, run.id, 0)).filter((e) => e.event.type === 'artifact.updated');
+    expect(chunks.map((c) => [(c.event.payload as { append: boolean }).append, (c.event.payload as { lastChunk: boolean }).lastChunk])).toEqual([
+      [false, false],
+      [true, false],
+      [true, true],
+    ]);
+  });
+});
+
+describe('lost executions', () => {
+  it('the sweeper fails a run whose job is gone, and leaves held runs with a live job alone', async () => {
+    const stack = await startStack({ worker: false, env: { RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000' } });
+    try {
+      const runs = stack.api.get(RunService);
+      const seed = await seedAgent(stack.api.get(DatabaseService), RULES);
+      const mk = (text: string) =>
+        runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
+      const lost = (await mk('lost')).run;
+      // the job vanishes (e.g. Redis lost it) before any worker saw it
+      await stack.api.get(RunDispatcher).queue.remove(RunDispatcher.jobId(lost.id, 2));
+      const held = (await mk('hold this')).run;
+
+      const worker = await createWorkerApp({ ...stack.env, RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000' });
+      try {
+        await expect.poll(async () => (await runs.getRun(seed.orgId, held.id))!.status, { timeout: 10_000 }).toBe('working');
+        await new Promise((r) => setTimeout(r, 1200));
+        const failed = await worker.get(RunSweeper).sweep();
+        expect(failed).toContain(lost.id);
+        expect(failed).not.toContain(held.id);
+        const lostNow = await runs.view(seed.orgId, lost.id);
+        expect(lostNow.run.status).toBe('failed');
+        expect((await runs.getRun(seed.orgId, held.id))!.status).toBe('working');
+        await runs.cancelRun(seed.orgId, held.id);
+      } finally {
+        await worker.close();
+      }
+    } finally {
+      await stack.close();
+    }
+  });
+});
