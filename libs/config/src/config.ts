@@ -25,6 +25,12 @@ export const ConfigSchema = z.object({
   BOOTSTRAP_ADMIN_KEY: z.string().regex(/^aaas_[A-Za-z0-9]{8}_[A-Za-z0-9]{24,}$/).optional(),
   /** Blocking SendMessage waits at most this long (ms) before returning the task as it is. */
   A2A_BLOCKING_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  /** Streams: how often (ms) each followed run is re-read in case a wake-up was lost. */
+  STREAM_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
+  /** Streams: newest events kept in memory per followed run (shared by its subscribers). */
+  STREAM_RING_SIZE: z.coerce.number().int().min(16).max(100_000).default(256),
+  /** Streams: SSE heartbeat comment interval (ms) that keeps idle connections alive. */
+  SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   /** Worker: concurrent run executions per worker process. */
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(50),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */

@@ -5,3 +5,4 @@ export * from './run-notifier.js';
 export * from './run-dispatcher.js';
 export * from './run.service.js';
 export * from './runs.module.js';
+export * from './run-stream.js';

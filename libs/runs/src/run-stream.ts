@@ -1,0 +1,190 @@
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import type { SequencedOutputEnvelope } from '#libs/contracts';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { EventLogRepository } from './event-log.repository.js';
+import { RunNotifier } from './run-notifier.js';
+
+/** Page size of every read from the log (catch-up and live). */
+const PAGE = 500;
+
+/**
+ * The process's view of one run's log tail, shared by all its local subscribers: one reader per
+ * run per process, however many streams follow it. `ring` holds the newest envelopes, contiguous
+ * by sequence, so live subscribers are served from memory; a subscriber that falls behind the
+ * ring (slow reader, old cursor) reads its own pages from Postgres until it catches up.
+ */
+class RunTail {
+  lastSequence = 0;
+  ring: SequencedOutputEnvelope[] = [];
+  subscribers = 0;
+  unlisten: (() => void) | null = null;
+  private fetching: Promise<void> | null = null;
+  private again = false;
+  private waiters = new Set<() => void>();
+  /** Set once the first read has happened (so subscribers know the tail is current). */
+  ready: Promise<void> | null = null;
+
+  constructor(
+    readonly orgId: string,
+    readonly runId: string,
+    private readonly log: EventLogRepository,
+    private readonly ringSize: number,
+  ) {}
+
+  /** Read everything after `lastSequence` (coalescing concurrent calls), then wake waiters. */
+  refresh(): Promise<void> {
+    if (this.fetching) {
+      this.again = true;
+      return this.fetching;
+    }
+    this.fetching = (async () => {
+      try {
+        do {
+          this.again = false;
+          for (;;) {
+            const page = await this.log.readAfter(this.orgId, this.runId, this.lastSequence, PAGE);
+            if (page.length === 0) break;
+            this.ring.push(...page);
+            if (this.ring.length > this.ringSize) this.ring.splice(0, this.ring.length - this.ringSize);
+            this.lastSequence = page[page.length - 1]!.sequence;
+            this.wake();
+            if (page.length < PAGE) break;
+          }
+        } while (this.again);
+      } finally {
+        this.fetching = null;
+      }
+    })();
+    return this.fetching;
+  }
+
+  /** Resolves at the next refresh that found events, or when `signal` aborts. */
+  changed(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = () => {
+        this.waiters.delete(done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      this.waiters.add(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private wake(): void {
+    for (const w of [...this.waiters]) w();
+  }
+}
+
+/**
+ * Live, resumable reads of run event logs: `follow(org, run, after)` yields every envelope with
+ * sequence > `after`, in order, without gaps or duplicates, then live ones as they commit — from
+ * any API instance, since Postgres is the truth and Redis only carries wake-ups.
+ *
+ * Delivery: a wake-up (RunNotifier) triggers one read per run per process; lost wake-ups are
+ * covered by a poll of every followed run each STREAM_POLL_INTERVAL_MS. Backpressure: the
+ * generator only advances when its consumer pulls, so a slow reader holds no queue — it falls
+ * behind the shared ring and then pages from Postgres itself.
+ */
+@Injectable()
+export class RunStreamHub implements OnModuleDestroy {
+  private readonly tails = new Map<string, RunTail>();
+  private readonly poll: NodeJS.Timeout;
+  private readonly ringSize: number;
+
+  constructor(
+    private readonly log: EventLogRepository,
+    private readonly notifier: RunNotifier,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.ringSize = config.STREAM_RING_SIZE;
+    this.poll = setInterval(() => {
+      for (const t of this.tails.values()) void t.refresh().catch(() => undefined);
+    }, config.STREAM_POLL_INTERVAL_MS);
+    this.poll.unref();
+  }
+
+  /** Runs followed by this process and their subscriber counts (for metrics and tests). */
+  stats(): { runs: number; subscribers: number } {
+    let subscribers = 0;
+    for (const t of this.tails.values()) subscribers += t.subscribers;
+    return { runs: this.tails.size, subscribers };
+  }
+
+  /** Force a re-read of every followed run (what the poll does; tests use it). */
+  async pollNow(): Promise<void> {
+    await Promise.all([...this.tails.values()].map((t) => t.refresh()));
+  }
+
+  /**
+   * Envelopes of one run after `afterSequence`, live, until `signal` aborts or the consumer
+   * stops iterating. The caller checks the run exists in `orgId` first: an unknown run simply
+   * yields nothing.
+   */
+  async *follow(orgId: string, runId: string, afterSequence: number, signal: AbortSignal): AsyncGenerator<SequencedOutputEnvelope> {
+    const tail = await this.acquire(orgId, runId, afterSequence);
+    let cursor = afterSequence;
+    try {
+      while (!signal.aborted) {
+        if (cursor >= tail.lastSequence) {
+          await tail.changed(signal);
+          continue;
+        }
+        const first = tail.ring[0]?.sequence;
+        if (first !== undefined && cursor + 1 >= first) {
+          const env = tail.ring[cursor + 1 - first]!;
+          cursor = env.sequence;
+          yield env;
+        } else {
+          const page = await this.log.readAfter(orgId, runId, cursor, PAGE);
+          for (const env of page) {
+            if (signal.aborted) return;
+            cursor = env.sequence;
+            yield env;
+          }
+        }
+      }
+    } finally {
+      this.release(tail);
+    }
+  }
+
+  private async acquire(orgId: string, runId: string, afterSequence: number): Promise<RunTail> {
+    const key = `${orgId}/${runId}`;
+    let tail = this.tails.get(key);
+    if (!tail) {
+      const t = new RunTail(orgId, runId, this.log, this.ringSize);
+      // the shared tail starts where its first follower starts; older cursors page from Postgres
+      t.lastSequence = afterSequence;
+      this.tails.set(key, t);
+      t.ready = (async () => {
+        // listen first, then read: a commit between the two is seen by the read or woken after it
+        t.unlisten = await this.notifier.listen(runId, (seq) => {
+          if (seq > t.lastSequence) void t.refresh().catch(() => undefined);
+        });
+        await t.refresh();
+      })();
+      tail = t;
+    }
+    tail.subscribers += 1;
+    try {
+      await tail.ready;
+    } catch (e) {
+      this.release(tail);
+      throw e;
+    }
+    return tail;
+  }
+
+  private release(tail: RunTail): void {
+    tail.subscribers -= 1;
+    if (tail.subscribers > 0) return;
+    this.tails.delete(`${tail.orgId}/${tail.runId}`);
+    tail.unlisten?.();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.poll);
+  }
+}
