@@ -23,6 +23,7 @@ import { pathToFileURL } from 'node:url';
 import { startBareFastify } from './baselines/bare-fastify.js';
 import { startSdkInMemory } from './baselines/sdk-in-memory.js';
 import { repoPath } from './lib/child-server.js';
+import { startOursProcesses } from './ours/ours.js';
 import { printTable, runLoad, type JsonBody, type LoadResult } from './lib/load.js';
 
 /** One thing to benchmark. `url` is the endpoint the SendMessage body is POSTed to. */
@@ -38,14 +39,10 @@ export interface BenchTarget {
   close(): Promise<void>;
 }
 
-// ─────────────────────────────────────────────────────────────────────────────────────────────
-// HOOK FOR THE LEAD: boot our API + worker here and return the target; `null` = skip "ours".
-// Expected: POST JSON-RPC v1.0 SendMessage to `url`; return `headers` for auth/tenant if needed;
-// `close()` must stop everything it started (API, worker, …). Prefer child processes so our
-// server does not share this process's event loop with the load generator (see lib/child-server).
-// ─────────────────────────────────────────────────────────────────────────────────────────────
+/** Our service: API and worker in child processes over a fresh database (bench/ours/ours.ts). */
 export async function startOurs(): Promise<BenchTarget | null> {
-  return null;
+  const ours = await startOursProcesses();
+  return { name: 'ours', url: ours.url, close: ours.close };
 }
 
 export const A2A_HEADERS: Readonly<Record<string, string>> = {

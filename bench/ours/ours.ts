@@ -1,0 +1,53 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { repoPath, startChildServer } from '../lib/child-server.js';
+
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+const alnum = (n: number) => Array.from(randomBytes(n), (b) => ALNUM[b % ALNUM.length]).join('');
+
+async function admin(base: string, key: string, method: string, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/**
+ * Our service as a bench target: a fresh `aaas_bench` database (migrated), the API and one worker
+ * each in its own child process (compiled tree), and an echo agent published through the admin
+ * API. Returns the agent's JSON-RPC endpoint.
+ */
+export async function startOursProcesses(): Promise<{ url: string; close(): Promise<void> }> {
+  const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench';
+  execFileSync(process.execPath, [repoPath('scripts/migrate.mjs'), '--reset'], { stdio: 'inherit', env: { ...process.env, DATABASE_URL: databaseUrl } });
+  const key = `aaas_${alnum(8)}_${alnum(32)}`;
+  const env = {
+    DATABASE_URL: databaseUrl,
+    REDIS_PREFIX: `aaas-bench-${randomUUID().slice(0, 8)}`,
+    BOOTSTRAP_ORG_SLUG: 'bench',
+    BOOTSTRAP_ADMIN_KEY: key,
+    DATABASE_POOL_MAX: process.env.BENCH_POOL_MAX ?? '20',
+  };
+  const api = await startChildServer({ script: 'bench/ours/api-server.mjs', env, startTimeoutMs: 30_000 });
+  const worker = await startChildServer({ script: 'bench/ours/worker.mjs', env, startTimeoutMs: 30_000 });
+  const base = api.url;
+  await admin(base, key, 'POST', '/v1/agents', { slug: 'echo', name: 'Echo', description: 'bench echo agent' });
+  const rev = await admin(base, key, 'POST', '/v1/agents/echo/revisions', {
+    protocolProfiles: { a2a: { skillsProjection: [{ id: 'echo', name: 'Echo', description: 'Echoes', tags: ['bench'] }] } },
+    runtime: { kind: 'scripted', rules: [] },
+  });
+  await admin(base, key, 'POST', `/v1/agents/echo/revisions/${rev.id}/publish`);
+  await admin(base, key, 'PUT', '/v1/agents/echo/active-revision', { revisionId: rev.id });
+  await admin(base, key, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC'] });
+  return {
+    url: `${base}/a2a/bench/echo`,
+    async close() {
+      await worker.close();
+      await api.close();
+    },
+  };
+}

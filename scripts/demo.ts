@@ -1,0 +1,180 @@
+/**
+ * `npm run demo`: start the API and a worker, publish a demo agent through the admin API, hold a
+ * short A2A conversation with the official @a2a-js/sdk client, print it, and keep serving (the
+ * demo agent is the host's default agent) until Ctrl-C.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { ClientFactory } from '@a2a-js/sdk/client';
+import { loadConfig } from '#libs/config';
+import { createApiApp } from '../apps/api/src/app.factory.js';
+import { createWorkerApp } from '../apps/worker/src/worker.factory.js';
+
+const DEMO_KEY = process.env.DEMO_ADMIN_KEY ?? 'aaas_demokey0_localdevelopmentonlykey000000';
+
+const DEMO_RUNTIME = {
+  kind: 'scripted',
+  rules: [
+    {
+      name: 'weather',
+      match: { text: '\\bweather\\b', flags: 'i' },
+      steps: [
+        { type: 'status', status: 'working', message: 'Looking into the weather…' },
+        { type: 'status', status: 'input-required', message: 'Which city?' },
+      ],
+    },
+    {
+      name: 'city',
+      match: { text: '^(Paris|London|Berlin|Tokyo|[A-Z][a-z]+)$' },
+      steps: [
+        { type: 'wait', ms: 200 },
+        { type: 'artifact', name: 'forecast.txt', content: { text: 'Forecast for {{input}}: sunny, 21°C, light breeze.' }, chunks: 3 },
+        { type: 'message', text: 'Here is the forecast for {{input}}.' },
+        { type: 'status', status: 'completed' },
+      ],
+    },
+    { name: 'ping', match: { text: '^ping$', flags: 'i' }, steps: [{ type: 'reply', text: 'pong' }] },
+  ],
+};
+
+const DEMO_PROFILE = {
+  a2a: {
+    identityProjection: { name: 'Demo Echo Agent', version: '1.0.0' },
+    skillsProjection: [
+      { id: 'echo', name: 'Echo', description: 'Repeats what you say.', tags: ['demo'], examples: ['Hello!'] },
+      { id: 'weather', name: 'Weather', description: 'Asks for a city, then returns a forecast artifact.', tags: ['demo', 'multi-turn'], examples: ["What's the weather?"] },
+    ],
+    capabilities: { streaming: true },
+  },
+};
+
+async function checkServices(databaseUrl: string, redisUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl.replace(/\/[^/?]+(\?|$)/, '/postgres$1'), connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.end();
+  } catch (e) {
+    console.error(`PostgreSQL is not reachable (${(e as Error).message}).`);
+    console.error('Start it: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start   (or: docker compose up -d postgres)');
+    process.exit(2);
+  }
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3000 });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (e) {
+    console.error(`Redis is not reachable at ${redisUrl} (${(e as Error).message}).`);
+    console.error('Start it: redis-server --daemonize yes   (or: docker compose up -d redis)');
+    process.exit(2);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function admin(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${DEMO_KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+async function must(p: Promise<{ status: number; body: any }>, what: string): Promise<any> {
+  const r = await p;
+  if (r.status >= 300) throw new Error(`${what}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+async function publishDemoAgent(base: string): Promise<void> {
+  const existing = await admin(base, 'GET', '/v1/agents/echo');
+  if (existing.status === 404) {
+    await must(admin(base, 'POST', '/v1/agents', { slug: 'echo', name: 'Demo Echo Agent', description: 'Echoes, and forecasts the weather in two turns.', isDefault: true }), 'create agent');
+  }
+  const revision = await must(admin(base, 'POST', '/v1/agents/echo/revisions', { protocolProfiles: DEMO_PROFILE, runtime: DEMO_RUNTIME }), 'create revision');
+  await must(admin(base, 'POST', `/v1/agents/echo/revisions/${revision.id}/publish`), 'publish revision');
+  await must(admin(base, 'PUT', '/v1/agents/echo/active-revision', { revisionId: revision.id }), 'activate revision');
+  await must(admin(base, 'PATCH', '/v1/agents/echo', { isDefault: true }), 'make default');
+  await must(admin(base, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC', 'HTTP+JSON'], security: { scheme: 'none' } }), 'bind A2A');
+  console.log(`published agent "echo", revision ${revision.number} (${revision.id})`);
+}
+
+async function conversation(base: string): Promise<void> {
+  const client = await new ClientFactory().createFromUrl(base);
+  const card = await client.getAgentCard();
+  console.log(`\nA2A client resolved ${base}/.well-known/agent-card.json: "${card.name}"`);
+  for (const i of card.supportedInterfaces ?? []) console.log(`  interface ${i.protocolBinding} ${i.protocolVersion} ${i.url}`);
+
+  const say = async (text: string, taskId?: string, contextId?: string) => {
+    console.log(`\n> user: ${text}`);
+    const result: any = await client.sendMessage({
+      message: { messageId: randomUUID(), role: 1 /* ROLE_USER */, parts: [{ content: { $case: 'text', value: text } }], taskId: taskId ?? '', contextId: contextId ?? '' } as never,
+    } as never);
+    console.log(`< ${describeSdk(result)}`);
+    return result;
+  };
+
+  await say('Hello, A2A!');
+  await say('ping');
+  const asked = await say("What's the weather?");
+  const done = await say('Paris', asked.id, asked.contextId);
+  for (const a of done.artifacts ?? []) console.log(`  artifact ${a.name}: "${sdkText(a.parts)}"`);
+}
+
+function sdkText(parts: any[] | undefined): string {
+  return (parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : JSON.stringify(p.content?.value))).join('');
+}
+
+const STATES = ['unspecified', 'submitted', 'working', 'completed', 'failed', 'canceled', 'input-required', 'rejected', 'auth-required'];
+
+function describeSdk(result: any): string {
+  if ('messageId' in result) return `message (no task): "${sdkText(result.parts)}"`;
+  const state = STATES[result.status?.state] ?? String(result.status?.state);
+  const msg = result.status?.message ? ` — agent: "${sdkText(result.status.message.parts)}"` : '';
+  return `task ${result.id.slice(0, 8)}… ${state}${msg}`;
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  await checkServices(config.DATABASE_URL, config.REDIS_URL);
+  execFileSync(process.execPath, ['scripts/migrate.mjs'], { stdio: 'inherit' });
+
+  const port = config.PORT;
+  const base = config.PUBLIC_BASE_URL ?? `http://localhost:${port}`;
+  const env = {
+    BOOTSTRAP_ORG_SLUG: config.BOOTSTRAP_ORG_SLUG ?? 'demo',
+    BOOTSTRAP_ORG_NAME: config.BOOTSTRAP_ORG_NAME ?? 'Demo organization',
+    BOOTSTRAP_ADMIN_KEY: config.BOOTSTRAP_ADMIN_KEY ?? DEMO_KEY,
+    PUBLIC_BASE_URL: base,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+  };
+  const api = await createApiApp(env);
+  await api.listen(port, config.HOST);
+  const worker = await createWorkerApp(env);
+  console.log(`API on ${base} (admin API docs: ${base}/docs), worker started`);
+
+  await publishDemoAgent(`http://127.0.0.1:${port}`);
+  await conversation(base);
+
+  console.log(`\nServing on ${base} until Ctrl-C.`);
+  console.log(`  Agent Card:  ${base}/.well-known/agent-card.json`);
+  console.log(`  Admin key:   ${env.BOOTSTRAP_ADMIN_KEY} (local demo only)`);
+  console.log(`  Try:         curl -s ${base}/v1/runs -H "authorization: Bearer ${env.BOOTSTRAP_ADMIN_KEY}"`);
+  const stop = async () => {
+    await worker.close();
+    await api.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.stack ?? e.message : e);
+  process.exit(1);
+});
+
