@@ -3,3 +3,4 @@ export * from './run-events.schema.js';
 export * from './jobs.schema.js';
 export * from './agent-profile.schema.js';
 export * from './runtime.schema.js';
+export * from './admin.schema.js';

@@ -1,5 +1,25 @@
 import { Module } from '@nestjs/common';
+import { RegistryModule } from '#libs/registry';
+import { RunsModule } from '#libs/runs';
+import { AdminAuthGuard } from './admin-auth.guard.js';
+import { AdminValidationPipe } from './admin-validation.pipe.js';
+import { AgentsController } from './agents.controller.js';
+import { ApiKeysController } from './api-keys.controller.js';
+import { BindingsController } from './bindings.controller.js';
+import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { IdempotencyRepository } from './idempotency.repository.js';
+import { OrganizationsController } from './organizations.controller.js';
+import { RevisionsController } from './revisions.controller.js';
+import { RunsController } from './runs.controller.js';
 
-/** Admin REST API (/v1/...). Filled in by the admin API work. */
-@Module({})
+/**
+ * Admin REST API (`/v1/...`): organizations, API keys, agents, revisions, A2A bindings, and
+ * read access to runs. Every route needs an API key (AdminAuthGuard) with scope `admin`
+ * (`platform` to create organizations); every query is scoped by the key's organization.
+ */
+@Module({
+  imports: [RegistryModule, RunsModule],
+  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController],
+  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository],
+})
 export class AdminModule {}

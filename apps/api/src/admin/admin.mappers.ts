@@ -1,0 +1,129 @@
+import { AppError } from '#libs/common';
+import type {
+  A2ABindingResponse,
+  AgentDetailResponse,
+  AgentResponse,
+  ApiKeyResponse,
+  CreatedApiKeyResponse,
+  OrganizationResponse,
+  RevisionResponse,
+  RunDetailResponse,
+  RunSummaryResponse,
+} from '#libs/contracts';
+import type { A2ABinding, Agent, ApiKeyInfo, CreatedApiKey, Organization, Revision } from '#libs/registry';
+import type { RunState, RunView } from '#libs/runs';
+import { z } from 'zod';
+
+/** Domain objects → admin API response bodies (contracts in libs/contracts/src/admin.schema.ts). */
+
+const iso = (d: Date | string): string => new Date(d).toISOString();
+const isoOrNull = (d: Date | string | null): string | null => (d === null ? null : iso(d));
+
+export const toOrganizationResponse = (o: Organization): OrganizationResponse => ({ id: o.id, slug: o.slug, name: o.name, createdAt: iso(o.createdAt) });
+
+export const toApiKeyResponse = (k: ApiKeyInfo): ApiKeyResponse => ({
+  id: k.id,
+  name: k.name,
+  prefix: k.prefix,
+  scopes: k.scopes,
+  createdAt: iso(k.createdAt),
+  revokedAt: isoOrNull(k.revokedAt),
+});
+
+export const toCreatedApiKeyResponse = (k: CreatedApiKey): CreatedApiKeyResponse => ({
+  id: k.id,
+  name: k.name,
+  key: k.key,
+  prefix: k.prefix,
+  scopes: k.scopes,
+  createdAt: iso(k.createdAt),
+});
+
+export const toAgentResponse = (a: Agent): AgentResponse => ({
+  id: a.id,
+  slug: a.slug,
+  name: a.name,
+  description: a.description,
+  provider: a.provider,
+  documentationUrl: a.documentationUrl,
+  iconUrl: a.iconUrl,
+  isDefault: a.isDefault,
+  activeRevisionId: a.activeRevisionId,
+  createdAt: iso(a.createdAt),
+  updatedAt: iso(a.updatedAt),
+});
+
+export const toBindingResponse = (b: A2ABinding): A2ABindingResponse => ({
+  id: b.id,
+  agentId: b.agentId,
+  protocol: 'a2a',
+  path: b.path,
+  transports: b.transports,
+  security: b.security,
+  extensions: b.extensions,
+  enabled: b.enabled,
+  createdAt: iso(b.createdAt),
+  updatedAt: iso(b.updatedAt),
+});
+
+export const toAgentDetailResponse = (a: Agent, binding: A2ABinding | null): AgentDetailResponse => ({
+  ...toAgentResponse(a),
+  binding: binding ? toBindingResponse(binding) : null,
+});
+
+export const toRevisionResponse = (r: Revision): RevisionResponse => ({
+  id: r.id,
+  agentId: r.agentId,
+  number: r.number,
+  status: r.status,
+  protocolProfiles: r.protocolProfiles,
+  runtime: r.runtime as RevisionResponse['runtime'],
+  createdAt: iso(r.createdAt),
+  publishedAt: isoOrNull(r.publishedAt),
+  retiredAt: isoOrNull(r.retiredAt),
+});
+
+export const toRunSummary = (r: RunState): RunSummaryResponse => ({
+  id: r.id,
+  agentId: r.agentId,
+  revisionId: r.revisionId,
+  contextId: r.threadId,
+  status: r.status,
+  blockedReason: r.blockedReason,
+  lastSequence: r.lastSequence,
+  metadata: r.metadata,
+  createdAt: iso(r.createdAt),
+  updatedAt: iso(r.updatedAt),
+  statusAt: iso(r.statusAt),
+});
+
+export const toRunDetail = (v: RunView): RunDetailResponse => ({
+  run: { ...toRunSummary(v.run), openInteractionId: v.run.openInteractionId },
+  statusMessage: v.statusMessage,
+  history: v.history,
+  artifacts: v.artifacts,
+});
+
+// ------------------------------------------------------------------ run list cursor
+
+const CursorSchema = z.strictObject({ s: z.iso.datetime(), i: z.uuid() });
+
+/** Opaque keyset cursor of GET /v1/runs: base64url of `{ s: statusAt, i: id }` of the last run. */
+export function encodeRunCursor(run: { statusAt: Date | string; id: string }): string {
+  return Buffer.from(JSON.stringify({ s: iso(run.statusAt), i: run.id }), 'utf8').toString('base64url');
+}
+
+/** Throws 422 `request.invalid` (path `cursor`) for anything `encodeRunCursor` did not make. */
+export function decodeRunCursor(cursor: string): { statusAt: Date; id: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    raw = undefined;
+  }
+  const parsed = CursorSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new AppError('request.invalid', 'invalid cursor', { details: { issues: [{ path: 'cursor', message: 'not a cursor returned by this API' }] } });
+  }
+  return { statusAt: new Date(parsed.data.s), id: parsed.data.i };
+}

@@ -1,0 +1,280 @@
+import { z } from 'zod';
+import { A2AExtensionSchema, A2ATransportSchema, BindingSecuritySchema, ProtocolProfilesSchema } from './agent-profile.schema.js';
+import { RunStatusSchema } from './run-events.schema.js';
+
+/**
+ * Admin REST API contracts (`/v1/...`): request bodies and queries (validated at the edge) and
+ * response bodies (documented in OpenAPI). Timestamps in responses are ISO-8601 strings.
+ * Request bodies are strict: an unknown field is a 422, so a typo never passes silently.
+ */
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Organization and agent slugs: lowercase, URL-safe, 1..63 chars (they appear in A2A paths). */
+export const SlugSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'lowercase letters, digits and hyphens, 1..63 chars, not starting with a hyphen');
+
+/** An agent slug must not look like a UUID: `:agent` path segments accept an id or a slug. */
+export const AgentSlugSchema = SlugSchema.refine((s) => !UUID_RE.test(s), 'an agent slug must not have the form of a UUID');
+
+/**
+ * API key scopes. `platform`: may create organizations. `admin`: manages its own organization.
+ * `a2a:invoke`: calls its organization's A2A bindings that require an API key.
+ */
+export const ApiKeyScopeSchema = z.enum(['platform', 'admin', 'a2a:invoke']);
+export type ApiKeyScope = z.infer<typeof ApiKeyScopeSchema>;
+
+const IsoDate = z.string().describe('ISO-8601 timestamp');
+const NullableUrl = z.url().max(2048).nullable();
+
+// ------------------------------------------------------------------ organizations
+
+export const CreateOrganizationSchema = z.strictObject({
+  slug: SlugSchema,
+  name: z.string().trim().min(1).max(200),
+});
+export type CreateOrganization = z.infer<typeof CreateOrganizationSchema>;
+
+export const OrganizationSchema = z.object({ id: z.uuid(), slug: z.string(), name: z.string(), createdAt: IsoDate });
+export type OrganizationResponse = z.infer<typeof OrganizationSchema>;
+
+// ------------------------------------------------------------------ API keys
+
+export const CreateApiKeySchema = z.strictObject({
+  name: z.string().trim().min(1).max(200),
+  scopes: z
+    .array(ApiKeyScopeSchema)
+    .min(1)
+    .refine((s) => new Set(s).size === s.length, 'scopes must not repeat'),
+});
+export type CreateApiKey = z.infer<typeof CreateApiKeySchema>;
+
+/** An API key as listed: never carries the secret. */
+export const ApiKeySchema = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  prefix: z.string(),
+  scopes: z.array(ApiKeyScopeSchema),
+  createdAt: IsoDate,
+  revokedAt: IsoDate.nullable(),
+});
+export type ApiKeyResponse = z.infer<typeof ApiKeySchema>;
+
+/** A freshly created key: `key` (`aaas_<prefix>_<secret>`) is shown this once and never again. */
+export const CreatedApiKeySchema = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  key: z.string(),
+  prefix: z.string(),
+  scopes: z.array(ApiKeyScopeSchema),
+  createdAt: IsoDate,
+});
+export type CreatedApiKeyResponse = z.infer<typeof CreatedApiKeySchema>;
+
+export const ApiKeyListSchema = z.object({ apiKeys: z.array(ApiKeySchema) });
+
+export const CreatedOrganizationSchema = OrganizationSchema.extend({
+  /** The new organization's first key (scope `admin`), shown once. */
+  adminKey: z.object({ id: z.uuid(), key: z.string(), prefix: z.string(), scopes: z.array(ApiKeyScopeSchema) }),
+});
+export type CreatedOrganizationResponse = z.infer<typeof CreatedOrganizationSchema>;
+
+// ------------------------------------------------------------------ agents
+
+/** A2A AgentProvider. */
+export const AgentProviderSchema = z.strictObject({ organization: z.string().min(1).max(200), url: z.url().max(2048) });
+
+export const CreateAgentSchema = z.strictObject({
+  slug: AgentSlugSchema,
+  name: z.string().trim().min(1).max(200),
+  description: z.string().trim().min(1).max(10_000),
+  provider: AgentProviderSchema.nullable().optional(),
+  documentationUrl: NullableUrl.optional(),
+  iconUrl: NullableUrl.optional(),
+  /** Serve this agent's card at the host root (one default agent per deployment). */
+  isDefault: z.boolean().optional(),
+});
+export type CreateAgent = z.infer<typeof CreateAgentSchema>;
+
+/** Identity fields and `isDefault`; `null` clears an optional field. The slug is fixed. */
+export const UpdateAgentSchema = z
+  .strictObject({
+    name: z.string().trim().min(1).max(200),
+    description: z.string().trim().min(1).max(10_000),
+    provider: AgentProviderSchema.nullable(),
+    documentationUrl: NullableUrl,
+    iconUrl: NullableUrl,
+    isDefault: z.boolean(),
+  })
+  .partial()
+  .refine((p) => Object.keys(p).length > 0, 'give at least one field');
+export type UpdateAgent = z.infer<typeof UpdateAgentSchema>;
+
+// ------------------------------------------------------------------ bindings
+
+/** Transports a binding serves: a non-empty set. */
+export const BindingTransportsSchema = z
+  .array(A2ATransportSchema)
+  .min(1)
+  .refine((t) => new Set(t).size === t.length, 'transports must not repeat');
+
+/** PUT: the whole binding (omitted fields take their defaults). */
+export const PutA2ABindingSchema = z.strictObject({
+  transports: BindingTransportsSchema.optional(),
+  security: BindingSecuritySchema.optional(),
+  extensions: z.array(A2AExtensionSchema).optional(),
+  enabled: z.boolean().optional(),
+});
+export type PutA2ABinding = z.infer<typeof PutA2ABindingSchema>;
+
+/** PATCH: only the given fields change (`{ enabled: false }` disables the binding). */
+export const PatchA2ABindingSchema = PutA2ABindingSchema.refine((p) => Object.keys(p).length > 0, 'give at least one field');
+export type PatchA2ABinding = z.infer<typeof PatchA2ABindingSchema>;
+
+export const A2ABindingSchema = z.object({
+  id: z.uuid(),
+  agentId: z.uuid(),
+  protocol: z.literal('a2a'),
+  /** Mount path of the agent's A2A endpoints: `/a2a/<orgSlug>/<agentSlug>`. */
+  path: z.string(),
+  transports: z.array(A2ATransportSchema),
+  security: BindingSecuritySchema,
+  extensions: z.array(A2AExtensionSchema),
+  enabled: z.boolean(),
+  createdAt: IsoDate,
+  updatedAt: IsoDate,
+});
+export type A2ABindingResponse = z.infer<typeof A2ABindingSchema>;
+
+export const AgentSchema = z.object({
+  id: z.uuid(),
+  slug: z.string(),
+  name: z.string(),
+  description: z.string(),
+  provider: z.object({ organization: z.string(), url: z.string() }).nullable(),
+  documentationUrl: z.string().nullable(),
+  iconUrl: z.string().nullable(),
+  isDefault: z.boolean(),
+  activeRevisionId: z.uuid().nullable(),
+  createdAt: IsoDate,
+  updatedAt: IsoDate,
+});
+export type AgentResponse = z.infer<typeof AgentSchema>;
+
+/** GET /v1/agents/:agent also carries the A2A binding, when there is one. */
+export const AgentDetailSchema = AgentSchema.extend({ binding: A2ABindingSchema.nullable() });
+export type AgentDetailResponse = z.infer<typeof AgentDetailSchema>;
+
+export const AgentListSchema = z.object({ agents: z.array(AgentSchema) });
+
+// ------------------------------------------------------------------ revisions
+
+/** A runtime config: `{ kind, ... }`, validated by the runtime owning `kind` (libs/runtimes). */
+export const RuntimeConfigInputSchema = z.looseObject({ kind: z.string().min(1) });
+
+export const CreateRevisionSchema = z.strictObject({
+  protocolProfiles: ProtocolProfilesSchema,
+  runtime: RuntimeConfigInputSchema,
+});
+export type CreateRevision = z.infer<typeof CreateRevisionSchema>;
+
+export const UpdateRevisionSchema = z
+  .strictObject({ protocolProfiles: ProtocolProfilesSchema, runtime: RuntimeConfigInputSchema })
+  .partial()
+  .refine((p) => Object.keys(p).length > 0, 'give at least one field');
+export type UpdateRevision = z.infer<typeof UpdateRevisionSchema>;
+
+export const RevisionStatusSchema = z.enum(['draft', 'published', 'retired']);
+export type RevisionStatus = z.infer<typeof RevisionStatusSchema>;
+
+export const RevisionSchema = z.object({
+  id: z.uuid(),
+  agentId: z.uuid(),
+  number: z.int(),
+  status: RevisionStatusSchema,
+  protocolProfiles: ProtocolProfilesSchema,
+  runtime: RuntimeConfigInputSchema,
+  createdAt: IsoDate,
+  publishedAt: IsoDate.nullable(),
+  retiredAt: IsoDate.nullable(),
+});
+export type RevisionResponse = z.infer<typeof RevisionSchema>;
+
+export const RevisionListSchema = z.object({ revisions: z.array(RevisionSchema) });
+
+export const SetActiveRevisionSchema = z.strictObject({ revisionId: z.uuid() });
+export type SetActiveRevision = z.infer<typeof SetActiveRevisionSchema>;
+
+// ------------------------------------------------------------------ runs
+
+/** Query of GET /v1/runs. `status` may list several statuses, comma-separated. */
+export const ListRunsQuerySchema = z.strictObject({
+  agentId: z.uuid().optional(),
+  status: z
+    .string()
+    .transform((s) => s.split(',').filter((x) => x.length > 0))
+    .pipe(z.array(RunStatusSchema).min(1))
+    .optional(),
+  contextId: z.string().min(1).max(1000).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor: z.string().min(1).max(500).optional(),
+});
+export type ListRunsQuery = z.infer<typeof ListRunsQuerySchema>;
+
+export const RunSummarySchema = z.object({
+  id: z.uuid(),
+  agentId: z.uuid(),
+  revisionId: z.uuid(),
+  /** A2A contextId */
+  contextId: z.string(),
+  status: RunStatusSchema,
+  blockedReason: z.string().nullable(),
+  lastSequence: z.int(),
+  metadata: z.record(z.string(), z.unknown()).nullable(),
+  createdAt: IsoDate,
+  updatedAt: IsoDate,
+  statusAt: IsoDate,
+});
+export type RunSummaryResponse = z.infer<typeof RunSummarySchema>;
+
+export const RunListSchema = z.object({
+  /** Newest status change first. */
+  runs: z.array(RunSummarySchema),
+  /** Pass as `cursor` for the next page; null on the last page. */
+  nextCursor: z.string().nullable(),
+});
+export type RunListResponse = z.infer<typeof RunListSchema>;
+
+export const RunDetailSchema = z.object({
+  run: RunSummarySchema.extend({ openInteractionId: z.string().nullable() }),
+  /** Message of the newest status event (A2A TaskStatus.message). */
+  statusMessage: z.unknown().nullable(),
+  /** Messages, oldest first. */
+  history: z.array(z.unknown()),
+  artifacts: z.array(z.unknown()),
+});
+export type RunDetailResponse = z.infer<typeof RunDetailSchema>;
+
+export const RunEventsQuerySchema = z.strictObject({
+  /** Return events with sequence strictly greater than this. */
+  after: z.coerce.number().int().min(0).default(0),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+export type RunEventsQuery = z.infer<typeof RunEventsQuerySchema>;
+
+export const RunEventsSchema = z.object({
+  /** SequencedOutputEnvelope[] in sequence order. */
+  events: z.array(
+    z.object({ runId: z.string(), threadId: z.string(), sequence: z.int(), occurredAt: IsoDate, event: z.object({ type: z.string(), payload: z.unknown() }) }),
+  ),
+  /** Pass as `after` to continue (the last sequence returned, or the given `after`). */
+  nextAfter: z.int(),
+});
+
+// ------------------------------------------------------------------ errors
+
+/** Every admin API error: `{ error: { code, message, details? }, requestId }`. */
+export const ErrorResponseSchema = z.object({
+  error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+  requestId: z.string(),
+});

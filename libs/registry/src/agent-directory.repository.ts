@@ -1,0 +1,66 @@
+import { Injectable } from '@nestjs/common';
+import { DatabaseService } from '#libs/db';
+
+/**
+ * One row per agent with its org, active revision (only when published) and enabled A2A
+ * binding; the revision / binding columns are null when missing.
+ */
+export interface DirectoryRow {
+  orgId: string;
+  orgSlug: string;
+  orgName: string;
+  agentId: string;
+  agentSlug: string;
+  agentName: string;
+  description: string;
+  provider: { organization: string; url: string } | null;
+  documentationUrl: string | null;
+  iconUrl: string | null;
+  isDefault: boolean;
+  revisionId: string | null;
+  revisionNumber: number | null;
+  protocolProfiles: { a2a?: unknown } | null;
+  runtime: unknown;
+  publishedAt: Date | null;
+  bindingId: string | null;
+  transports: string[] | null;
+  path: string | null;
+  security: unknown;
+  extensions: unknown;
+}
+
+const SELECT = `
+  SELECT o.id AS "orgId", o.slug AS "orgSlug", o.name AS "orgName",
+         a.id AS "agentId", a.slug AS "agentSlug", a.name AS "agentName", a.description, a.provider,
+         a.documentation_url AS "documentationUrl", a.icon_url AS "iconUrl", a.is_default AS "isDefault",
+         r.id AS "revisionId", r.number AS "revisionNumber", r.protocol_profiles AS "protocolProfiles",
+         r.runtime, r.published_at AS "publishedAt",
+         b.id AS "bindingId", b.transports, b.path, b.security, b.extensions
+    FROM agents a
+    JOIN organizations o ON o.id = a.org_id
+    LEFT JOIN agent_revisions r ON r.id = a.active_revision_id AND r.status = 'published'
+    LEFT JOIN protocol_bindings b ON b.agent_id = a.id AND b.protocol = 'a2a' AND b.enabled`;
+
+/** The read side of AgentDirectory: one statement, one round trip, no cache. */
+@Injectable()
+export class AgentDirectoryRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  /**
+   * Named prepared statement: each pooled connection plans it once and reuses the plan
+   * (planning this join costs more than executing it).
+   */
+  async find(orgSlug: string, agentSlug: string): Promise<DirectoryRow | null> {
+    const res = await this.db.pool.query<DirectoryRow>({ name: 'registry.directory.find', text: `${SELECT} WHERE o.slug = $1 AND a.slug = $2`, values: [orgSlug, agentSlug] });
+    return res.rows[0] ?? null;
+  }
+
+  /** The default agent, only when it is servable (published active revision, enabled binding). */
+  async findDefault(): Promise<DirectoryRow | null> {
+    const res = await this.db.pool.query<DirectoryRow>({
+      name: 'registry.directory.find_default',
+      text: `${SELECT} WHERE a.is_default AND r.id IS NOT NULL AND b.id IS NOT NULL ORDER BY a.updated_at DESC LIMIT 1`,
+    });
+    return res.rows[0] ?? null;
+  }
+}

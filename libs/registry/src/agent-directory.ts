@@ -1,0 +1,84 @@
+import { Injectable } from '@nestjs/common';
+import { AppError } from '#libs/common';
+import { A2AExtensionSchema, A2AProfileSchema, A2ATransportSchema, BindingSecuritySchema } from '#libs/contracts';
+import { z } from 'zod';
+import { AgentDirectoryRepository, type DirectoryRow } from './agent-directory.repository.js';
+import type { ResolvedA2AAgent } from './registry.types.js';
+
+const TransportsSchema = z.array(A2ATransportSchema);
+const ExtensionsSchema = z.array(A2AExtensionSchema);
+
+/**
+ * What the A2A adapter asks the registry: which agent, revision and binding serve a path.
+ * Reads the database on every call (no cache), so cards reflect a publish, an activation or a
+ * disabled binding immediately. One round trip per call.
+ */
+@Injectable()
+export class AgentDirectory {
+  constructor(private readonly repo: AgentDirectoryRepository) {}
+
+  /**
+   * The agent served at `/a2a/<orgSlug>/<agentSlug>`.
+   * Throws AppError `agent.not_found` when the org or the agent is unknown; `agent.not_published`
+   * when the agent has no active published revision or no enabled A2A binding.
+   */
+  async resolve(orgSlug: string, agentSlug: string): Promise<ResolvedA2AAgent> {
+    const row = await this.repo.find(orgSlug, agentSlug);
+    if (!row) throw new AppError('agent.not_found', `agent ${orgSlug}/${agentSlug} not found`, { details: { orgSlug, agentSlug } });
+    return toResolved(row);
+  }
+
+  /**
+   * The agent marked `isDefault` (served at the host root), when it has an active published
+   * revision and an enabled A2A binding. Throws `agent.not_published` otherwise.
+   */
+  async resolveDefault(): Promise<ResolvedA2AAgent> {
+    const row = await this.repo.findDefault();
+    if (!row) throw new AppError('agent.not_published', 'no default agent is published');
+    return toResolved(row);
+  }
+}
+
+function toResolved(row: DirectoryRow): ResolvedA2AAgent {
+  if (row.revisionId === null || row.bindingId === null || row.publishedAt === null || row.path === null) {
+    throw new AppError('agent.not_published', `agent ${row.orgSlug}/${row.agentSlug} is not published`, {
+      details: { orgSlug: row.orgSlug, agentSlug: row.agentSlug },
+    });
+  }
+  return {
+    org: { id: row.orgId, slug: row.orgSlug, name: row.orgName },
+    agent: {
+      id: row.agentId,
+      slug: row.agentSlug,
+      name: row.agentName,
+      description: row.description,
+      provider: row.provider ?? null,
+      documentationUrl: row.documentationUrl,
+      iconUrl: row.iconUrl,
+      isDefault: row.isDefault,
+    },
+    revision: {
+      id: row.revisionId,
+      number: row.revisionNumber!,
+      a2a: parseStored(A2AProfileSchema, row.protocolProfiles?.a2a, row, 'protocolProfiles.a2a'),
+      runtime: row.runtime,
+      publishedAt: row.publishedAt,
+    },
+    binding: {
+      id: row.bindingId,
+      transports: parseStored(TransportsSchema, row.transports, row, 'binding.transports'),
+      path: row.path,
+      security: parseStored(BindingSecuritySchema, row.security, row, 'binding.security'),
+      extensions: parseStored(ExtensionsSchema, row.extensions ?? [], row, 'binding.extensions'),
+    },
+  };
+}
+
+/** Stored data was validated on write; a failure here is a data bug, reported as `internal`. */
+function parseStored<S extends z.ZodType>(schema: S, value: unknown, row: DirectoryRow, what: string): z.infer<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    throw new AppError('internal', `stored ${what} of agent ${row.orgSlug}/${row.agentSlug} is invalid`, { cause: parsed.error });
+  }
+  return parsed.data;
+}

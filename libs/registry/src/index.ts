@@ -1,0 +1,14 @@
+/**
+ * libs/registry: organizations, API keys, agents, revisions and A2A bindings, and the
+ * AgentDirectory through which the A2A adapter finds what to serve.
+ */
+export type { A2ABinding, Agent, AgentProvider, ApiKeyInfo, CreatedApiKey, Organization, Principal, ResolvedA2AAgent, Revision } from './registry.types.js';
+export { AgentDirectory } from './agent-directory.js';
+export { AgentService } from './agent.service.js';
+export { ApiKeyService, AUTH_CACHE_TTL_MS, AUTH_CACHE_MAX_ENTRIES, canInvokeA2A, hasScope } from './api-key.service.js';
+export { API_KEY_PATTERN, parseApiKey } from './api-key.js';
+export { BindingService, DEFAULT_A2A_BINDING, a2aBindingPath, type A2ABindingInput } from './binding.service.js';
+export { BOOTSTRAP_KEY_SCOPES } from './bootstrap.service.js';
+export { NEW_ORG_ADMIN_SCOPES, OrganizationService } from './organization.service.js';
+export { RevisionService } from './revision.service.js';
+export { RegistryModule } from './registry.module.js';

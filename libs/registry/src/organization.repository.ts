@@ -1,0 +1,45 @@
+import { Injectable } from '@nestjs/common';
+import { DatabaseService } from '#libs/db';
+import type { Organization } from './registry.types.js';
+
+/** A key row to insert with an organization (see ApiKeyRepository for the columns). */
+export interface NewApiKeyRow {
+  id: string;
+  orgId: string;
+  name: string;
+  prefix: string;
+  secretHash: string;
+  scopes: string[];
+}
+
+const toOrganization = (row: { id: string; slug: string; name: string; createdAt: Date }): Organization => ({
+  id: row.id,
+  slug: row.slug,
+  name: row.name,
+  createdAt: row.createdAt,
+});
+
+/** Data access for `organizations`. Unique violations (slug) surface as the driver's error. */
+@Injectable()
+export class OrganizationRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  /** Insert an organization and, in the same transaction, its first API keys. */
+  async create(org: { id: string; slug: string; name: string }, keys: NewApiKeyRow[] = []): Promise<Organization> {
+    const [row] = await this.db.prisma.$transaction([
+      this.db.prisma.organization.create({ data: org }),
+      ...keys.map((k) => this.db.prisma.apiKey.create({ data: k })),
+    ]);
+    return toOrganization(row as Organization);
+  }
+
+  async findById(id: string): Promise<Organization | null> {
+    const row = await this.db.prisma.organization.findUnique({ where: { id } });
+    return row ? toOrganization(row) : null;
+  }
+
+  async findBySlug(slug: string): Promise<Organization | null> {
+    const row = await this.db.prisma.organization.findUnique({ where: { slug } });
+    return row ? toOrganization(row) : null;
+  }
+}

@@ -1,0 +1,41 @@
+import { Module } from '@nestjs/common';
+import { defaultRuntimeRegistry, RuntimeRegistry } from '#libs/runtimes';
+import { AgentDirectory } from './agent-directory.js';
+import { AgentDirectoryRepository } from './agent-directory.repository.js';
+import { AgentRepository } from './agent.repository.js';
+import { AgentService } from './agent.service.js';
+import { ApiKeyRepository } from './api-key.repository.js';
+import { ApiKeyService } from './api-key.service.js';
+import { BindingRepository } from './binding.repository.js';
+import { BindingService } from './binding.service.js';
+import { BootstrapService } from './bootstrap.service.js';
+import { OrganizationRepository } from './organization.repository.js';
+import { OrganizationService } from './organization.service.js';
+import { RevisionRepository } from './revision.repository.js';
+import { RevisionService } from './revision.service.js';
+
+/**
+ * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
+ * AgentDirectory the A2A adapter reads. Needs DbModule and ConfigModule (both global).
+ * Importing it also runs BootstrapService at application bootstrap.
+ */
+@Module({
+  providers: [
+    { provide: RuntimeRegistry, useFactory: defaultRuntimeRegistry },
+    OrganizationRepository,
+    ApiKeyRepository,
+    AgentRepository,
+    RevisionRepository,
+    BindingRepository,
+    AgentDirectoryRepository,
+    OrganizationService,
+    ApiKeyService,
+    AgentService,
+    RevisionService,
+    BindingService,
+    AgentDirectory,
+    BootstrapService,
+  ],
+  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory],
+})
+export class RegistryModule {}

@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { AppError, invalidRequest } from '#libs/common';
+import { ProtocolProfilesSchema, type ProtocolProfiles } from '#libs/contracts';
+import { PG_CHECK_VIOLATION, sqlState } from '#libs/db';
+import { RuntimeRegistry } from '#libs/runtimes';
+import { ZodError } from 'zod';
+import { AgentService } from './agent.service.js';
+import { isUuid } from './ids.js';
+import { RevisionRepository } from './revision.repository.js';
+import type { Agent, Revision } from './registry.types.js';
+
+/**
+ * Agent revisions: what an agent says over each protocol (`protocolProfiles`) and how it runs
+ * (`runtime`). Lifecycle: draft → published → retired. A draft may be edited; a published or
+ * retired revision never changes (service check here, and the database trigger behind it).
+ *
+ * Errors: `agent.not_found`, `revision.not_found`, `request.invalid` (422, with `issues` whose
+ * paths start at `protocolProfiles.` / `runtime.`), `runtime.unknown_kind`, `revision.immutable`,
+ * `revision.invalid_transition`, `revision.not_published`.
+ */
+@Injectable()
+export class RevisionService {
+  constructor(
+    private readonly agents: AgentService,
+    private readonly revisions: RevisionRepository,
+    @Inject(RuntimeRegistry) private readonly runtimes: RuntimeRegistry,
+  ) {}
+
+  /** Create a draft numbered after the agent's newest revision. Both parts are validated. */
+  async createDraft(orgId: string, agentRef: string, input: { protocolProfiles: unknown; runtime: unknown }): Promise<Revision> {
+    const agent = await this.agents.get(orgId, agentRef);
+    const { protocolProfiles, runtime } = this.validate(input);
+    return this.revisions.insertDraft({ id: randomUUID(), orgId, agentId: agent.id, protocolProfiles: protocolProfiles!, runtime: runtime! });
+  }
+
+  /** Newest first. */
+  async list(orgId: string, agentRef: string): Promise<Revision[]> {
+    const agent = await this.agents.get(orgId, agentRef);
+    return this.revisions.list(orgId, agent.id);
+  }
+
+  /** Throws `revision.not_found` (also for a revision of another agent). */
+  async get(orgId: string, agentRef: string, revisionId: string): Promise<Revision> {
+    const agent = await this.agents.get(orgId, agentRef);
+    return this.require(agent, revisionId);
+  }
+
+  /**
+   * Replace `protocolProfiles` and/or `runtime` of a draft. Throws `revision.immutable` when it is
+   * published or retired, whether this service sees it first or the database trigger does
+   * (a publish racing with the edit).
+   */
+  async updateDraft(orgId: string, agentRef: string, revisionId: string, patch: { protocolProfiles?: unknown; runtime?: unknown }): Promise<Revision> {
+    const agent = await this.agents.get(orgId, agentRef);
+    const current = await this.require(agent, revisionId);
+    if (current.status !== 'draft') throw immutable(current.id, current.status);
+    const valid = this.validate(patch);
+    try {
+      const updated = await this.revisions.updateContent(orgId, agent.id, revisionId, valid);
+      if (!updated) throw notFound(revisionId);
+      return updated;
+    } catch (e) {
+      if (sqlState(e) === PG_CHECK_VIOLATION) throw immutable(revisionId, 'published', e);
+      throw e;
+    }
+  }
+
+  /**
+   * draft → published (sets `publishedAt`); the runtime config is validated again against this
+   * deployment's runtimes. Publishing a published revision again is a no-op (safe to retry).
+   * Throws `revision.invalid_transition` for a retired revision.
+   */
+  async publish(orgId: string, agentRef: string, revisionId: string): Promise<Revision> {
+    const agent = await this.agents.get(orgId, agentRef);
+    const current = await this.require(agent, revisionId);
+    if (current.status === 'draft') {
+      this.validate({ runtime: current.runtime });
+      const published = await this.revisions.publish(orgId, agent.id, revisionId);
+      if (published) return published;
+    }
+    const now = await this.require(agent, revisionId);
+    if (now.status === 'published') return now;
+    throw new AppError('revision.invalid_transition', `revision ${revisionId} is ${now.status} and cannot be published`, {
+      details: { revisionId, status: now.status },
+    });
+  }
+
+  /**
+   * published → retired. Retiring a retired revision is a no-op. Throws
+   * `revision.invalid_transition` for a draft, or for the agent's active revision (activate
+   * another one first).
+   */
+  async retire(orgId: string, agentRef: string, revisionId: string): Promise<Revision> {
+    const agent = await this.agents.get(orgId, agentRef);
+    if (!isUuid(revisionId)) throw notFound(revisionId);
+    const step = await this.revisions.retire(orgId, agent.id, revisionId);
+    if (step.ok) return step.value;
+    if (step.reason === 'not_found') throw notFound(revisionId);
+    if (step.reason === 'active') {
+      throw new AppError('revision.invalid_transition', `revision ${revisionId} is the agent's active revision; activate another one first`, {
+        details: { revisionId, status: 'published', active: true },
+      });
+    }
+    if (step.status === 'retired') return this.require(agent, revisionId);
+    throw new AppError('revision.invalid_transition', `revision ${revisionId} is ${step.status}; only a published revision can be retired`, {
+      details: { revisionId, status: step.status },
+    });
+  }
+
+  /**
+   * Make a published revision the one the agent serves. Throws `revision.not_found`,
+   * `revision.not_published` (draft or retired).
+   */
+  async setActive(orgId: string, agentRef: string, revisionId: string): Promise<Agent> {
+    const agent = await this.agents.get(orgId, agentRef);
+    if (!isUuid(revisionId)) throw notFound(revisionId);
+    const step = await this.revisions.setActive(orgId, agent.id, revisionId);
+    if (step.ok) return step.value;
+    if (step.reason === 'not_found') throw notFound(revisionId);
+    throw new AppError('revision.not_published', `revision ${revisionId} is ${step.status}; only a published revision can be active`, {
+      details: { revisionId, status: step.status },
+    });
+  }
+
+  private async require(agent: Agent, revisionId: string): Promise<Revision> {
+    const revision = isUuid(revisionId) ? await this.revisions.find(agent.orgId, agent.id, revisionId) : null;
+    if (!revision) throw notFound(revisionId);
+    return revision;
+  }
+
+  /** Validate the given parts; every issue of both is reported at once, paths prefixed. */
+  private validate(input: { protocolProfiles?: unknown; runtime?: unknown }): { protocolProfiles?: ProtocolProfiles; runtime?: unknown } {
+    const issues: Array<{ path: PropertyKey[]; message: string }> = [];
+    const out: { protocolProfiles?: ProtocolProfiles; runtime?: unknown } = {};
+    if (input.protocolProfiles !== undefined) {
+      const parsed = ProtocolProfilesSchema.safeParse(input.protocolProfiles);
+      if (parsed.success) out.protocolProfiles = parsed.data;
+      else issues.push(...parsed.error.issues.map((i) => ({ path: ['protocolProfiles', ...i.path], message: i.message })));
+    }
+    if (input.runtime !== undefined) {
+      try {
+        out.runtime = this.runtimes.parse(input.runtime).config;
+      } catch (e) {
+        if (!(e instanceof ZodError)) throw e;
+        issues.push(...e.issues.map((i) => ({ path: ['runtime', ...i.path], message: i.message })));
+      }
+    }
+    if (issues.length > 0) throw invalidRequest(issues, 'revision');
+    return out;
+  }
+}
+
+function notFound(revisionId: string): AppError {
+  return new AppError('revision.not_found', `revision ${revisionId} not found`, { details: { revisionId } });
+}
+
+function immutable(revisionId: string, status: string, cause?: unknown): AppError {
+  return new AppError('revision.immutable', `revision ${revisionId} is ${status} and cannot be modified`, { details: { revisionId, status }, cause });
+}
