@@ -1,0 +1,40 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppConfig } from '#libs/config';
+
+/** Content types the JSON-RPC binding accepts (A2A v1.0 §9, §14.1 registers application/a2a+json). */
+export const JSON_RPC_CONTENT_TYPES: readonly string[] = ['application/json', 'application/a2a+json'];
+
+/** The media type of a Content-Type header, lower-cased, without parameters; undefined when absent. */
+export function mediaTypeOf(req: FastifyRequest): string | undefined {
+  const ct = req.headers['content-type'];
+  return typeof ct === 'string' && ct.trim() !== '' ? ct.split(';')[0]!.trim().toLowerCase() : undefined;
+}
+
+/** Raw `A2A-Version` of a request: the header, else the `A2A-Version` query parameter (§3.6.1). */
+export function requestedVersion(req: FastifyRequest): string | undefined {
+  const header = req.headers['a2a-version'];
+  if (typeof header === 'string') return header;
+  if (Array.isArray(header)) return header[0];
+  const query = req.query as Record<string, unknown> | undefined;
+  const q = query?.['A2A-Version'] ?? query?.['a2a-version'];
+  return typeof q === 'string' ? q : undefined;
+}
+
+/** The API key a caller presented: header `X-API-Key`, else `Authorization: Bearer <key>`. */
+export function presentedApiKey(req: FastifyRequest): string | undefined {
+  const x = req.headers['x-api-key'];
+  if (typeof x === 'string' && x.trim() !== '') return x.trim();
+  const auth = req.headers.authorization;
+  const m = typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth) : null;
+  return m ? m[1] : undefined;
+}
+
+/** Origin clients reach us at: PUBLIC_BASE_URL, else the request's protocol and Host. */
+export function publicBaseUrl(config: AppConfig, req: FastifyRequest): string {
+  if (config.PUBLIC_BASE_URL) return config.PUBLIC_BASE_URL.replace(/\/+$/, '');
+  return `${req.protocol}://${req.host}`;
+}
+
+export function sendJson(reply: FastifyReply, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  void reply.status(status).headers({ 'content-type': 'application/json; charset=utf-8', ...headers }).send(JSON.stringify(body));
+}

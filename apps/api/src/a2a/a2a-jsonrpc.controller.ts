@@ -1,0 +1,70 @@
+import { Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import {
+  A2AAccessService,
+  A2AError,
+  A2AJsonRpcHandler,
+  errorShapeVersion,
+  jsonRpcErrorResponse,
+  requestIdOf,
+  servedTransports,
+  toA2AError,
+  type JsonRpcCall,
+} from '#libs/a2a';
+import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { isMalformedJson } from '../common/malformed-json.js';
+import { JSON_RPC_CONTENT_TYPES, mediaTypeOf, presentedApiKey, requestedVersion, sendJson } from './a2a-http.js';
+
+/** Challenge sent with 401: a bearer token or the `X-API-Key` header carry the key. */
+const WWW_AUTHENTICATE = 'Bearer realm="a2a", ApiKey realm="a2a", header="X-API-Key"';
+
+/**
+ * A2A JSON-RPC binding (A2A v1.0 §9; v0.3 for callers without `A2A-Version`) at the agent's
+ * binding path `/a2a/:org/:agent`. HTTP edge only: resolve the agent, check access, delegate the
+ * body to A2AJsonRpcHandler. JSON-RPC errors are HTTP 200; the exceptions are an unknown or
+ * unpublished agent (404: the endpoint does not exist) and access failures (401 with
+ * `WWW-Authenticate`, 403), each with a JSON-RPC error body.
+ */
+@ApiExcludeController()
+@Controller('a2a')
+export class A2AJsonRpcController {
+  constructor(
+    private readonly directory: AgentDirectory,
+    private readonly access: A2AAccessService,
+    private readonly handler: A2AJsonRpcHandler,
+  ) {}
+
+  @Post(':org/:agent')
+  @HttpCode(200)
+  async call(@Param('org') org: string, @Param('agent') agentSlug: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const version = requestedVersion(req);
+    const call: JsonRpcCall = isMalformedJson(req.body) ? { body: undefined, malformed: req.body.reason, version } : { body: req.body, version };
+    const fail = (status: number, e: unknown, headers: Record<string, string> = {}) =>
+      sendJson(reply, status, jsonRpcErrorResponse(requestIdOf(call.body), toA2AError(e), errorShapeVersion(version)), headers);
+
+    let agent: ResolvedA2AAgent;
+    try {
+      agent = await this.directory.resolve(org, agentSlug);
+    } catch (e) {
+      const err = toA2AError(e);
+      return fail(err.type === 'InternalError' ? 500 : 404, err);
+    }
+    if (!servedTransports(agent.binding).includes('JSONRPC')) {
+      return fail(404, new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over JSON-RPC`));
+    }
+    try {
+      await this.access.authorize(agent, presentedApiKey(req));
+    } catch (e) {
+      const err = toA2AError(e);
+      if (err.type === 'Unauthenticated') return fail(401, err, { 'www-authenticate': WWW_AUTHENTICATE });
+      return fail(err.type === 'Unauthorized' ? 403 : 500, err);
+    }
+    const mediaType = mediaTypeOf(req);
+    if (mediaType !== undefined && !JSON_RPC_CONTENT_TYPES.includes(mediaType)) {
+      // the registry maps request.unsupported_media_type to InvalidRequest for A2A; still a JSON-RPC error (HTTP 200)
+      return fail(200, new A2AError('InvalidRequest', `Content-Type ${mediaType} is not accepted; send application/json or application/a2a+json`));
+    }
+    sendJson(reply, 200, await this.handler.handle(agent, call));
+  }
+}

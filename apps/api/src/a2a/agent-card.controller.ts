@@ -1,0 +1,70 @@
+import { createHash } from 'node:crypto';
+import { Controller, Get, Inject, Param, Req, Res } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { negotiateVersion, projectAgentCard, toV03AgentCard } from '#libs/a2a';
+import { AppError } from '#libs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { publicBaseUrl, requestedVersion, sendJson } from './a2a-http.js';
+
+/** Cards change when a revision is activated or a binding edited: cache briefly, revalidate by ETag. */
+const CARD_CACHE_CONTROL = 'public, max-age=60';
+
+/**
+ * Agent Cards (A2A v1.0 §8.2, RFC 8615): `/a2a/:org/:agent/.well-known/agent-card.json` for each
+ * published agent, and `/.well-known/agent-card.json` at the host root for the deployment's
+ * default agent. Public (no credentials). `ETag` is a hash of the body; `If-None-Match` → 304.
+ * Unknown or unpublished agent → 404 with the admin error body (AppExceptionFilter).
+ *
+ * The v1.0 card is served unless the caller asks for `A2A-Version: 0.3` explicitly, which gets
+ * the same card in the v0.3 shape (`Vary: A2A-Version`). A header-less fetch gets v1.0: cards
+ * are discovery documents that browsers and tools fetch without the header, while the v1.0
+ * interfaces it lists still say which URL answers 0.3 calls.
+ */
+@ApiExcludeController()
+@Controller()
+export class AgentCardController {
+  constructor(
+    private readonly directory: AgentDirectory,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Get('a2a/:org/:agent/.well-known/agent-card.json')
+  async agentCard(@Param('org') org: string, @Param('agent') agent: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    this.send(await this.directory.resolve(org, agent), req, reply);
+  }
+
+  @Get('.well-known/agent-card.json')
+  async defaultAgentCard(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    this.send(await this.directory.resolveDefault(), req, reply);
+  }
+
+  private send(resolved: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply): void {
+    const v1 = projectAgentCard(resolved, publicBaseUrl(this.config, req));
+    const card = v1 && wantsV03(req) ? toV03AgentCard(v1) : v1;
+    if (!card) {
+      throw new AppError('agent.not_published', `agent ${resolved.org.slug}/${resolved.agent.slug} has no A2A transport this deployment serves`);
+    }
+    const body = JSON.stringify(card);
+    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`;
+    const headers = { 'cache-control': CARD_CACHE_CONTROL, etag, vary: 'A2A-Version' };
+    const inm = req.headers['if-none-match'];
+    if (typeof inm === 'string' && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)) {
+      void reply.status(304).headers(headers).send();
+      return;
+    }
+    sendJson(reply, 200, card, headers);
+  }
+}
+
+/** True when the caller explicitly asked for A2A 0.3 (an absent header gets the v1.0 card). */
+function wantsV03(req: FastifyRequest): boolean {
+  const raw = requestedVersion(req);
+  if (raw === undefined || raw.trim() === '') return false;
+  try {
+    return negotiateVersion(raw) === '0.3';
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,37 @@
+import { Injectable } from '@nestjs/common';
+import { AppError } from '#libs/common';
+import { ApiKeyService, canInvokeA2A, type Principal, type ResolvedA2AAgent } from '#libs/registry';
+import { A2AError, toA2AError } from './a2a.errors.js';
+import { API_KEY_HEADER } from './agent-card.projection.js';
+
+/**
+ * Who may call an agent's A2A binding (BindingSecurity). `none`: anyone. `apiKey`: an API key of
+ * the agent's organization holding `a2a:invoke` or `admin`. Failures follow A2A v1.0 §3.3.2:
+ * - no key, an unknown/revoked key, or a key of another organization → Unauthenticated
+ *   (the edge answers HTTP 401 with a challenge; another org's key is simply not a credential
+ *   for this agent, and saying more would reveal what the key can reach);
+ * - a key of the organization without an invoking scope → Unauthorized (HTTP 403), naming the
+ *   missing scope.
+ */
+@Injectable()
+export class A2AAccessService {
+  constructor(private readonly apiKeys: ApiKeyService) {}
+
+  async authorize(agent: ResolvedA2AAgent, presentedKey: string | undefined): Promise<void> {
+    if (agent.binding.security.scheme === 'none') return;
+    if (!presentedKey) {
+      throw new A2AError('Unauthenticated', `this agent requires an API key in header ${API_KEY_HEADER} or Authorization: Bearer`);
+    }
+    let principal: Principal;
+    try {
+      principal = await this.apiKeys.authenticate(presentedKey);
+    } catch (e) {
+      if (e instanceof AppError && e.code.startsWith('auth.')) throw new A2AError('Unauthenticated', 'the API key is not valid for this agent', { cause: e });
+      throw toA2AError(e);
+    }
+    if (principal.orgId !== agent.org.id) throw new A2AError('Unauthenticated', 'the API key is not valid for this agent');
+    if (!canInvokeA2A(principal, agent.org.id)) {
+      throw new A2AError('Unauthorized', 'the API key lacks scope a2a:invoke', { metadata: { requiredScope: 'a2a:invoke' } });
+    }
+  }
+}

@@ -1,0 +1,213 @@
+import { Injectable, Logger } from '@nestjs/common';
+import type { ResolvedA2AAgent } from '#libs/registry';
+import type { ZodType } from 'zod';
+import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
+import { A2AOperations } from './a2a-operations.service.js';
+import type { A2AProtocolVersion } from './a2a.types.js';
+import { isPlainObject } from './proto-json.helpers.js';
+import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from './v1/v1.schemas.js';
+import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task } from './v1/v1.mapper.js';
+import { V03MessageSendParamsSchema, V03TaskIdParamsSchema, V03TaskQueryParamsSchema } from './v03/v03.schemas.js';
+import { fromV03MessageSendParams, toV03SendResult, toV03Task } from './v03/v03.mapper.js';
+
+/** JSON-RPC 2.0 request id: a string, an integer, or null (absent = notification, answered as null). */
+export type JsonRpcId = string | number | null;
+
+export interface JsonRpcErrorObject {
+  code: number;
+  message: string;
+  /** v1.0: `[google.rpc.ErrorInfo]` (§9.5); v0.3: omitted. */
+  data?: unknown;
+}
+
+export type JsonRpcResponse =
+  | { jsonrpc: '2.0'; id: JsonRpcId; result: unknown }
+  | { jsonrpc: '2.0'; id: JsonRpcId; error: JsonRpcErrorObject };
+
+/** What the HTTP edge hands over: the parsed body, or the reason it did not parse. */
+export interface JsonRpcCall {
+  /** Parsed JSON body; `undefined` for an empty body. */
+  body: unknown;
+  /** Set when the body was not valid JSON (the parser never rejects; see apps/api). */
+  malformed?: string;
+  /** Raw `A2A-Version` value (header, or the `A2A-Version` query parameter); absent = 0.3. */
+  version?: string;
+}
+
+/**
+ * The version a request speaks (A2A v1.0 §3.6): Major.Minor of the `A2A-Version` value, the patch
+ * ignored ("MUST not be considered when clients and servers negotiate"); an absent or empty value
+ * is 0.3 (§3.6.2 "Agents MUST interpret empty value as 0.3 version"). Anything else →
+ * VersionNotSupported (-32009).
+ */
+export function negotiateVersion(raw: string | undefined): A2AProtocolVersion {
+  const v = (raw ?? '').trim();
+  if (v === '') return '0.3';
+  const m = /^(\d+)\.(\d+)(?:\.\d+)?$/.exec(v);
+  const majorMinor = m ? `${Number(m[1])}.${Number(m[2])}` : null;
+  if (majorMinor === '1.0' || majorMinor === '0.3') return majorMinor;
+  throw new A2AError('VersionNotSupported', `A2A-Version '${v.slice(0, 32)}' is not supported; supported versions: 1.0, 0.3`, {
+    metadata: { requested: v.slice(0, 32), supported: '1.0,0.3' },
+  });
+}
+
+/** The request id to echo, when the body is a request object with a valid id; else null. */
+export function requestIdOf(body: unknown): JsonRpcId {
+  if (!isPlainObject(body) || !('id' in body)) return null;
+  const id = body.id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
+}
+
+/**
+ * A JSON-RPC error response in the shape of `version`: v1.0 carries `data: [ErrorInfo]` (§9.5),
+ * v0.3 the plain `{ code, message }` (spec 0.3 §8). Internal errors keep a generic message.
+ */
+export function jsonRpcErrorResponse(id: JsonRpcId, error: A2AError, version: A2AProtocolVersion): JsonRpcResponse {
+  const err: JsonRpcErrorObject = { code: error.code, message: error.message };
+  if (version === '1.0') err.data = [error.toErrorInfo()];
+  return { jsonrpc: '2.0', id, error: err };
+}
+
+/** v1.0 methods of a2a.proto that exist but are not offered (yet), with the error §3.3.4 prescribes. */
+const V1_NOT_OFFERED: Record<string, () => A2AError> = {
+  SendStreamingMessage: () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
+  SubscribeToTask: () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
+  ListTasks: () => new A2AError('UnsupportedOperation', 'ListTasks is not offered by this agent'),
+  CreateTaskPushNotificationConfig: pushNotSupported,
+  GetTaskPushNotificationConfig: pushNotSupported,
+  ListTaskPushNotificationConfigs: pushNotSupported,
+  DeleteTaskPushNotificationConfig: pushNotSupported,
+  GetExtendedAgentCard: () => new A2AError('UnsupportedOperation', 'this agent has no extended agent card (capabilities.extendedAgentCard is false)'),
+};
+
+/** v0.3 methods (spec/v0.3/a2a.json) that exist but are not offered (yet). */
+const V03_NOT_OFFERED: Record<string, () => A2AError> = {
+  'message/stream': () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
+  'tasks/resubscribe': () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
+  'tasks/pushNotificationConfig/set': pushNotSupported,
+  'tasks/pushNotificationConfig/get': pushNotSupported,
+  'tasks/pushNotificationConfig/list': pushNotSupported,
+  'tasks/pushNotificationConfig/delete': pushNotSupported,
+  'agent/getAuthenticatedExtendedCard': () => new A2AError('UnsupportedOperation', 'this agent has no authenticated extended card'),
+};
+
+function pushNotSupported(): A2AError {
+  return new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)');
+}
+
+type MethodImpl = (agent: ResolvedA2AAgent, params: unknown) => Promise<unknown>;
+
+/**
+ * The JSON-RPC 2.0 binding of A2A (v1.0 §9, and v0.3 for header-less callers), framework-free:
+ * the HTTP edge resolves the agent, authenticates, and hands the body here; every outcome,
+ * success or error, is a JSON-RPC response object (the edge sends it with HTTP 200).
+ *
+ * Order of checks: body JSON (-32700) → request object (-32600; a batch array is refused, A2A
+ * defines single requests only) → A2A-Version (-32009) → method for that version (-32601, or the
+ * capability error for a known method not offered) → params (-32602) → the operation.
+ */
+@Injectable()
+export class A2AJsonRpcHandler {
+  private readonly log = new Logger('A2AJsonRpc');
+  private readonly v1: Record<string, MethodImpl>;
+  private readonly v03: Record<string, MethodImpl>;
+
+  constructor(private readonly ops: A2AOperations) {
+    this.v1 = {
+      SendMessage: async (agent, params) => {
+        const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params));
+        return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, options));
+      },
+      GetTask: async (agent, params) => {
+        const p = parse(V1GetTaskRequestSchema, params);
+        return toV1Task(await this.ops.getTask(agent, p.id, p.historyLength));
+      },
+      CancelTask: async (agent, params) => {
+        const p = parse(V1CancelTaskRequestSchema, params);
+        return toV1Task(await this.ops.cancelTask(agent, p.id));
+      },
+    };
+    this.v03 = {
+      'message/send': async (agent, params) => {
+        const { inbound, options } = fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params));
+        return toV03SendResult(await this.ops.sendMessage(agent, inbound, options));
+      },
+      'tasks/get': async (agent, params) => {
+        const p = parse(V03TaskQueryParamsSchema, params);
+        return toV03Task(await this.ops.getTask(agent, p.id, p.historyLength));
+      },
+      'tasks/cancel': async (agent, params) => {
+        const p = parse(V03TaskIdParamsSchema, params);
+        return toV03Task(await this.ops.cancelTask(agent, p.id));
+      },
+    };
+  }
+
+  /** Answer one JSON-RPC call to `agent`. Never throws. */
+  async handle(agent: ResolvedA2AAgent, call: JsonRpcCall): Promise<JsonRpcResponse> {
+    // Errors are shaped for the requested version; an unsupported one gets the v1.0 shape.
+    let version: A2AProtocolVersion = errorShapeVersion(call.version);
+    let id: JsonRpcId = null;
+    try {
+      const body = call.body;
+      if (call.malformed !== undefined) throw new A2AError('ParseError', `invalid JSON: ${call.malformed.slice(0, 200)}`);
+      if (body === undefined) throw new A2AError('ParseError', 'invalid JSON: the request body is empty');
+      if (Array.isArray(body)) throw new A2AError('InvalidRequest', 'batch requests are not supported: send one JSON-RPC request object');
+      if (!isPlainObject(body)) throw new A2AError('InvalidRequest', 'the request must be a JSON-RPC 2.0 request object');
+      id = requestIdOf(body);
+      checkEnvelope(body);
+      version = negotiateVersion(call.version);
+
+      const method = body.method as string;
+      const impl = own(version === '1.0' ? this.v1 : this.v03, method);
+      if (!impl) {
+        const notOffered = own(version === '1.0' ? V1_NOT_OFFERED : V03_NOT_OFFERED, method);
+        if (notOffered) throw notOffered();
+        throw new A2AError('MethodNotFound', `method '${method.slice(0, 100)}' does not exist in A2A ${version}`);
+      }
+      const params = body.params;
+      if (!isPlainObject(params)) throw new A2AError('InvalidParams', 'params must be an object');
+      return { jsonrpc: '2.0', id, result: await impl(agent, params) };
+    } catch (e) {
+      const err = toA2AError(e);
+      if (err.type === 'InternalError') this.log.error(describe(err.cause ?? err));
+      return jsonRpcErrorResponse(id, err, version);
+    }
+  }
+}
+
+/** The version whose error shape answers a request: the negotiated one, else v1.0 (-32009 is a v1.0 error). */
+export function errorShapeVersion(raw: string | undefined): A2AProtocolVersion {
+  try {
+    return negotiateVersion(raw);
+  } catch {
+    return '1.0';
+  }
+}
+
+/** JSON-RPC 2.0 §4: `jsonrpc` exactly "2.0", `method` a string, `id` a string, integer or null. */
+function checkEnvelope(body: Record<string, unknown>): void {
+  if (body.jsonrpc !== '2.0') throw new A2AError('InvalidRequest', 'jsonrpc must be exactly "2.0"');
+  if ('id' in body && requestIdOf(body) === null && body.id !== null) {
+    throw new A2AError('InvalidRequest', 'id must be a string, an integer or null');
+  }
+  if (typeof body.method !== 'string' || body.method.length === 0) throw new A2AError('InvalidRequest', 'method must be a non-empty string');
+  if ('params' in body && body.params !== undefined && typeof body.params !== 'object') {
+    throw new A2AError('InvalidRequest', 'params must be an object');
+  }
+}
+
+/** `table[key]` for own keys only: a method named `constructor` or `__proto__` is just unknown. */
+function own<V>(table: Record<string, V>, key: string): V | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
+function parse<T>(schema: ZodType<T>, params: unknown): T {
+  const r = schema.safeParse(params);
+  if (!r.success) throw invalidParams(r.error);
+  return r.data;
+}
+
+function describe(e: unknown): string {
+  return e instanceof Error ? (e.stack ?? e.message) : String(e);
+}

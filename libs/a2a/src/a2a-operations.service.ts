@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import type { CanonicalMessage, Part } from '#libs/contracts';
+import type { ResolvedA2AAgent } from '#libs/registry';
+import { RunService, type RunView } from '#libs/runs';
+import { defaultRuntimeRegistry, type AgentRuntime, type RuntimeRegistry } from '#libs/runtimes';
+import { A2AError, toA2AError } from './a2a.errors.js';
+import type { InboundMessage, SendOptions, SendOutcome } from './a2a.types.js';
+
+/** Parsed runtime configs are cached per revision id (published revisions are immutable). */
+const RUNTIME_CACHE_MAX = 1000;
+
+interface ParsedRuntime {
+  runtime: AgentRuntime;
+  config: unknown;
+}
+
+/** True when `mediaType` is matched by one of `modes` (exact, `type/*` or `*\/*`; case-insensitive). */
+export function mediaTypeAccepted(mediaType: string, modes: readonly string[]): boolean {
+  const mt = mediaType.split(';')[0]!.trim().toLowerCase();
+  const [type] = mt.split('/');
+  return modes.some((m) => {
+    const mode = m.split(';')[0]!.trim().toLowerCase();
+    return mode === mt || mode === '*/*' || mode === '*' || (mode.endsWith('/*') && mode.slice(0, -2) === type);
+  });
+}
+
+/**
+ * The A2A operations over the canonical model (A2A v1.0 §3.1): a view, not a second data model.
+ * Tasks are runs, contextIds are threads, messages and artifacts are the run's projections.
+ * Every call is scoped by the resolved agent's organization and agent: a task of another agent
+ * or organization is "not found" (§3.3.2: do not reveal existence).
+ *
+ * Errors are `A2AError`s (AppErrors are mapped through the registry's `a2a` names).
+ */
+@Injectable()
+export class A2AOperations {
+  private readonly registry: RuntimeRegistry = defaultRuntimeRegistry();
+  private readonly runtimes = new Map<string, ParsedRuntime>();
+  private readonly blockingTimeoutMs: number;
+
+  constructor(
+    private readonly runs: RunService,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.blockingTimeoutMs = config.A2A_BLOCKING_TIMEOUT_MS;
+  }
+
+  /**
+   * SendMessage (§3.1.1).
+   * - `taskId` given: more input for that task (ContinueRunCommand; answers an open interaction).
+   *   Unknown task → TaskNotFound; terminal task → UnsupportedOperation (§3.1.1 "Messages sent to
+   *   Tasks that are in a terminal state ... cannot accept further messages"); `contextId` not the
+   *   task's → InvalidParams (§3.4.2 "MUST reject messages containing mismatching contextId").
+   * - otherwise, when the runtime answers directly (`directReply`), that Message is returned and
+   *   no task is created; else a task is created (CreateRunCommand, thread = `contextId` or new).
+   *   A retry with the same messageId returns the task the first call created.
+   * - Unless `returnImmediately`, waits until the task is terminal or interrupted
+   *   (input/auth required), at most A2A_BLOCKING_TIMEOUT_MS, and returns it as it is then.
+   * Push notification config → PushNotificationNotSupported (§3.3.4); a part whose mediaType the
+   * agent does not accept → ContentTypeNotSupported.
+   */
+  async sendMessage(agent: ResolvedA2AAgent, inbound: InboundMessage, options: SendOptions): Promise<SendOutcome> {
+    try {
+      if (options.pushNotificationConfig) {
+        throw new A2AError('PushNotificationNotSupported', 'this agent does not support push notifications');
+      }
+      this.checkInputModes(agent, inbound.message.parts);
+      const orgId = agent.org.id;
+      const agentId = agent.agent.id;
+
+      if (inbound.taskId !== undefined) {
+        const run = await this.runs.continueRun({ orgId, agentId, runId: inbound.taskId, threadId: inbound.contextId, message: inbound.message });
+        if (!options.returnImmediately) await this.runs.waitUntilSettled(orgId, run.id, this.blockingTimeoutMs);
+        return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
+      }
+
+      const reply = this.directReply(agent, inbound.message);
+      if (reply) return { kind: 'message', message: reply, contextId: inbound.contextId ?? randomUUID() };
+
+      const { run, created } = await this.runs.createRun({
+        orgId,
+        agentId,
+        revisionId: agent.revision.id,
+        threadId: inbound.contextId,
+        message: inbound.message,
+        metadata: options.metadata,
+      });
+      if (options.returnImmediately && created) {
+        // The run was just created: its view is known without reading it back.
+        const message: CanonicalMessage = { ...inbound.message, role: 'user' };
+        const view: RunView = {
+          run: { ...run, openInteractionId: null },
+          statusMessage: null,
+          history: options.historyLength === 0 ? [] : [message],
+          artifacts: [],
+        };
+        return { kind: 'task', view };
+      }
+      if (!options.returnImmediately) await this.runs.waitUntilSettled(orgId, run.id, this.blockingTimeoutMs);
+      return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
+    } catch (e) {
+      throw toA2AError(e);
+    }
+  }
+
+  /** GetTask (§3.1.3). Unknown, or not this agent's → TaskNotFound. */
+  async getTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number): Promise<RunView> {
+    try {
+      return await this.runs.view(agent.org.id, taskId, { historyLength, agentId: agent.agent.id });
+    } catch (e) {
+      throw toA2AError(e);
+    }
+  }
+
+  /**
+   * CancelTask (§3.1.5): the task as it is after the cancel. Unknown → TaskNotFound; already
+   * terminal → TaskNotCancelable.
+   */
+  async cancelTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number): Promise<RunView> {
+    try {
+      const run = await this.runs.cancelRun(agent.org.id, taskId, agent.agent.id);
+      return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
+    } catch (e) {
+      throw toA2AError(e);
+    }
+  }
+
+  /** ContentTypeNotSupported when a part declares a mediaType none of the agent's input modes accepts. */
+  private checkInputModes(agent: ResolvedA2AAgent, parts: readonly Part[]): void {
+    const modes = agent.revision.a2a.defaultInputModes;
+    for (const p of parts) {
+      if (p.mediaType && !mediaTypeAccepted(p.mediaType, modes)) {
+        throw new A2AError('ContentTypeNotSupported', `media type ${p.mediaType} is not accepted; this agent accepts ${modes.join(', ')}`, {
+          metadata: { mediaType: p.mediaType },
+        });
+      }
+    }
+  }
+
+  /** The runtime's direct reply to a new message (no task), or null when a task is needed. */
+  private directReply(agent: ResolvedA2AAgent, message: CanonicalMessage): CanonicalMessage | null {
+    const { runtime, config } = this.runtimeOf(agent);
+    const reply = runtime.directReply(config, message);
+    if (!reply) return null;
+    const out: CanonicalMessage = { messageId: reply.messageId ?? randomUUID(), role: 'agent', parts: reply.parts };
+    if (reply.metadata) out.metadata = reply.metadata;
+    return out;
+  }
+
+  private runtimeOf(agent: ResolvedA2AAgent): ParsedRuntime {
+    const cached = this.runtimes.get(agent.revision.id);
+    if (cached) return cached;
+    let parsed: ParsedRuntime;
+    try {
+      parsed = this.registry.parse(agent.revision.runtime);
+    } catch (e) {
+      throw new A2AError('InternalError', 'the agent is misconfigured', { cause: e });
+    }
+    if (this.runtimes.size >= RUNTIME_CACHE_MAX) this.runtimes.delete(this.runtimes.keys().next().value!);
+    this.runtimes.set(agent.revision.id, parsed);
+    return parsed;
+  }
+}

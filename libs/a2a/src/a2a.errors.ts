@@ -1,0 +1,117 @@
+import { AppError, ERROR_CODES } from '#libs/common';
+import { ZodError } from 'zod';
+
+/**
+ * The protocol errors the A2A adapter can answer with: the JSON-RPC 2.0 standard errors and the
+ * A2A-specific errors of A2A v1.0 §3.3.2 / §5.4, plus the two authentication/authorization
+ * errors §3.3.2 leaves to the binding ("JSON-RPC custom error").
+ *
+ * `reason` is the `google.rpc.ErrorInfo.reason` put in JSON-RPC `error.data` for v1.0 (§9.5):
+ * the A2A error name in UPPER_SNAKE_CASE without `Error`, as `@a2a-js/sdk` reads it. The
+ * JSON-RPC client of the SDK maps the numeric `code` to its typed errors, the REST client the
+ * `reason`; both are given so either works.
+ */
+export const A2A_ERRORS = {
+  ParseError: { code: -32700, reason: 'PARSE_ERROR' },
+  InvalidRequest: { code: -32600, reason: 'INVALID_REQUEST' },
+  MethodNotFound: { code: -32601, reason: 'METHOD_NOT_FOUND' },
+  InvalidParams: { code: -32602, reason: 'INVALID_PARAMS' },
+  InternalError: { code: -32603, reason: 'INTERNAL_ERROR' },
+  TaskNotFound: { code: -32001, reason: 'TASK_NOT_FOUND' },
+  TaskNotCancelable: { code: -32002, reason: 'TASK_NOT_CANCELABLE' },
+  PushNotificationNotSupported: { code: -32003, reason: 'PUSH_NOTIFICATION_NOT_SUPPORTED' },
+  UnsupportedOperation: { code: -32004, reason: 'UNSUPPORTED_OPERATION' },
+  ContentTypeNotSupported: { code: -32005, reason: 'CONTENT_TYPE_NOT_SUPPORTED' },
+  InvalidAgentResponse: { code: -32006, reason: 'INVALID_AGENT_RESPONSE' },
+  ExtendedAgentCardNotConfigured: { code: -32007, reason: 'EXTENDED_AGENT_CARD_NOT_CONFIGURED' },
+  ExtensionSupportRequired: { code: -32008, reason: 'EXTENSION_SUPPORT_REQUIRED' },
+  VersionNotSupported: { code: -32009, reason: 'VERSION_NOT_SUPPORTED' },
+  /** §3.3.2 "Authentication Errors": implementation-defined JSON-RPC code, sent with HTTP 401. */
+  Unauthenticated: { code: -32000, reason: 'UNAUTHENTICATED' },
+  /** §3.3.2 "Authorization Errors": implementation-defined JSON-RPC code, sent with HTTP 403. */
+  Unauthorized: { code: -32000, reason: 'PERMISSION_DENIED' },
+} as const satisfies Record<string, { code: number; reason: string }>;
+
+export type A2AErrorType = keyof typeof A2A_ERRORS;
+
+/** Google's ErrorInfo type URL and the A2A domain (§9.5, §11.6). */
+export const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
+export const A2A_ERROR_DOMAIN = 'a2a-protocol.org';
+
+/** A `google.rpc.ErrorInfo` as it appears in JSON-RPC `error.data` (v1.0). */
+export interface ErrorInfo {
+  '@type': typeof ERROR_INFO_TYPE;
+  reason: string;
+  domain: typeof A2A_ERROR_DOMAIN;
+  metadata?: Record<string, string>;
+}
+
+/**
+ * An error answered to an A2A caller. `message` is safe to show (never a stack, SQL or secret);
+ * `metadata` (string values only, as in ErrorInfo) carries details such as the task id.
+ */
+export class A2AError extends Error {
+  readonly metadata?: Record<string, string>;
+
+  constructor(
+    readonly type: A2AErrorType,
+    message: string,
+    options: { metadata?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.name = 'A2AError';
+    this.metadata = options.metadata;
+  }
+
+  get code(): number {
+    return A2A_ERRORS[this.type].code;
+  }
+
+  get reason(): string {
+    return A2A_ERRORS[this.type].reason;
+  }
+
+  toErrorInfo(): ErrorInfo {
+    return {
+      '@type': ERROR_INFO_TYPE,
+      reason: this.reason,
+      domain: A2A_ERROR_DOMAIN,
+      ...(this.metadata && Object.keys(this.metadata).length > 0 ? { metadata: this.metadata } : {}),
+    };
+  }
+}
+
+/** String-valued ErrorInfo metadata from an AppError's details (non-strings are dropped). */
+function stringMetadata(details: Record<string, unknown> | undefined): Record<string, string> | undefined {
+  if (!details) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(details)) {
+    if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[k] = String(v);
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/**
+ * Any error thrown while serving an A2A call, as the A2A error to answer with:
+ * - `A2AError`: as is;
+ * - `AppError`: through the `a2a` name of its code in the error registry (libs/common);
+ *   `internal` keeps its safe message only;
+ * - `ZodError`: InvalidParams, naming the first failing path;
+ * - anything else: InternalError with a generic message (the cause is kept for logging).
+ */
+export function toA2AError(e: unknown): A2AError {
+  if (e instanceof A2AError) return e;
+  if (e instanceof AppError) {
+    const type = ERROR_CODES[e.code].a2a as A2AErrorType;
+    if (!Object.hasOwn(A2A_ERRORS, type) || type === 'InternalError') return new A2AError('InternalError', 'internal error', { cause: e });
+    return new A2AError(type, e.message, { metadata: stringMetadata(e.details), cause: e });
+  }
+  if (e instanceof ZodError) return invalidParams(e);
+  return new A2AError('InternalError', 'internal error', { cause: e });
+}
+
+/** InvalidParams from zod issues: "message.parts.0: a part has exactly one of ...". */
+export function invalidParams(e: ZodError, prefix = 'invalid params'): A2AError {
+  const issues = e.issues.slice(0, 5).map((i) => (i.path.length ? `${i.path.map(String).join('.')}: ${i.message}` : i.message));
+  return new A2AError('InvalidParams', `${prefix}: ${issues.join('; ')}`, { cause: e });
+}

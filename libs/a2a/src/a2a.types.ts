@@ -1,0 +1,37 @@
+import type { CanonicalMessage } from '#libs/contracts';
+import type { RunView } from '#libs/runs';
+
+/** A2A protocol versions served (Major.Minor, A2A v1.0 §3.6). */
+export type A2AProtocolVersion = '1.0' | '0.3';
+
+/**
+ * A user message as a version-specific mapper hands it to A2AOperations: the canonical message
+ * plus the A2A addressing fields (`taskId` continues a task, `contextId` names the thread).
+ */
+export interface InboundMessage {
+  message: CanonicalMessage;
+  taskId?: string;
+  contextId?: string;
+}
+
+/** Send options, already translated from the version's configuration object. */
+export interface SendOptions {
+  /** false: wait until the task is terminal or interrupted (v1.0 default; v0.3 `blocking`). */
+  returnImmediately: boolean;
+  /** Most recent messages to return in the task's history; undefined = all, 0 = none. */
+  historyLength?: number;
+  /** The caller asked for push notifications for this task. */
+  pushNotificationConfig?: boolean;
+  /** Media types the caller accepts for response parts (advisory). */
+  acceptedOutputModes?: string[];
+  /** SendMessageRequest.metadata: stored on a new task as its metadata. */
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * What SendMessage produced: a task (the run's read model, history already limited), or a direct
+ * reply message that created no task. `contextId` of a reply is the caller's or a fresh one.
+ */
+export type SendOutcome =
+  | { kind: 'task'; view: RunView }
+  | { kind: 'message'; message: CanonicalMessage; contextId: string };

@@ -1,0 +1,251 @@
+import type { A2AExtension, A2ATransport } from '#libs/contracts';
+import type { ResolvedA2AAgent } from '#libs/registry';
+import type { A2AProtocolVersion } from './a2a.types.js';
+
+/**
+ * Transports this deployment actually serves. A binding may name others (e.g. HTTP+JSON), but a
+ * card never lists an interface that does not exist (A2A v1.0 §5.2: agents declare what they
+ * support; §8: the card is a promise clients act on).
+ */
+export const SERVED_TRANSPORTS: readonly A2ATransport[] = ['JSONRPC'];
+
+/** Protocol versions served on each served transport, preferred first (the JSON-RPC URL serves both). */
+export const SERVED_PROTOCOL_VERSIONS: Readonly<Record<A2ATransport, readonly A2AProtocolVersion[]>> = {
+  JSONRPC: ['1.0', '0.3'],
+  'HTTP+JSON': [],
+};
+
+/**
+ * Optional capabilities this deployment implements; a revision's declared capabilities are
+ * capped by these (A2A v1.0 §3.3.4: a capability on the card obliges the agent to serve it).
+ */
+export const SERVED_CAPABILITIES = { streaming: false, pushNotifications: false, extendedAgentCard: false } as const;
+
+/** Header an apiKey-secured binding reads the key from (also accepted: `Authorization: Bearer`). */
+export const API_KEY_HEADER = 'X-API-Key';
+/** Name of the security scheme on the card for an apiKey binding. */
+export const API_KEY_SCHEME_NAME = 'apiKey';
+
+/** Well-known path of an Agent Card, relative to an agent's base URL or the host root (RFC 8615). */
+export const AGENT_CARD_PATH = '/.well-known/agent-card.json';
+
+/** v1.0 AgentInterface (a2a.proto): url, protocolBinding and protocolVersion are REQUIRED. */
+export interface AgentInterface {
+  url: string;
+  protocolBinding: string;
+  protocolVersion: string;
+}
+
+export interface AgentSkill {
+  id: string;
+  name: string;
+  description: string;
+  tags: string[];
+  examples?: string[];
+  inputModes?: string[];
+  outputModes?: string[];
+}
+
+export interface SecurityScheme {
+  apiKeySecurityScheme?: { description?: string; location: string; name: string };
+  httpAuthSecurityScheme?: { description?: string; scheme: string; bearerFormat?: string };
+}
+
+export interface SecurityRequirement {
+  /** Scopes per scheme; an empty list is omitted (ProtoJSON default), i.e. `{}`. */
+  schemes: Record<string, { list?: string[] }>;
+}
+
+/** v1.0 AgentCard (a2a.proto `message AgentCard`) in ProtoJSON, as this adapter serves it. */
+export interface AgentCard {
+  name: string;
+  description: string;
+  supportedInterfaces: AgentInterface[];
+  provider?: { url: string; organization: string };
+  version: string;
+  documentationUrl?: string;
+  capabilities: { streaming?: boolean; pushNotifications?: boolean; extensions?: A2AExtension[]; extendedAgentCard?: boolean };
+  securitySchemes?: Record<string, SecurityScheme>;
+  securityRequirements?: SecurityRequirement[];
+  defaultInputModes: string[];
+  defaultOutputModes: string[];
+  skills: AgentSkill[];
+  iconUrl?: string;
+}
+
+/** The binding's transports this deployment serves, in the binding's order. */
+export function servedTransports(binding: Pick<ResolvedA2AAgent['binding'], 'transports'>): A2ATransport[] {
+  return binding.transports.filter((t) => SERVED_TRANSPORTS.includes(t));
+}
+
+/** Revision extensions, then the binding's; a URI given twice keeps the binding's declaration. */
+function mergeExtensions(revision: A2AExtension[], binding: A2AExtension[]): A2AExtension[] {
+  const byUri = new Map<string, A2AExtension>();
+  for (const e of [...revision, ...binding]) byUri.set(e.uri, e);
+  return [...byUri.values()];
+}
+
+/** `https://h/` + `/a2a/x` without a double slash. */
+export function joinUrl(base: string, path: string): string {
+  return `${base.replace(/\/+$/, '')}${path.startsWith('/') ? path : `/${path}`}`;
+}
+
+/**
+ * Project the public v1.0 Agent Card of a resolved agent (pure). `publicBaseUrl` is the origin
+ * clients reach this deployment at (config PUBLIC_BASE_URL, else derived from the request).
+ *
+ * - identity: the revision's `identityProjection` overrides the agent's name/description;
+ *   `version` is the projection's;
+ * - `supportedInterfaces`: for each served transport of the binding, one entry per served
+ *   protocol version, all at `${publicBaseUrl}${binding.path}` (§3.6.2: "Agents CAN expose
+ *   multiple interfaces for the same transport with different versions under the same or
+ *   different URLs"); v1.0 first, the preferred one;
+ * - `capabilities`: the revision's, capped by SERVED_CAPABILITIES; `extensions` = revision ∪ binding;
+ * - security: an apiKey binding is declared as an APIKeySecurityScheme `apiKey` (header X-API-Key)
+ *   and required by `securityRequirements`.
+ *
+ * Returns null when the binding names no transport this deployment serves (nothing to call).
+ */
+export function projectAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: string): AgentCard | null {
+  const { agent, revision, binding } = resolved;
+  const profile = revision.a2a;
+  const url = joinUrl(publicBaseUrl, binding.path);
+  const supportedInterfaces: AgentInterface[] = servedTransports(binding).flatMap((protocolBinding) =>
+    SERVED_PROTOCOL_VERSIONS[protocolBinding].map((protocolVersion) => ({ url, protocolBinding, protocolVersion })),
+  );
+  if (supportedInterfaces.length === 0) return null;
+
+  const name = profile.identityProjection.name ?? agent.name;
+  const extensions = mergeExtensions(profile.extensions, binding.extensions);
+  const card: AgentCard = {
+    name,
+    description: profile.identityProjection.description ?? (agent.description || name),
+    supportedInterfaces,
+    ...(agent.provider ? { provider: { url: agent.provider.url, organization: agent.provider.organization } } : {}),
+    version: profile.identityProjection.version,
+    ...(agent.documentationUrl ? { documentationUrl: agent.documentationUrl } : {}),
+    capabilities: {
+      streaming: profile.capabilities.streaming && SERVED_CAPABILITIES.streaming,
+      pushNotifications: profile.capabilities.pushNotifications && SERVED_CAPABILITIES.pushNotifications,
+      ...(extensions.length > 0 ? { extensions } : {}),
+      extendedAgentCard: profile.capabilities.extendedAgentCard && SERVED_CAPABILITIES.extendedAgentCard,
+    },
+    defaultInputModes: profile.defaultInputModes,
+    defaultOutputModes: profile.defaultOutputModes,
+    skills: profile.skillsProjection.map((s) => ({
+      id: s.id,
+      name: s.name,
+      description: s.description,
+      tags: s.tags,
+      ...(s.examples?.length ? { examples: s.examples } : {}),
+      ...(s.inputModes?.length ? { inputModes: s.inputModes } : {}),
+      ...(s.outputModes?.length ? { outputModes: s.outputModes } : {}),
+    })),
+    ...(agent.iconUrl ? { iconUrl: agent.iconUrl } : {}),
+  };
+  if (binding.security.scheme === 'apiKey') {
+    card.securitySchemes = {
+      [API_KEY_SCHEME_NAME]: {
+        apiKeySecurityScheme: {
+          description: `An API key of the agent's organization with scope a2a:invoke, in header ${API_KEY_HEADER} (or as Authorization: Bearer).`,
+          location: 'header',
+          name: API_KEY_HEADER,
+        },
+      },
+    };
+    card.securityRequirements = [{ schemes: { [API_KEY_SCHEME_NAME]: {} } }];
+  }
+  return card;
+}
+
+/**
+ * The fields a2a.proto marks REQUIRED on an AgentCard and its nested messages that are missing
+ * or empty (§5.7: "Arrays marked as required MUST contain at least one element"), as paths.
+ * Empty result = the card is structurally valid.
+ */
+export function missingRequiredCardFields(card: AgentCard): string[] {
+  const missing: string[] = [];
+  const str = (v: unknown) => typeof v === 'string' && v.length > 0;
+  const arr = (v: unknown) => Array.isArray(v) && v.length > 0;
+  if (!str(card.name)) missing.push('name');
+  if (!str(card.description)) missing.push('description');
+  if (!str(card.version)) missing.push('version');
+  if (typeof card.capabilities !== 'object' || card.capabilities === null) missing.push('capabilities');
+  if (!arr(card.defaultInputModes)) missing.push('defaultInputModes');
+  if (!arr(card.defaultOutputModes)) missing.push('defaultOutputModes');
+  if (!arr(card.supportedInterfaces)) missing.push('supportedInterfaces');
+  card.supportedInterfaces?.forEach((i, n) => {
+    for (const f of ['url', 'protocolBinding', 'protocolVersion'] as const) if (!str(i[f])) missing.push(`supportedInterfaces.${n}.${f}`);
+  });
+  if (!arr(card.skills)) missing.push('skills');
+  card.skills?.forEach((s, n) => {
+    for (const f of ['id', 'name', 'description'] as const) if (!str(s[f])) missing.push(`skills.${n}.${f}`);
+    if (!arr(s.tags)) missing.push(`skills.${n}.tags`);
+  });
+  if (card.provider) for (const f of ['url', 'organization'] as const) if (!str(card.provider[f])) missing.push(`provider.${f}`);
+  for (const [name, scheme] of Object.entries(card.securitySchemes ?? {})) {
+    const k = scheme.apiKeySecurityScheme;
+    if (k) for (const f of ['location', 'name'] as const) if (!str(k[f])) missing.push(`securitySchemes.${name}.apiKeySecurityScheme.${f}`);
+  }
+  return missing;
+}
+
+/** v0.3 AgentCard (spec/v0.3/a2a.json `AgentCard`), for callers that ask for `A2A-Version: 0.3`. */
+export interface V03AgentCard {
+  protocolVersion: '0.3.0';
+  name: string;
+  description: string;
+  url: string;
+  preferredTransport: 'JSONRPC';
+  additionalInterfaces: Array<{ url: string; transport: string }>;
+  version: string;
+  provider?: { organization: string; url: string };
+  documentationUrl?: string;
+  iconUrl?: string;
+  capabilities: { streaming: boolean; pushNotifications: boolean; extensions?: A2AExtension[] };
+  securitySchemes?: Record<string, { type: 'apiKey'; in: 'header'; name: string; description?: string }>;
+  security?: Array<Record<string, string[]>>;
+  defaultInputModes: string[];
+  defaultOutputModes: string[];
+  skills: AgentSkill[];
+  supportsAuthenticatedExtendedCard: false;
+}
+
+/**
+ * The same card in the v0.3 shape (top-level `url` + `preferredTransport`, OpenAPI-style security
+ * schemes), projected from the v1.0 card so both always agree. Only interfaces served in 0.3 are
+ * listed. Returns null when no interface speaks 0.3.
+ */
+export function toV03AgentCard(card: AgentCard): V03AgentCard | null {
+  const interfaces = card.supportedInterfaces.filter((i) => i.protocolVersion === '0.3');
+  const main = interfaces.find((i) => i.protocolBinding === 'JSONRPC');
+  if (!main) return null;
+  const apiKey = card.securitySchemes?.[API_KEY_SCHEME_NAME]?.apiKeySecurityScheme;
+  return {
+    protocolVersion: '0.3.0',
+    name: card.name,
+    description: card.description,
+    url: main.url,
+    preferredTransport: 'JSONRPC',
+    additionalInterfaces: interfaces.map((i) => ({ url: i.url, transport: i.protocolBinding })),
+    version: card.version,
+    ...(card.provider ? { provider: { organization: card.provider.organization, url: card.provider.url } } : {}),
+    ...(card.documentationUrl ? { documentationUrl: card.documentationUrl } : {}),
+    ...(card.iconUrl ? { iconUrl: card.iconUrl } : {}),
+    capabilities: {
+      streaming: card.capabilities.streaming ?? false,
+      pushNotifications: card.capabilities.pushNotifications ?? false,
+      ...(card.capabilities.extensions ? { extensions: card.capabilities.extensions } : {}),
+    },
+    ...(apiKey
+      ? {
+          securitySchemes: { [API_KEY_SCHEME_NAME]: { type: 'apiKey' as const, in: 'header' as const, name: apiKey.name, ...(apiKey.description ? { description: apiKey.description } : {}) } },
+          security: [{ [API_KEY_SCHEME_NAME]: [] }],
+        }
+      : {}),
+    defaultInputModes: card.defaultInputModes,
+    defaultOutputModes: card.defaultOutputModes,
+    skills: card.skills,
+    supportsAuthenticatedExtendedCard: false,
+  };
+}
