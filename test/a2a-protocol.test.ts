@@ -130,7 +130,7 @@ describe('JSON-RPC errors (v1.0): exact codes, HTTP 200, ErrorInfo in data', () 
     ['invalid request (bad id type)', () => ({ jsonrpc: '2.0', id: { a: 1 }, method: 'GetTask', params: { id: 'x' } }), -32600, 'INVALID_REQUEST'],
     ['batch', () => [req('GetTask', { id: 'x' }), req('GetTask', { id: 'y' })], -32600, 'INVALID_REQUEST'],
     ['streaming not offered', () => req('SendStreamingMessage', v1Send('x')), -32004, 'UNSUPPORTED_OPERATION'],
-    ['ListTasks not offered', () => req('ListTasks', {}), -32004, 'UNSUPPORTED_OPERATION'],
+    ['ListTasks with pageSize out of range', () => req('ListTasks', { pageSize: 101 }), -32602, 'INVALID_PARAMS'],
     ['push config not supported', () => req('CreateTaskPushNotificationConfig', { taskId: 'x', url: 'https://x.test/hook' }), -32003, 'PUSH_NOTIFICATION_NOT_SUPPORTED'],
     ['push config on SendMessage', () => req('SendMessage', v1Send('x', { taskPushNotificationConfig: { url: 'https://x.test/hook' } })), -32003, 'PUSH_NOTIFICATION_NOT_SUPPORTED'],
     ['extended card not offered', () => req('GetExtendedAgentCard', {}), -32004, 'UNSUPPORTED_OPERATION'],

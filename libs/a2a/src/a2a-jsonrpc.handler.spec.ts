@@ -5,9 +5,12 @@ import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2AJsonRpcHandler, negotiateVersion } from './a2a-jsonrpc.handler.js';
 import type { A2AOperations } from './a2a-operations.service.js';
+import { A2AStreams } from './a2a-streams.service.js';
+import type { RunService, RunStreamHub } from '#libs/runs';
 import { mediaTypeAccepted } from './a2a-operations.service.js';
 
-const agent = {} as ResolvedA2AAgent;
+/** An agent whose card declares no streaming (the streaming methods must refuse with -32004). */
+const agent = { revision: { a2a: { capabilities: { streaming: false } } } } as ResolvedA2AAgent;
 
 /** A handler whose operations are never reached: every call here fails before them, or GetTask fails with `fail`. */
 function handler(fail: unknown = new AppError('run.not_found', 'task x not found', { details: { taskId: 'x' } })) {
@@ -16,7 +19,7 @@ function handler(fail: unknown = new AppError('run.not_found', 'task x not found
       throw toA2AError(fail);
     },
   } as unknown as A2AOperations;
-  return new A2AJsonRpcHandler(ops);
+  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunService, {} as RunStreamHub));
 }
 
 const rpc = (method: string, params: unknown = { id: 'x' }, extra: object = {}) => ({ jsonrpc: '2.0', id: 7, method, params, ...extra });
@@ -75,7 +78,6 @@ describe('A2AJsonRpcHandler', () => {
   it.each([
     ['1.0', 'SendStreamingMessage', -32004],
     ['1.0', 'SubscribeToTask', -32004],
-    ['1.0', 'ListTasks', -32004],
     ['1.0', 'CreateTaskPushNotificationConfig', -32003],
     ['1.0', 'GetTaskPushNotificationConfig', -32003],
     ['1.0', 'ListTaskPushNotificationConfigs', -32003],

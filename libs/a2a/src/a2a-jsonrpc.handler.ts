@@ -3,10 +3,12 @@ import type { ResolvedA2AAgent } from '#libs/registry';
 import type { ZodType } from 'zod';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
+import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
 import type { A2AProtocolVersion } from './a2a.types.js';
 import { isPlainObject } from './proto-json.helpers.js';
-import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from './v1/v1.schemas.js';
+import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, V1SubscribeToTaskRequestSchema } from './v1/v1.schemas.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task } from './v1/v1.mapper.js';
+import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema } from './v1/v1-list-tasks.js';
 import { V03MessageSendParamsSchema, V03TaskIdParamsSchema, V03TaskQueryParamsSchema } from './v03/v03.schemas.js';
 import { fromV03MessageSendParams, toV03SendResult, toV03Task } from './v03/v03.mapper.js';
 
@@ -32,6 +34,30 @@ export interface JsonRpcCall {
   malformed?: string;
   /** Raw `A2A-Version` value (header, or the `A2A-Version` query parameter); absent = 0.3. */
   version?: string;
+  /** Resume inputs of a streaming call: `Last-Event-ID` and the `A2A-Cursor` token. */
+  resume?: { lastEventId?: string; token?: string };
+  /** Aborted when the caller goes away (ends a stream). */
+  signal?: AbortSignal;
+}
+
+/**
+ * A streaming method's successful start: the HTTP edge sends each item as one SSE event whose
+ * data is `{"jsonrpc":"2.0","id":<id>,"result":<item.result>}` and whose `id:` is the sequence.
+ */
+export interface JsonRpcStream {
+  jsonrpc: '2.0';
+  id: JsonRpcId;
+  version: A2AProtocolVersion;
+  stream: AsyncIterable<StreamItem>;
+}
+
+export function isJsonRpcStream(r: JsonRpcResponse | JsonRpcStream): r is JsonRpcStream {
+  return 'stream' in r;
+}
+
+/** Marker a method implementation returns to start a stream instead of a single result. */
+class StreamStart {
+  constructor(readonly stream: AsyncIterable<StreamItem>) {}
 }
 
 /**
@@ -70,9 +96,6 @@ export function jsonRpcErrorResponse(id: JsonRpcId, error: A2AError, version: A2
 
 /** v1.0 methods of a2a.proto that exist but are not offered (yet), with the error §3.3.4 prescribes. */
 const V1_NOT_OFFERED: Record<string, () => A2AError> = {
-  SendStreamingMessage: () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
-  SubscribeToTask: () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
-  ListTasks: () => new A2AError('UnsupportedOperation', 'ListTasks is not offered by this agent'),
   CreateTaskPushNotificationConfig: pushNotSupported,
   GetTaskPushNotificationConfig: pushNotSupported,
   ListTaskPushNotificationConfigs: pushNotSupported,
@@ -82,8 +105,6 @@ const V1_NOT_OFFERED: Record<string, () => A2AError> = {
 
 /** v0.3 methods (spec/v0.3/a2a.json) that exist but are not offered (yet). */
 const V03_NOT_OFFERED: Record<string, () => A2AError> = {
-  'message/stream': () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
-  'tasks/resubscribe': () => new A2AError('UnsupportedOperation', 'streaming is not supported by this agent (capabilities.streaming is false)'),
   'tasks/pushNotificationConfig/set': pushNotSupported,
   'tasks/pushNotificationConfig/get': pushNotSupported,
   'tasks/pushNotificationConfig/list': pushNotSupported,
@@ -95,7 +116,7 @@ function pushNotSupported(): A2AError {
   return new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)');
 }
 
-type MethodImpl = (agent: ResolvedA2AAgent, params: unknown) => Promise<unknown>;
+type MethodImpl = (agent: ResolvedA2AAgent, params: unknown, call: JsonRpcCall) => Promise<unknown>;
 
 /**
  * The JSON-RPC 2.0 binding of A2A (v1.0 §9, and v0.3 for header-less callers), framework-free:
@@ -112,11 +133,29 @@ export class A2AJsonRpcHandler {
   private readonly v1: Record<string, MethodImpl>;
   private readonly v03: Record<string, MethodImpl>;
 
-  constructor(private readonly ops: A2AOperations) {
+  constructor(
+    private readonly ops: A2AOperations,
+    private readonly streams: A2AStreams,
+  ) {
+    const signalOf = (call: JsonRpcCall) => call.signal ?? new AbortController().signal;
     this.v1 = {
+      SendStreamingMessage: async (agent, params, call) => {
+        requireStreaming(agent);
+        const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params));
+        return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '1.0', signalOf(call)));
+      },
+      SubscribeToTask: async (agent, params, call) => {
+        requireStreaming(agent);
+        const p = parse(V1SubscribeToTaskRequestSchema, params);
+        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call)));
+      },
       SendMessage: async (agent, params) => {
         const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params));
         return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, options));
+      },
+      ListTasks: async (agent, params) => {
+        const p = parse(V1ListTasksRequestSchema, params);
+        return toV1ListTasksResponse(await this.ops.listTasks(agent, fromV1ListTasksRequest(p)));
       },
       GetTask: async (agent, params) => {
         const p = parse(V1GetTaskRequestSchema, params);
@@ -128,6 +167,16 @@ export class A2AJsonRpcHandler {
       },
     };
     this.v03 = {
+      'message/stream': async (agent, params, call) => {
+        requireStreaming(agent);
+        const { inbound, options } = fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params));
+        return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '0.3', signalOf(call)));
+      },
+      'tasks/resubscribe': async (agent, params, call) => {
+        requireStreaming(agent);
+        const p = parse(V03TaskIdParamsSchema, params);
+        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '0.3', signalOf(call)));
+      },
       'message/send': async (agent, params) => {
         const { inbound, options } = fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params));
         return toV03SendResult(await this.ops.sendMessage(agent, inbound, options));
@@ -143,8 +192,11 @@ export class A2AJsonRpcHandler {
     };
   }
 
-  /** Answer one JSON-RPC call to `agent`. Never throws. */
-  async handle(agent: ResolvedA2AAgent, call: JsonRpcCall): Promise<JsonRpcResponse> {
+  /**
+   * Answer one JSON-RPC call to `agent`. Never throws: an error (including one raised before a
+   * stream's first event) is a JSON-RPC error response; a started stream is a JsonRpcStream.
+   */
+  async handle(agent: ResolvedA2AAgent, call: JsonRpcCall): Promise<JsonRpcResponse | JsonRpcStream> {
     // Errors are shaped for the requested version; an unsupported one gets the v1.0 shape.
     let version: A2AProtocolVersion = errorShapeVersion(call.version);
     let id: JsonRpcId = null;
@@ -167,7 +219,9 @@ export class A2AJsonRpcHandler {
       }
       const params = body.params;
       if (!isPlainObject(params)) throw new A2AError('InvalidParams', 'params must be an object');
-      return { jsonrpc: '2.0', id, result: await impl(agent, params) };
+      const result = await impl(agent, params, call);
+      if (result instanceof StreamStart) return { jsonrpc: '2.0', id, version, stream: result.stream };
+      return { jsonrpc: '2.0', id, result };
     } catch (e) {
       const err = toA2AError(e);
       if (err.type === 'InternalError') this.log.error(describe(err.cause ?? err));

@@ -3,10 +3,11 @@ import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { CanonicalMessage, Part } from '#libs/contracts';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { RunService, type RunView } from '#libs/runs';
+import { RunRepository, RunService, type RunView } from '#libs/runs';
 import { defaultRuntimeRegistry, type AgentRuntime, type RuntimeRegistry } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import type { InboundMessage, SendOptions, SendOutcome } from './a2a.types.js';
+import { decodePageToken, encodePageToken, listFingerprint, taskStateFilter, type ListTasksPage, type ListTasksQuery } from './list-tasks.js';
 
 /** Parsed runtime configs are cached per revision id (published revisions are immutable). */
 const RUNTIME_CACHE_MAX = 1000;
@@ -42,6 +43,7 @@ export class A2AOperations {
 
   constructor(
     private readonly runs: RunService,
+    private readonly runReads: RunRepository,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.blockingTimeoutMs = config.A2A_BLOCKING_TIMEOUT_MS;
@@ -122,6 +124,41 @@ export class A2AOperations {
     try {
       const run = await this.runs.cancelRun(agent.org.id, taskId, agent.agent.id);
       return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
+    } catch (e) {
+      throw toA2AError(e);
+    }
+  }
+
+  /**
+   * ListTasks (§3.1.4): this agent's tasks, newest status first (status timestamp, then id, both
+   * descending), from the read models: one query for the page, one for the total, one for the
+   * page's views (history / artifacts as asked). The page token is decoded before any query.
+   * Errors: InvalidParams for a page token that is malformed, edited, or from a query with other
+   * filters. A task whose status changes while a client pages moves to the front of the order
+   * (it is then on no later page, or seen twice); tasks that keep their status are listed
+   * exactly once.
+   */
+  async listTasks(agent: ResolvedA2AAgent, q: ListTasksQuery): Promise<ListTasksPage> {
+    try {
+      const orgId = agent.org.id;
+      const fingerprint = listFingerprint(agent.agent.id, q);
+      const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint) : undefined;
+      const filter = {
+        agentId: agent.agent.id,
+        threadId: q.contextId,
+        ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
+        statusFrom: q.statusTimestampAfter,
+      };
+      const [rows, totalSize] = await Promise.all([this.runReads.list(orgId, { ...filter, before, limit: q.pageSize }), this.runReads.count(orgId, filter)]);
+      const page = rows.slice(0, q.pageSize);
+      const views = await this.runReads.views(
+        orgId,
+        page.map((r) => r.id),
+        { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts },
+      );
+      const last = page.at(-1);
+      const nextPageToken = rows.length > q.pageSize && last ? encodePageToken(last, fingerprint) : '';
+      return { views, nextPageToken, pageSize: q.pageSize, totalSize };
     } catch (e) {
       throw toA2AError(e);
     }

@@ -66,10 +66,19 @@ describe('projectAgentCard', () => {
     });
   });
 
-  it('lists only transports this deployment serves, and none when the binding has none of them', () => {
+  it('lists each served transport in the binding order (HTTP+JSON in 1.0 only, at the same URL), and none without transports', () => {
     const both = projectAgentCard(resolved({ binding: { transports: ['HTTP+JSON', 'JSONRPC'] } }), 'http://h')!;
-    expect(both.supportedInterfaces.map((i) => i.protocolBinding)).toEqual(['JSONRPC', 'JSONRPC']);
-    expect(projectAgentCard(resolved({ binding: { transports: ['HTTP+JSON'] } }), 'http://h')).toBeNull();
+    expect(both.supportedInterfaces).toEqual([
+      { url: 'http://h/a2a/acme/echo', protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
+      { url: 'http://h/a2a/acme/echo', protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+      { url: 'http://h/a2a/acme/echo', protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+    ]);
+    expect(missingRequiredCardFields(both)).toEqual([]);
+    const restOnly = projectAgentCard(resolved({ binding: { transports: ['HTTP+JSON'] } }), 'http://h')!;
+    expect(restOnly.supportedInterfaces).toEqual([{ url: 'http://h/a2a/acme/echo', protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' }]);
+    // no v0.3 HTTP+JSON binding is offered: a REST-only agent has no v0.3 card
+    expect(toV03AgentCard(restOnly)).toBeNull();
+    expect(projectAgentCard(resolved({ binding: { transports: [] } }), 'http://h')).toBeNull();
   });
 
   it('caps declared capabilities by what is served', () => {

@@ -3,23 +3,27 @@ import type { ResolvedA2AAgent } from '#libs/registry';
 import type { A2AProtocolVersion } from './a2a.types.js';
 
 /**
- * Transports this deployment actually serves. A binding may name others (e.g. HTTP+JSON), but a
- * card never lists an interface that does not exist (A2A v1.0 §5.2: agents declare what they
- * support; §8: the card is a promise clients act on).
+ * Transports this deployment actually serves: JSON-RPC (§9) and HTTP+JSON (§11), both at the
+ * binding's path. A binding may name a transport that is not served (none today, gRPC later),
+ * but a card never lists an interface that does not exist (A2A v1.0 §5.2: agents declare what
+ * they support; §8: the card is a promise clients act on).
  */
-export const SERVED_TRANSPORTS: readonly A2ATransport[] = ['JSONRPC'];
+export const SERVED_TRANSPORTS: readonly A2ATransport[] = ['JSONRPC', 'HTTP+JSON'];
 
-/** Protocol versions served on each served transport, preferred first (the JSON-RPC URL serves both). */
+/**
+ * Protocol versions served on each served transport, preferred first: the JSON-RPC URL serves
+ * both; HTTP+JSON only 1.0 (no v0.3 REST binding is offered).
+ */
 export const SERVED_PROTOCOL_VERSIONS: Readonly<Record<A2ATransport, readonly A2AProtocolVersion[]>> = {
   JSONRPC: ['1.0', '0.3'],
-  'HTTP+JSON': [],
+  'HTTP+JSON': ['1.0'],
 };
 
 /**
  * Optional capabilities this deployment implements; a revision's declared capabilities are
  * capped by these (A2A v1.0 §3.3.4: a capability on the card obliges the agent to serve it).
  */
-export const SERVED_CAPABILITIES = { streaming: false, pushNotifications: false, extendedAgentCard: false } as const;
+export const SERVED_CAPABILITIES = { streaming: true, pushNotifications: false, extendedAgentCard: false } as const;
 
 /** Header an apiKey-secured binding reads the key from (also accepted: `Authorization: Bearer`). */
 export const API_KEY_HEADER = 'X-API-Key';

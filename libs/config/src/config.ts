@@ -23,6 +23,12 @@ export const ConfigSchema = z.object({
   BOOTSTRAP_ORG_NAME: z.string().optional(),
   /** Bootstrap admin key, form `aaas_<prefix>_<secret>` (see ApiKeyService). */
   BOOTSTRAP_ADMIN_KEY: z.string().regex(/^aaas_[A-Za-z0-9]{8}_[A-Za-z0-9]{24,}$/).optional(),
+  /**
+   * A2A message operations may use an agent resolution (org/agent → active revision + binding)
+   * this old (ms); another API instance sees a publish within this time. 0 disables the cache.
+   * Agent Cards are always resolved fresh.
+   */
+  AGENT_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /** Blocking SendMessage waits at most this long (ms) before returning the task as it is. */
   A2A_BLOCKING_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   /** Streams: how often (ms) each followed run is re-read in case a wake-up was lost. */

@@ -21,9 +21,12 @@ export class DatabaseService implements OnModuleDestroy {
     this.prisma = new PrismaClient({ adapter: new PrismaPg(this.pool) });
   }
 
-  /** One round trip of raw SQL. Rows come back as plain objects. */
-  async query<T extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<T[]> {
-    const res = await this.pool.query<T>(text, values);
+  /**
+   * One round trip of raw SQL. Rows come back as plain objects. With `name`, the statement is
+   * prepared once per connection and its plan reused (hot paths: the append path, run reads).
+   */
+  async query<T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string): Promise<T[]> {
+    const res = await this.pool.query<T>(name ? { name, text, values } : { text, values });
     return res.rows;
   }
 

@@ -8,24 +8,48 @@ import type { ResolvedA2AAgent } from './registry.types.js';
 const TransportsSchema = z.array(A2ATransportSchema);
 const ExtensionsSchema = z.array(A2AExtensionSchema);
 
+/** Most entries the resolve cache keeps (oldest evicted first). */
+const CACHE_MAX = 10_000;
+
 /**
  * What the A2A adapter asks the registry: which agent, revision and binding serve a path.
- * Reads the database on every call (no cache), so cards reflect a publish, an activation or a
- * disabled binding immediately. One round trip per call.
+ * One round trip per uncached call.
+ *
+ * Caching: `resolve(…, { maxAgeMs })` may answer from a per-process cache no older than
+ * `maxAgeMs` (the SendMessage hot path uses AGENT_CACHE_TTL_MS). Any registry write through this
+ * process clears the cache at once (`invalidate`); another instance sees a publish, activation or
+ * disabled binding within `maxAgeMs`. Cards and admin reads use `maxAgeMs: 0` (always fresh).
  */
 @Injectable()
 export class AgentDirectory {
+  private readonly cache = new Map<string, { at: number; agent: ResolvedA2AAgent }>();
+
   constructor(private readonly repo: AgentDirectoryRepository) {}
 
   /**
    * The agent served at `/a2a/<orgSlug>/<agentSlug>`.
    * Throws AppError `agent.not_found` when the org or the agent is unknown; `agent.not_published`
-   * when the agent has no active published revision or no enabled A2A binding.
+   * when the agent has no active published revision or no enabled A2A binding (never cached).
    */
-  async resolve(orgSlug: string, agentSlug: string): Promise<ResolvedA2AAgent> {
+  async resolve(orgSlug: string, agentSlug: string, opts: { maxAgeMs?: number } = {}): Promise<ResolvedA2AAgent> {
+    const key = `${orgSlug}/${agentSlug}`;
+    const maxAge = opts.maxAgeMs ?? 0;
+    if (maxAge > 0) {
+      const hit = this.cache.get(key);
+      if (hit && Date.now() - hit.at <= maxAge) return hit.agent;
+    }
     const row = await this.repo.find(orgSlug, agentSlug);
     if (!row) throw new AppError('agent.not_found', `agent ${orgSlug}/${agentSlug} not found`, { details: { orgSlug, agentSlug } });
-    return toResolved(row);
+    const agent = toResolved(row);
+    this.cache.delete(key);
+    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(key, { at: Date.now(), agent });
+    return agent;
+  }
+
+  /** Forget every cached resolution (called after any registry write in this process). */
+  invalidate(): void {
+    this.cache.clear();
   }
 
   /**

@@ -177,7 +177,7 @@ export class EventLogRepository {
       run.originMessageId,
       run.metadata ? JSON.stringify(run.metadata) : null,
       JSON.stringify(events),
-    ]);
+    ], 'runs.create');
     return this.result(rows[0]);
   }
 
@@ -201,7 +201,7 @@ export class EventLogRepository {
       guard.from,
       guard.blocked ?? null,
       JSON.stringify(events),
-    ]);
+    ], 'runs.append');
     return this.result(rows[0]);
   }
 
@@ -216,6 +216,7 @@ export class EventLogRepository {
         WHERE e.run_id = $1 AND e.org_id = $2 AND e.sequence > $3
         ORDER BY e.sequence LIMIT $4`,
       [runId, orgId, afterSequence, limit],
+      'runs.read_after',
     );
     return rows.map((row) => ({
       runId,

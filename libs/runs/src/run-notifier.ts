@@ -21,15 +21,19 @@ export class RunNotifier implements OnModuleDestroy {
   private pub?: Redis;
   private sub?: Redis;
   private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly cancelListeners = new Set<(runId: string) => void>();
+  private readonly cancelChannel: string;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.prefix = `${config.REDIS_PREFIX}:run:`;
+    this.cancelChannel = `${config.REDIS_PREFIX}:run-canceled`;
     this.url = config.REDIS_URL;
   }
 
   private publisher(): Redis {
     if (!this.pub) {
-      this.pub = new Redis(this.url, { maxRetriesPerRequest: 1 });
+      // auto-pipelining coalesces the publishes of concurrent appends into one write
+      this.pub = new Redis(this.url, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
       this.pub.on('error', (e: Error) => this.log.warn(`redis publisher: ${e.message}`));
     }
     return this.pub;
@@ -40,6 +44,10 @@ export class RunNotifier implements OnModuleDestroy {
       const sub = new Redis(this.url, { maxRetriesPerRequest: null });
       sub.on('error', (e: Error) => this.log.warn(`redis subscriber: ${e.message}`));
       sub.on('message', (channel: string, message: string) => {
+        if (channel === this.cancelChannel) {
+          for (const l of this.cancelListeners) l(message);
+          return;
+        }
         const set = this.listeners.get(channel.slice(this.prefix.length));
         if (!set) return;
         const seq = Number(message);
@@ -48,6 +56,29 @@ export class RunNotifier implements OnModuleDestroy {
       this.sub = sub;
     }
     return this.sub;
+  }
+
+  /**
+   * Cancellations, on one channel (`<REDIS_PREFIX>:run-canceled`, message: the run id): workers
+   * subscribe once instead of once per run they execute. Fire-and-forget like `notify`.
+   */
+  notifyCanceled(runId: string): void {
+    this.publisher()
+      .publish(this.cancelChannel, runId)
+      .catch((e: Error) => this.log.warn(`publish cancel failed for run ${runId}: ${e.message}`));
+  }
+
+  /** Listen to every cancellation (workers). Returns the function that removes the listener. */
+  async onCanceled(listener: (runId: string) => void): Promise<() => void> {
+    this.cancelListeners.add(listener);
+    if (this.cancelListeners.size === 1) {
+      await this.subscriber()
+        .subscribe(this.cancelChannel)
+        .catch((e: Error) => this.log.warn(`subscribe to cancellations failed: ${e.message}`));
+    }
+    return () => {
+      this.cancelListeners.delete(listener);
+    };
   }
 
   /** Fire-and-forget: a failed publish is logged, never thrown (readers poll anyway). */

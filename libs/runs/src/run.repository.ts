@@ -32,14 +32,70 @@ export interface RunListFilter {
   agentId?: string;
   threadId?: string;
   status?: RunStatus[];
+  /**
+   * The interaction overlay: `'none'` = not blocked on the caller (`blocked_reason IS NULL`);
+   * a list = blocked for one of these reasons. Absent = either.
+   */
+  blocked?: 'none' | BlockedReason[];
   /** Only runs whose status changed strictly after this time. */
   statusAfter?: Date;
+  /** Only runs whose status changed at or after this time (A2A ListTasks `statusTimestampAfter`). */
+  statusFrom?: Date;
   /** Keyset cursor: runs strictly older than (statusAt, id). */
   before?: { statusAt: Date; id: string };
   limit: number;
 }
 
+/**
+ * The filter of RunRepository.list / .count as SQL over `runs`, parameters from `$1` (org).
+ * Statements using it stay unnamed (planned per call with the actual values): a generic plan
+ * of its `$n IS NULL OR ...` terms could not pick the index the given filters need.
+ */
+const LIST_WHERE = `org_id = $1
+          AND ($2::uuid IS NULL OR agent_id = $2)
+          AND ($3::text IS NULL OR thread_id = $3)
+          AND ($4::run_status[] IS NULL OR status = ANY($4))
+          AND ($5::timestamptz IS NULL OR status_at > $5)
+          AND ($6::timestamptz IS NULL OR status_at >= $6)
+          AND (NOT $7::boolean OR blocked_reason IS NULL)
+          AND ($8::text[] IS NULL OR blocked_reason = ANY($8))`;
+
+function listParams(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): unknown[] {
+  return [
+    orgId,
+    f.agentId ?? null,
+    f.threadId ?? null,
+    f.status ?? null,
+    f.statusAfter ?? null,
+    f.statusFrom ?? null,
+    f.blocked === 'none',
+    Array.isArray(f.blocked) ? f.blocked : null,
+  ];
+}
+
+/** Options of RunRepository.view / .views. */
+export interface RunViewOptions {
+  /** Most recent messages to return; undefined = whole history, 0 = none. */
+  historyLength?: number;
+  /** Default true; false leaves `artifacts` empty without reading them. */
+  includeArtifacts?: boolean;
+}
+
 const STATUS_EVENT_TYPES = ['run.status_changed', 'interaction.requested', 'interaction.resolved'];
+
+/** The state a status-affecting event leaves the run in (no event: just created). */
+export function foldState(e: { type: string; payload: object } | undefined): { status: RunStatus; blockedReason: BlockedReason | null } {
+  if (!e) return { status: 'submitted', blockedReason: null };
+  const p = e.payload as { status?: RunStatus; blockedReason?: BlockedReason | null };
+  switch (e.type) {
+    case 'run.status_changed':
+      return { status: p.status!, blockedReason: p.blockedReason ?? null };
+    case 'interaction.requested':
+      return { status: 'working', blockedReason: p.blockedReason ?? null };
+    default:
+      return { status: 'working', blockedReason: null };
+  }
+}
 
 function toRunState(raw: Record<string, unknown>): RunState {
   return raw as unknown as RunState;
@@ -50,6 +106,29 @@ function cleanMessage(row: { messageId: string; role: string; parts: Part[]; met
   if (row.metadata) m.metadata = row.metadata as Record<string, unknown>;
   if (row.extensions?.length) m.extensions = row.extensions;
   return m;
+}
+
+/** A row of the `views` query: the run as JSON and its projections, aggregated in SQL. */
+interface ViewRow {
+  run: Record<string, unknown>;
+  statusMessage: CanonicalMessage | null;
+  history: unknown[] | null;
+  artifacts: StoredArtifact[] | null;
+}
+
+function toRunView(row: ViewRow): RunView {
+  return {
+    run: toRunState(row.run),
+    statusMessage: row.statusMessage,
+    history: (row.history ?? []).map((h) => cleanMessage(h as Parameters<typeof cleanMessage>[0])),
+    artifacts: (row.artifacts ?? []).map((a) => ({
+      ...a,
+      name: a.name ?? undefined,
+      description: a.description ?? undefined,
+      metadata: a.metadata ?? undefined,
+      extensions: a.extensions?.length ? a.extensions : undefined,
+    })),
+  };
 }
 
 /**
@@ -68,6 +147,7 @@ export class RunRepository {
                 ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
          FROM runs WHERE id = $1 AND org_id = $2`,
       [runId, orgId],
+      'runs.get',
     );
     return rows[0] ? toRunState(rows[0]) : null;
   }
@@ -115,6 +195,7 @@ export class RunRepository {
             FROM artifacts a WHERE a.run_id = r.id) END AS artifacts
        FROM r`,
       [runId, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true, STATUS_EVENT_TYPES],
+      'runs.view',
     );
     const row = rows[0];
     if (!row) return null;
@@ -132,31 +213,60 @@ export class RunRepository {
     };
   }
 
-  /** Runs newest status first, keyset-paginated on (status_at, id). Returns `limit + 1` rows at most. */
+  /**
+   * Runs newest status first, keyset-paginated on (status_at, id). Returns `limit + 1` rows at
+   * most (the extra row says another page exists). `openInteractionId` is not read (null).
+   */
   async list(orgId: string, f: RunListFilter): Promise<RunState[]> {
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
-        WHERE org_id = $1
-          AND ($2::uuid IS NULL OR agent_id = $2)
-          AND ($3::text IS NULL OR thread_id = $3)
-          AND ($4::run_status[] IS NULL OR status = ANY($4))
-          AND ($5::timestamptz IS NULL OR status_at > $5)
-          AND ($6::timestamptz IS NULL OR (status_at, id) < ($6, $7::uuid))
+        WHERE ${LIST_WHERE}
+          AND ($9::timestamptz IS NULL OR (status_at, id) < ($9, $10::uuid))
         ORDER BY status_at DESC, id DESC
-        LIMIT $8`,
-      [orgId, f.agentId ?? null, f.threadId ?? null, f.status ?? null, f.statusAfter ?? null, f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1],
+        LIMIT $11`,
+      [...listParams(orgId, f), f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1],
     );
     return rows.map(toRunState);
   }
 
+  /** How many runs match the filter of `list` (ignoring its cursor and limit). */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
-    const rows = await this.db.query<{ n: string }>(
-      `SELECT count(*) AS n FROM runs
-        WHERE org_id = $1 AND ($2::uuid IS NULL OR agent_id = $2) AND ($3::text IS NULL OR thread_id = $3)
-          AND ($4::run_status[] IS NULL OR status = ANY($4)) AND ($5::timestamptz IS NULL OR status_at > $5)`,
-      [orgId, f.agentId ?? null, f.threadId ?? null, f.status ?? null, f.statusAfter ?? null],
-    );
+    const rows = await this.db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
     return Number(rows[0]?.n ?? 0);
+  }
+
+  /**
+   * The read models of several runs in one round trip (e.g. a page of `list`), in the order of
+   * `runIds`; ids that are not runs of `orgId` are left out. Same projections and options as
+   * `view`, applied to each run.
+   */
+  async views(orgId: string, runIds: readonly string[], opts: RunViewOptions = {}): Promise<RunView[]> {
+    const ids = runIds.filter(isUuid);
+    if (ids.length === 0) return [];
+    const rows = await this.db.query<ViewRow>(
+      `WITH r AS (
+         SELECT ${RUN_COLUMNS},
+                (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
+                  ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
+           FROM runs WHERE org_id = $2 AND id = ANY($1::uuid[])
+       )
+       SELECT row_to_json(r) AS run,
+         (SELECT e.payload->'message' FROM run_events e
+           WHERE e.run_id = r.id AND e.type = ANY($5::text[]) ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
+         (SELECT json_agg(h ORDER BY h.sequence) FROM (
+            SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.sequence
+              FROM messages m WHERE m.run_id = r.id
+             ORDER BY m.sequence DESC LIMIT $3) h) AS history,
+         CASE WHEN $4::boolean THEN (SELECT json_agg(json_build_object(
+              'artifactId', a.artifact_id, 'name', a.name, 'description', a.description, 'parts', a.parts,
+              'metadata', a.metadata, 'extensions', a.extensions, 'complete', a.complete) ORDER BY a.sequence)
+            FROM artifacts a WHERE a.run_id = r.id) END AS artifacts
+       FROM r
+       ORDER BY array_position($1::uuid[], r.id)`,
+      [ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true, STATUS_EVENT_TYPES],
+      'runs.views',
+    );
+    return rows.map(toRunView);
   }
 
   /**
@@ -183,6 +293,40 @@ export class RunRepository {
     return row ? { message: cleanMessage(row), sequence: row.sequence } : null;
   }
 
+  /**
+   * The run's (status, blockedReason) as of `sequence`: folded from the newest status-affecting
+   * event at or before it (`run.status_changed`, `interaction.requested`, `interaction.resolved`).
+   * Used to project a resumed stream from a cursor without replaying the whole log.
+   */
+  async stateAt(orgId: string, runId: string, sequence: number): Promise<{ status: RunStatus; blockedReason: BlockedReason | null }> {
+    const rows = await this.db.query<{ type: string; payload: { status?: RunStatus; blockedReason?: BlockedReason | null } }>(
+      `SELECT type, payload FROM run_events
+        WHERE run_id = $1 AND org_id = $2 AND sequence <= $3 AND type = ANY($4::text[])
+        ORDER BY sequence DESC LIMIT 1`,
+      [runId, orgId, sequence, STATUS_EVENT_TYPES],
+    );
+    return foldState(rows[0]);
+  }
+
+  /**
+   * What an execution needs, in one round trip: the run (status, revision, thread) and the
+   * message that triggered it. Null when the run is not in the org.
+   */
+  async executionInput(orgId: string, runId: string, messageId: string): Promise<{ run: RunRecord; message: CanonicalMessage | null } | null> {
+    const rows = await this.db.query<Record<string, unknown> & { message: Parameters<typeof cleanMessage>[0] | null }>(
+      `SELECT ${RUN_COLUMNS},
+              (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions)
+                 FROM messages m WHERE m.run_id = runs.id AND m.message_id = $3) AS message
+         FROM runs WHERE id = $1 AND org_id = $2`,
+      [runId, orgId, messageId],
+      'runs.execution_input',
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const { message, ...run } = row;
+    return { run: run as unknown as RunRecord, message: message ? cleanMessage(message) : null };
+  }
+
   /** The runtime config of a revision (immutable once published, so callers may cache it by id). */
   async revisionRuntime(orgId: string, revisionId: string): Promise<unknown | null> {
     const rows = await this.db.query<{ runtime: unknown }>(
@@ -197,6 +341,7 @@ export class RunRepository {
       `SELECT message_id AS "messageId", role, parts, metadata, extensions, sequence FROM messages
         WHERE run_id = $1 AND org_id = $2 AND message_id = $3`,
       [runId, orgId, messageId],
+      'runs.message',
     );
     const row = rows[0];
     return row ? { message: cleanMessage(row), sequence: row.sequence } : null;

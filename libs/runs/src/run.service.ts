@@ -43,6 +43,16 @@ export interface ContinueRunCommand {
 /** The caller's answer to an open InteractionRequest (input, auth, confirmation). */
 export type RespondInteractionCommand = ContinueRunCommand;
 
+/** Statuses a runtime may set (canceling is the caller's; submitted is where runs start). */
+export type RuntimeStatus = Exclude<RunStatus, 'canceled' | 'submitted'>;
+
+/** One runtime operation, as RunService.applyRuntimeOps takes them (each becomes one event). */
+export type RuntimeOp =
+  | { op: 'status'; status: RuntimeStatus; message?: AgentMessageDraft; reason?: string }
+  | { op: 'interaction'; kind: InteractionKind; message?: AgentMessageDraft; details?: Record<string, unknown> }
+  | { op: 'message'; message: AgentMessageDraft }
+  | { op: 'artifact'; chunk: ArtifactChunkInput };
+
 /** An agent message as runtimes give it (messageId assigned when absent). */
 export interface AgentMessageDraft {
   parts: Part[];
@@ -104,7 +114,7 @@ export class RunService {
       if (!existing) throw new AppError('internal', 'run vanished after an idempotent create');
       return { run: existing, created: false };
     }
-    this.committed(result);
+    // No wake-up: nobody can follow a run whose id has not been returned yet.
     await this.dispatcher.dispatch({ orgId: cmd.orgId, runId, trigger: 'created', inputMessageId: message.messageId }, 2);
     return { run: result.run, created: true };
   }
@@ -169,35 +179,81 @@ export class RunService {
     }
     events.push({ type: 'run.status_changed', payload: { status: 'canceled', blockedReason: null, reason: 'canceled by the caller' } });
     const result = await this.appendOrExplain(run, { from: statusUpdateSources('canceled'), status: 'canceled', blockedReason: null }, events, 'run.not_cancelable');
+    this.notifier.notifyCanceled(run.id);
     return result.run;
   }
 
   // ---------------------------------------------------------------- runtime operations
 
   /** Move a run to `status` (runtimes never cancel). Errors: `run.terminal`, `run.invalid_transition`. */
-  async setStatus(orgId: string, runId: string, status: Exclude<RunStatus, 'canceled' | 'submitted'>, opts: { message?: AgentMessageDraft; reason?: string } = {}): Promise<RunRecord> {
-    const payload: Extract<RunEvent, { type: 'run.status_changed' }>['payload'] = { status, blockedReason: null };
-    if (opts.message) payload.message = agentMessage(opts.message);
-    if (opts.reason) payload.reason = opts.reason;
-    return (await this.appendGuarded(orgId, runId, { from: statusUpdateSources(status), status, blockedReason: null }, [{ type: 'run.status_changed', payload }])).run;
+  async setStatus(orgId: string, runId: string, status: RuntimeStatus, opts: { message?: AgentMessageDraft; reason?: string } = {}): Promise<RunRecord> {
+    return this.applyRuntimeOps(orgId, runId, [{ op: 'status', status, ...opts }]);
   }
 
   /** Block the run on its caller. Errors: `run.terminal`, `run.invalid_transition` (already blocked). */
   async requestInteraction(orgId: string, runId: string, kind: InteractionKind, opts: { message?: AgentMessageDraft; details?: Record<string, unknown> } = {}): Promise<RunRecord> {
-    const blockedReason = BLOCKED_REASON_BY_KIND[kind];
-    const payload: Extract<RunEvent, { type: 'interaction.requested' }>['payload'] = { interactionId: randomUUID(), kind, blockedReason };
-    if (opts.message) payload.message = agentMessage(opts.message);
-    if (opts.details) payload.details = opts.details;
-    return (await this.appendGuarded(orgId, runId, { from: ACTIVE_STATUSES, blocked: false, status: 'working', blockedReason }, [{ type: 'interaction.requested', payload }])).run;
+    return this.applyRuntimeOps(orgId, runId, [{ op: 'interaction', kind, ...opts }]);
   }
 
   async emitMessage(orgId: string, runId: string, draft: AgentMessageDraft): Promise<RunRecord> {
-    return (await this.appendGuarded(orgId, runId, { from: ACTIVE_STATUSES }, [{ type: 'message.added', payload: { message: agentMessage(draft) } }])).run;
+    return this.applyRuntimeOps(orgId, runId, [{ op: 'message', message: draft }]);
   }
 
   async emitArtifact(orgId: string, runId: string, chunk: ArtifactChunkInput): Promise<RunRecord> {
-    const payload = ArtifactChunkSchema.parse(chunk);
-    return (await this.appendGuarded(orgId, runId, { from: ACTIVE_STATUSES }, [{ type: 'artifact.updated', payload }])).run;
+    return this.applyRuntimeOps(orgId, runId, [{ op: 'artifact', chunk }]);
+  }
+
+  /**
+   * Apply several runtime operations in order as ONE append (one statement, one commit): each op
+   * becomes one event with its own sequence. The guard is the batch's: the run must be active
+   * (and not blocked, when the batch opens an interaction); the final status / blocked reason are
+   * the last ones the batch sets. Ops after a terminal status or an interaction are refused
+   * (`run.invalid_transition`), as are two artifact chunks in one batch (the projection takes one
+   * per statement) — callers flush before those.
+   * Errors: `run.terminal`, `run.invalid_transition`, `run.not_found`.
+   */
+  async applyRuntimeOps(orgId: string, runId: string, ops: readonly RuntimeOp[]): Promise<RunRecord> {
+    if (ops.length === 0) throw new Error('applyRuntimeOps needs at least one op');
+    const events: RunEvent[] = [];
+    const guard: AppendGuard = { from: ACTIVE_STATUSES };
+    let closed = false;
+    let artifacts = 0;
+    for (const op of ops) {
+      if (closed) throw new AppError('run.invalid_transition', `task ${runId}: no runtime operation may follow a terminal status or an interaction in one batch`);
+      switch (op.op) {
+        case 'status': {
+          const payload: Extract<RunEvent, { type: 'run.status_changed' }>['payload'] = { status: op.status, blockedReason: null };
+          if (op.message) payload.message = agentMessage(op.message);
+          if (op.reason) payload.reason = op.reason;
+          events.push({ type: 'run.status_changed', payload });
+          if (guard.status === undefined) guard.from = statusUpdateSources(op.status);
+          guard.status = op.status;
+          guard.blockedReason = null;
+          closed = isTerminal(op.status);
+          break;
+        }
+        case 'interaction': {
+          const blockedReason = BLOCKED_REASON_BY_KIND[op.kind];
+          const payload: Extract<RunEvent, { type: 'interaction.requested' }>['payload'] = { interactionId: randomUUID(), kind: op.kind, blockedReason };
+          if (op.message) payload.message = agentMessage(op.message);
+          if (op.details) payload.details = op.details;
+          events.push({ type: 'interaction.requested', payload });
+          guard.blocked = false;
+          guard.status = 'working';
+          guard.blockedReason = blockedReason;
+          closed = true;
+          break;
+        }
+        case 'message':
+          events.push({ type: 'message.added', payload: { message: agentMessage(op.message) } });
+          break;
+        case 'artifact':
+          if (++artifacts > 1) throw new AppError('run.invalid_transition', 'one artifact chunk per batch');
+          events.push({ type: 'artifact.updated', payload: ArtifactChunkSchema.parse(op.chunk) });
+          break;
+      }
+    }
+    return (await this.appendGuarded(orgId, runId, guard, events)).run;
   }
 
   /** Fail a run for a platform reason (lost worker, runtime crash). No-op when already terminal. */
@@ -231,6 +287,11 @@ export class RunService {
       throw new AppError('run.not_found', `task ${runId} not found`, { details: { taskId: runId } });
     }
     return view;
+  }
+
+  /** (status, blockedReason) of a run as of `sequence` (see RunRepository.stateAt). */
+  stateAt(orgId: string, runId: string, sequence: number) {
+    return this.runs.stateAt(orgId, runId, sequence);
   }
 
   readEvents(orgId: string, runId: string, afterSequence: number, limit?: number): Promise<SequencedOutputEnvelope[]> {

@@ -38,3 +38,6 @@ export function publicBaseUrl(config: AppConfig, req: FastifyRequest): string {
 export function sendJson(reply: FastifyReply, status: number, body: unknown, headers: Record<string, string> = {}): void {
   void reply.status(status).headers({ 'content-type': 'application/json; charset=utf-8', ...headers }).send(JSON.stringify(body));
 }
+
+/** Challenge sent with 401 by both bindings: a bearer token or the `X-API-Key` header carry the key. */
+export const WWW_AUTHENTICATE = 'Bearer realm="a2a", ApiKey realm="a2a", header="X-API-Key"';

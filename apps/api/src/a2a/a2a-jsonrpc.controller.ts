@@ -1,4 +1,4 @@
-import { Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
+import { Controller, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -6,18 +6,20 @@ import {
   A2AError,
   A2AJsonRpcHandler,
   errorShapeVersion,
+  isJsonRpcStream,
   jsonRpcErrorResponse,
+  type JsonRpcStream,
   requestIdOf,
   servedTransports,
   toA2AError,
   type JsonRpcCall,
 } from '#libs/a2a';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
 import { isMalformedJson } from '../common/malformed-json.js';
-import { JSON_RPC_CONTENT_TYPES, mediaTypeOf, presentedApiKey, requestedVersion, sendJson } from './a2a-http.js';
+import { SseHeartbeat } from '../common/sse.js';
+import { JSON_RPC_CONTENT_TYPES, WWW_AUTHENTICATE, mediaTypeOf, presentedApiKey, requestedVersion, sendJson } from './a2a-http.js';
 
-/** Challenge sent with 401: a bearer token or the `X-API-Key` header carry the key. */
-const WWW_AUTHENTICATE = 'Bearer realm="a2a", ApiKey realm="a2a", header="X-API-Key"';
 
 /**
  * A2A JSON-RPC binding (A2A v1.0 §9; v0.3 for callers without `A2A-Version`) at the agent's
@@ -33,6 +35,8 @@ export class A2AJsonRpcController {
     private readonly directory: AgentDirectory,
     private readonly access: A2AAccessService,
     private readonly handler: A2AJsonRpcHandler,
+    private readonly sse: SseHeartbeat,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   @Post(':org/:agent')
@@ -45,7 +49,7 @@ export class A2AJsonRpcController {
 
     let agent: ResolvedA2AAgent;
     try {
-      agent = await this.directory.resolve(org, agentSlug);
+      agent = await this.directory.resolve(org, agentSlug, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
     } catch (e) {
       const err = toA2AError(e);
       return fail(err.type === 'InternalError' ? 500 : 404, err);
@@ -65,6 +69,40 @@ export class A2AJsonRpcController {
       // the registry maps request.unsupported_media_type to InvalidRequest for A2A; still a JSON-RPC error (HTTP 200)
       return fail(200, new A2AError('InvalidRequest', `Content-Type ${mediaType} is not accepted; send application/json or application/a2a+json`));
     }
-    sendJson(reply, 200, await this.handler.handle(agent, call));
+    const ac = new AbortController();
+    reply.raw.once('close', () => ac.abort());
+    const result = await this.handler.handle(agent, {
+      ...call,
+      resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
+      signal: ac.signal,
+    });
+    if (!isJsonRpcStream(result)) return sendJson(reply, 200, result);
+    await this.pipe(reply, result, ac);
   }
+
+  /**
+   * Send a started stream as SSE: one event per item, `id:` = the run's sequence (so
+   * `Last-Event-ID` resumes), data = a JSON-RPC response with the item as `result`. An error
+   * after the first event is sent as an `event: error` whose data is a JSON-RPC error response.
+   */
+  private async pipe(reply: FastifyReply, started: JsonRpcStream, ac: AbortController): Promise<void> {
+    const sse = this.sse.open(reply);
+    sse.link(ac);
+    try {
+      for await (const item of started.stream) {
+        await sse.send({ id: item.sequence ?? undefined, data: JSON.stringify({ jsonrpc: '2.0', id: started.id, result: item.result }) });
+        if (!sse.open) break;
+      }
+    } catch (e) {
+      await sse.send({ event: 'error', data: JSON.stringify(jsonRpcErrorResponse(started.id, toA2AError(e), started.version)) });
+    } finally {
+      ac.abort();
+      sse.end();
+    }
+  }
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
 }

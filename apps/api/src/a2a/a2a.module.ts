@@ -1,15 +1,20 @@
 import { Module } from '@nestjs/common';
 import { A2AModule } from '#libs/a2a';
 import { A2AJsonRpcController } from './a2a-jsonrpc.controller.js';
+import { A2ARestContentTypeGuard } from './a2a-rest-content-type.js';
+import { A2ARestController } from './a2a-rest.controller.js';
 import { AgentCardController } from './agent-card.controller.js';
+import { SseHeartbeat } from '../common/sse.js';
 
 /**
- * A2A endpoints: JSON-RPC (v1.0 + v0.3) at each agent's binding path `/a2a/:org/:agent`, its
+ * A2A endpoints: JSON-RPC (v1.0 + v0.3) at each agent's binding path `/a2a/:org/:agent`, the
+ * HTTP+JSON binding (v1.0) under the same path (`/a2a/:org/:agent/message:send`, `/tasks...`), its
  * Agent Card at `/a2a/:org/:agent/.well-known/agent-card.json`, and the default agent's card at
  * `/.well-known/agent-card.json`. Nothing here collides with the admin API (`/v1/...`) or `/docs`.
  */
 @Module({
   imports: [A2AModule],
-  controllers: [A2AJsonRpcController, AgentCardController],
+  controllers: [A2AJsonRpcController, A2ARestController, AgentCardController],
+  providers: [SseHeartbeat, A2ARestContentTypeGuard],
 })
 export class A2AHttpModule {}

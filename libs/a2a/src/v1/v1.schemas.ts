@@ -91,3 +91,13 @@ export const V1CancelTaskRequestSchema = z.preprocess(
   }),
 );
 export type V1CancelTaskRequest = z.infer<typeof V1CancelTaskRequestSchema>;
+
+/** v1.0 `SubscribeToTaskRequest`. */
+export const V1SubscribeToTaskRequestSchema = z.preprocess(
+  normalizeFields(),
+  z.object({
+    tenant: z.string().optional(),
+    id: z.string({ error: 'id is required' }).min(1, 'id must not be empty'),
+  }),
+);
+export type V1SubscribeToTaskRequest = z.infer<typeof V1SubscribeToTaskRequestSchema>;

@@ -1,0 +1,315 @@
+import { All, Controller, Get, Inject, Logger, Param, Post, Req, Res } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import {
+  A2AAccessService,
+  A2AError,
+  A2ARestHandler,
+  negotiateVersion,
+  servedTransports,
+  toA2AError,
+  toRestError,
+  type RestQuery,
+  type StreamItem,
+} from '#libs/a2a';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { isMalformedJson } from '../common/malformed-json.js';
+import { SseHeartbeat } from '../common/sse.js';
+import { WWW_AUTHENTICATE, presentedApiKey, requestedVersion, sendJson } from './a2a-http.js';
+import { A2ARestBodyRoute, hasBody } from './a2a-rest-content-type.js';
+
+
+/** Path parameters of the routes: the agent's binding path, the optional `{tenant}` and task `{id}`. */
+interface RestParams {
+  org: string;
+  agent: string;
+  tenant?: string;
+  id?: string;
+  '*'?: string;
+}
+
+/** What a route needs checked before its operation runs. */
+interface RouteOptions {
+  /**
+   * The route takes a request body (POST): check that it parsed. (Its Content-Type was checked
+   * before parsing, by A2ARestContentTypeGuard on routes marked `@A2ARestBodyRoute()`.)
+   */
+  body?: boolean;
+}
+
+/**
+ * A2A HTTP+JSON binding (A2A v1.0 §11; routes from the `google.api.http` options of a2a.proto)
+ * at the agent's binding path `/a2a/:org/:agent` — the same base URL as its JSON-RPC endpoint
+ * (`POST /a2a/:org/:agent` exactly), listed on the card as a second interface when the binding
+ * enables `HTTP+JSON`. Every route also exists under `/{tenant}/`, where the tenant is the
+ * organization's slug; any other tenant reads as TaskNotFound (404).
+ *
+ * | route | operation | success |
+ * |---|---|---|
+ * | `POST /message:send` | SendMessage | 200 SendMessageResponse |
+ * | `POST /message:stream` | SendStreamingMessage | 200 `text/event-stream` of StreamResponse |
+ * | `GET /tasks/{id}` | GetTask (`?historyLength=`) | 200 Task |
+ * | `GET /tasks` | ListTasks (query = ListTasksRequest fields) | 200 ListTasksResponse |
+ * | `POST /tasks/{id}:cancel` | CancelTask | 200 Task |
+ * | `GET` or `POST /tasks/{id}:subscribe` | SubscribeToTask (the SDK client POSTs) | 200 `text/event-stream` |
+ *
+ * Checks, in order: a request body's Content-Type (415 unless JSON; an `onRequest` hook, see
+ * A2ARestContentTypeGuard) → agent exists and serves HTTP+JSON (404) → access (401 +
+ * `WWW-Authenticate`, 403) → `A2A-Version` must negotiate to 1.0: this binding exists for 1.0
+ * only, and an absent header means 0.3 (§3.6.2), so it is refused with VersionNotSupported
+ * (400), as the SDK's REST server does when no 0.3 HTTP+JSON interface is declared → tenant →
+ * JSON syntax of a body (400) → the operation. Responses are `application/json`, the bare proto
+ * message; errors are `google.rpc.Status` JSON (see `toRestError`). Any other path under the
+ * agent is answered by `unmatched` (404, or the capability error of a route not offered).
+ */
+@ApiExcludeController()
+@Controller('a2a')
+export class A2ARestController {
+  constructor(
+    private readonly directory: AgentDirectory,
+    private readonly access: A2AAccessService,
+    private readonly handler: A2ARestHandler,
+    private readonly sse: SseHeartbeat,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Post(':org/:agent/message::send')
+  @A2ARestBodyRoute()
+  sendMessage(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.sendMessage(agent, bodyOf(req)));
+  }
+
+  @Post(':org/:agent/:tenant/message::send')
+  @A2ARestBodyRoute()
+  sendMessageInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.sendMessage(p, req, reply);
+  }
+
+  @Post(':org/:agent/message::stream')
+  @A2ARestBodyRoute()
+  sendStreamingMessage(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.sendStreamingMessage(agent, bodyOf(req), signal));
+  }
+
+  @Post(':org/:agent/:tenant/message::stream')
+  @A2ARestBodyRoute()
+  sendStreamingMessageInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.sendStreamingMessage(p, req, reply);
+  }
+
+  @Get(':org/:agent/tasks')
+  listTasks(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, {}, (agent) => this.handler.listTasks(agent, req.query as RestQuery));
+  }
+
+  @Get(':org/:agent/:tenant/tasks')
+  listTasksInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.listTasks(p, req, reply);
+  }
+
+  @Get(':org/:agent/tasks/:id')
+  getTask(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, {}, (agent) => this.handler.getTask(agent, p.id ?? '', req.query as RestQuery));
+  }
+
+  @Get(':org/:agent/:tenant/tasks/:id')
+  getTaskInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.getTask(p, req, reply);
+  }
+
+  // find-my-way ends a parameter name only at "(", "-", "." or "/": the regexp ends `id` before the escaped ":".
+  @Post(':org/:agent/tasks/:id([^/:]+)::cancel')
+  @A2ARestBodyRoute()
+  cancelTask(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.cancelTask(agent, p.id ?? '', bodyOf(req)));
+  }
+
+  @Post(':org/:agent/:tenant/tasks/:id([^/:]+)::cancel')
+  @A2ARestBodyRoute()
+  cancelTaskInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.cancelTask(p, req, reply);
+  }
+
+  @Get(':org/:agent/tasks/:id([^/:]+)::subscribe')
+  subscribe(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.streaming(p, req, reply, {}, (agent, signal) => this.handler.subscribe(agent, p.id ?? '', resumeOf(req), signal));
+  }
+
+  @Get(':org/:agent/:tenant/tasks/:id([^/:]+)::subscribe')
+  subscribeInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.subscribe(p, req, reply);
+  }
+
+  /** The SDK client subscribes with POST (a2a.proto binds GET); both are served, a body is ignored. */
+  @Post(':org/:agent/tasks/:id([^/:]+)::subscribe')
+  @A2ARestBodyRoute()
+  subscribeByPost(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.subscribe(agent, p.id ?? '', resumeOf(req), signal));
+  }
+
+  @Post(':org/:agent/:tenant/tasks/:id([^/:]+)::subscribe')
+  @A2ARestBodyRoute()
+  subscribeByPostInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.subscribeByPost(p, req, reply);
+  }
+
+  /**
+   * Anything else under an agent's path: the capability error for a2a.proto routes not offered
+   * (push notification configs, extended card), else 404 MethodNotFound — in the binding's
+   * error shape. Static routes (the agent's card) and the JSON-RPC endpoint take precedence.
+   */
+  @All(':org/:agent/*')
+  @A2ARestBodyRoute()
+  unmatched(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const { error, tenant } = this.handler.unmatched(req.method, p['*'] ?? '');
+    return this.unary({ ...p, tenant }, req, reply, {}, async () => {
+      throw error;
+    });
+  }
+
+  /** Run the checks, then `op`; answer its result as JSON (200), or the error. */
+  private async unary(p: RestParams, req: FastifyRequest, reply: FastifyReply, opts: RouteOptions, op: (agent: ResolvedA2AAgent) => Promise<unknown>): Promise<void> {
+    const agent = await this.admit(p, req, reply, opts);
+    if (!agent) return;
+    let result: unknown;
+    try {
+      result = await op(agent);
+    } catch (e) {
+      return fail(reply, e);
+    }
+    sendJson(reply, 200, result);
+  }
+
+  /**
+   * Run the checks, start the stream, and wait for its first event before answering: an error
+   * until then is an ordinary error response (as the SDK's REST server answers). Then SSE: one
+   * event per item, `id:` = the run's sequence, `data:` = the bare StreamResponse; an error after
+   * that is an `event: error` whose data is the google.rpc.Status body.
+   */
+  private async streaming(
+    p: RestParams,
+    req: FastifyRequest,
+    reply: FastifyReply,
+    opts: RouteOptions,
+    start: (agent: ResolvedA2AAgent, signal: AbortSignal) => Promise<AsyncIterable<StreamItem>>,
+  ): Promise<void> {
+    const agent = await this.admit(p, req, reply, opts);
+    if (!agent) return;
+    const ac = new AbortController();
+    reply.raw.once('close', () => ac.abort());
+    let iterator: AsyncIterator<StreamItem>;
+    let next: IteratorResult<StreamItem>;
+    try {
+      iterator = (await start(agent, ac.signal))[Symbol.asyncIterator]();
+      next = await iterator.next();
+    } catch (e) {
+      ac.abort();
+      return fail(reply, e);
+    }
+    const sse = this.sse.open(reply);
+    sse.link(ac);
+    try {
+      while (!next.done && sse.open) {
+        const item = next.value;
+        await sse.send({ ...(item.sequence !== null ? { id: item.sequence } : {}), data: JSON.stringify(item.result) });
+        if (!sse.open) break;
+        next = await iterator.next();
+      }
+    } catch (e) {
+      await sse.send({ event: 'error', data: JSON.stringify(toRestError(toA2AError(e)).body) });
+    } finally {
+      ac.abort();
+      await iterator.return?.().catch(() => undefined);
+      sse.end();
+    }
+  }
+
+  /**
+   * The checks every route shares (see the class comment). Returns the agent, or null after
+   * answering the error.
+   */
+  private async admit(p: RestParams, req: FastifyRequest, reply: FastifyReply, opts: RouteOptions): Promise<ResolvedA2AAgent | null> {
+    let agent: ResolvedA2AAgent;
+    try {
+      agent = await this.directory.resolve(p.org, p.agent, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
+    } catch (e) {
+      fail(reply, e);
+      return null;
+    }
+    if (!servedTransports(agent.binding).includes('HTTP+JSON')) {
+      fail(reply, new A2AError('MethodNotFound', `agent ${p.org}/${p.agent} is not served over HTTP+JSON`));
+      return null;
+    }
+    try {
+      await this.access.authorize(agent, presentedApiKey(req));
+    } catch (e) {
+      const err = toA2AError(e);
+      fail(reply, err, err.type === 'Unauthenticated' ? { 'www-authenticate': WWW_AUTHENTICATE } : {});
+      return null;
+    }
+    const version = versionError(requestedVersion(req));
+    if (version) {
+      fail(reply, version);
+      return null;
+    }
+    if (p.tenant !== undefined && p.tenant !== agent.org.slug) {
+      fail(reply, new A2AError('TaskNotFound', `tenant '${p.tenant.slice(0, 64)}' is not served at this URL`, { metadata: { tenant: p.tenant.slice(0, 64) } }));
+      return null;
+    }
+    if (opts.body) {
+      if (isMalformedJson(req.body)) {
+        fail(reply, new A2AError('ParseError', `invalid JSON: ${req.body.reason.slice(0, 200)}`));
+        return null;
+      }
+    }
+    return agent;
+  }
+}
+
+const log = new Logger('A2ARest');
+
+/** Answer `e` in the binding's error shape (`google.rpc.Status` JSON) with its HTTP status. Internal errors are logged. */
+function fail(reply: FastifyReply, e: unknown, headers: Record<string, string> = {}, httpStatus?: number): void {
+  const err = toA2AError(e);
+  if (err.type === 'InternalError') {
+    const cause = err.cause ?? err;
+    log.error(cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
+  }
+  const { httpStatus: status, body } = toRestError(err, httpStatus);
+  sendJson(reply, status, body, headers);
+}
+
+/** The parsed request body; undefined when the request has none (whatever its Content-Type). */
+function bodyOf(req: FastifyRequest): unknown {
+  return hasBody(req) ? req.body : undefined;
+}
+
+/**
+ * VersionNotSupported unless `raw` (the A2A-Version header or query parameter) negotiates to 1.0:
+ * this binding is not offered in 0.3, which an absent or empty header means (§3.6.2).
+ */
+function versionError(raw: string | undefined): A2AError | null {
+  let version: string | undefined;
+  try {
+    version = negotiateVersion(raw);
+  } catch {
+    version = undefined;
+  }
+  if (version === '1.0') return null;
+  const requested = (raw ?? '').trim().slice(0, 32) || '0.3';
+  return new A2AError('VersionNotSupported', `A2A-Version ${requested} is not supported by the HTTP+JSON binding, which serves A2A 1.0 only: send A2A-Version: 1.0 (0.3 is served over JSON-RPC)`, {
+    metadata: { requested, supported: '1.0' },
+  });
+}
+
+/** Resume inputs of `:subscribe`: `Last-Event-ID`, or the `A2A-Cursor` header / `?cursor=` token. */
+function resumeOf(req: FastifyRequest): { lastEventId?: string; token?: string } {
+  const header = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const query = req.query as Record<string, unknown> | undefined;
+  const cursor = typeof query?.cursor === 'string' ? query.cursor : undefined;
+  return { lastEventId: header('last-event-id'), token: header('a2a-cursor') ?? cursor };
+}

@@ -1,0 +1,131 @@
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+
+/** One Server-Sent Events frame. `id` is the run's sequence, so `Last-Event-ID` resumes. */
+export interface SseFrame {
+  id?: number | string;
+  event?: string;
+  data: string;
+}
+
+/**
+ * An open `text/event-stream` response (WHATWG HTML §9.2). Writes respect backpressure: `send`
+ * resolves once the socket has drained, so a slow client slows its own producer instead of
+ * growing a buffer. `signal` aborts when the client goes away.
+ */
+export class SseStream {
+  private readonly ac = new AbortController();
+  private ended = false;
+
+  constructor(private readonly reply: FastifyReply, private readonly heartbeat: SseHeartbeat, extraHeaders: Record<string, string> = {}) {
+    reply.hijack();
+    const raw = reply.raw;
+    raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      ...extraHeaders,
+    });
+    raw.flushHeaders?.();
+    // the response's 'close' fires when the client disconnects (or the response ended)
+    const gone = () => this.abort();
+    raw.once('close', gone);
+    raw.once('error', gone);
+    heartbeat.add(this);
+  }
+
+  get signal(): AbortSignal {
+    return this.ac.signal;
+  }
+
+  get open(): boolean {
+    return !this.ended && !this.ac.signal.aborted;
+  }
+
+  /** Write one event; resolves when the socket accepted it (or the client is gone). */
+  async send(frame: SseFrame): Promise<void> {
+    if (!this.open) return;
+    let text = '';
+    if (frame.id !== undefined) text += `id: ${frame.id}\n`;
+    if (frame.event) text += `event: ${frame.event}\n`;
+    for (const line of frame.data.split('\n')) text += `data: ${line}\n`;
+    await this.write(`${text}\n`);
+  }
+
+  /** A comment line: keeps proxies and clients from timing out an idle stream. */
+  ping(): void {
+    if (this.open && this.reply.raw.writableLength === 0) this.reply.raw.write(': keep-alive\n\n');
+  }
+
+  /** Abort when `ac` should follow this stream's lifetime (e.g. a producer's signal). */
+  link(ac: AbortController): void {
+    if (this.ac.signal.aborted) ac.abort();
+    else this.ac.signal.addEventListener('abort', () => ac.abort(), { once: true });
+  }
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.heartbeat.delete(this);
+    this.reply.raw.end();
+  }
+
+  private abort(): void {
+    this.heartbeat.delete(this);
+    this.ac.abort();
+  }
+
+  private write(text: string): Promise<void> {
+    const raw = this.reply.raw;
+    if (raw.write(text)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        raw.off('drain', done);
+        this.ac.signal.removeEventListener('abort', done);
+        resolve();
+      };
+      raw.once('drain', done);
+      this.ac.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+/**
+ * One timer for every open stream of the process (no timer per connection), writing a comment
+ * every SSE_HEARTBEAT_MS to each idle stream.
+ */
+@Injectable()
+export class SseHeartbeat implements OnModuleDestroy {
+  private readonly streams = new Set<SseStream>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.timer = setInterval(() => {
+      for (const s of this.streams) s.ping();
+    }, config.SSE_HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  add(s: SseStream): void {
+    this.streams.add(s);
+  }
+
+  delete(s: SseStream): void {
+    this.streams.delete(s);
+  }
+
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** Open a stream on `reply` (status 200, `text/event-stream`). */
+  open(reply: FastifyReply, headers?: Record<string, string>): SseStream {
+    return new SseStream(reply, this, headers);
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.timer);
+  }
+}

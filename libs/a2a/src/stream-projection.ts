@@ -1,0 +1,120 @@
+import type { ArtifactChunk, BlockedReason, CanonicalMessage, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
+import { deriveTaskState, foldState, isTerminal, type A2ATaskState } from '#libs/runs';
+import type { A2AProtocolVersion } from './a2a.types.js';
+import { isoTimestamp, toV1Artifact, toV1Message, type V1Artifact, type V1Message, type V1Task, type V1TaskStatus } from './v1/v1.mapper.js';
+import { toV03Message, toV03Part, toV03State, type V03Artifact, type V03Message, type V03Task } from './v03/v03.mapper.js';
+
+/** A2A v1.0 `StreamResponse` (a2a.proto): a oneof, so exactly one member. */
+export type V1StreamResponse =
+  | { task: V1Task }
+  | { message: V1Message }
+  | { statusUpdate: { taskId: string; contextId: string; status: V1TaskStatus; metadata?: Record<string, unknown> } }
+  | { artifactUpdate: { taskId: string; contextId: string; artifact: V1Artifact; append?: boolean; lastChunk?: boolean } };
+
+/** A2A v0.3 stream result (spec 0.3 `SendStreamingMessageResponse.result`), `kind`-tagged. */
+export type V03StreamResult =
+  | V03Task
+  | V03Message
+  | { kind: 'status-update'; taskId: string; contextId: string; status: { state: string; message?: V03Message; timestamp?: string }; final: boolean }
+  | { kind: 'artifact-update'; taskId: string; contextId: string; artifact: V03Artifact; append?: boolean; lastChunk?: boolean };
+
+export type StreamResult = V1StreamResponse | V03StreamResult;
+
+/** The run state a projection carries from one envelope to the next. */
+export interface ProjectionState {
+  status: RunStatus;
+  blockedReason: BlockedReason | null;
+}
+
+/**
+ * A stream closes after a terminal state or input-required; auth-required keeps it open so an
+ * out-of-band credential can resume the task on the same stream. Same rule as the official SDK
+ * server (A2A v1.0 §3.1.2 / §3.1.6; v0.3 `final`).
+ */
+export function closesStream(state: A2ATaskState): boolean {
+  return (
+    state === 'TASK_STATE_COMPLETED' ||
+    state === 'TASK_STATE_FAILED' ||
+    state === 'TASK_STATE_CANCELED' ||
+    state === 'TASK_STATE_REJECTED' ||
+    state === 'TASK_STATE_INPUT_REQUIRED'
+  );
+}
+
+/**
+ * One log entry → at most one stream event, in the caller's protocol version. Pure.
+ *
+ * | event | stream event |
+ * |---|---|
+ * | `run.created`, user `message.added` | none (the Task snapshot / the caller's own input) |
+ * | agent `message.added` | status update (current state) carrying the message |
+ * | `run.status_changed` | status update |
+ * | `interaction.requested` | status update: input-required / auth-required, with the question |
+ * | `interaction.resolved` (answered) | status update: working |
+ * | `interaction.resolved` (canceled) | none (the `canceled` status event follows) |
+ * | `artifact.updated` | artifact update with append / lastChunk |
+ *
+ * Returns the state after the event and whether the stream ends with it.
+ */
+export function projectEnvelope(
+  env: SequencedOutputEnvelope,
+  before: ProjectionState,
+  version: A2AProtocolVersion,
+): { result: StreamResult | null; state: ProjectionState; final: boolean } {
+  const { event } = env;
+  const ids = { taskId: env.runId, contextId: env.threadId };
+  let state = before;
+  let message: CanonicalMessage | undefined;
+  let emitStatus = false;
+
+  switch (event.type) {
+    case 'run.created':
+      return { result: null, state, final: false };
+    case 'message.added':
+      if (event.payload.message.role !== 'agent') return { result: null, state, final: false };
+      message = event.payload.message;
+      emitStatus = true;
+      break;
+    case 'run.status_changed':
+    case 'interaction.requested':
+      state = foldState(event);
+      message = event.payload.message;
+      emitStatus = true;
+      break;
+    case 'interaction.resolved':
+      state = foldState(event);
+      emitStatus = event.payload.resolution === 'answered';
+      break;
+    case 'artifact.updated':
+      return { result: artifactUpdate(event.payload, ids, version), state, final: false };
+  }
+
+  const taskState = deriveTaskState(state.status, state.blockedReason);
+  const final = closesStream(taskState) || isTerminal(state.status);
+  if (!emitStatus) return { result: null, state, final };
+  const timestamp = isoTimestamp(env.occurredAt);
+  if (version === '1.0') {
+    const status: V1TaskStatus = { state: taskState, timestamp };
+    if (message) status.message = toV1Message(message, ids);
+    return { result: { statusUpdate: { ...ids, status } }, state, final };
+  }
+  const status: { state: string; message?: V03Message; timestamp?: string } = { state: toV03State(taskState), timestamp };
+  if (message) status.message = toV03Message(message, ids);
+  return { result: { kind: 'status-update', ...ids, status, final }, state, final };
+}
+
+function artifactUpdate(chunk: ArtifactChunk, ids: { taskId: string; contextId: string }, version: A2AProtocolVersion): StreamResult {
+  const stored = { ...chunk, complete: chunk.lastChunk };
+  if (version === '1.0') {
+    const u: Extract<V1StreamResponse, { artifactUpdate: unknown }>['artifactUpdate'] = { ...ids, artifact: toV1Artifact(stored) };
+    if (chunk.append) u.append = true;
+    if (chunk.lastChunk) u.lastChunk = true;
+    return { artifactUpdate: u };
+  }
+  const artifact: V03Artifact = { artifactId: chunk.artifactId, parts: chunk.parts.map(toV03Part) };
+  if (chunk.name) artifact.name = chunk.name;
+  if (chunk.description) artifact.description = chunk.description;
+  if (chunk.metadata) artifact.metadata = chunk.metadata;
+  if (chunk.extensions?.length) artifact.extensions = chunk.extensions;
+  return { kind: 'artifact-update', ...ids, artifact, append: chunk.append, lastChunk: chunk.lastChunk };
+}
