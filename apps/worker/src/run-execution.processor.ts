@@ -4,7 +4,8 @@ import { RUN_EXECUTION_QUEUE, RunExecuteJobSchema, type RunExecuteJob } from '#l
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError } from '#libs/common';
 import { RunNotifier, RunRepository, RunService, bullConnection, isTerminal } from '#libs/runs';
-import { defaultRuntimeRegistry, type AgentRuntime, type RuntimeContext } from '#libs/runtimes';
+import { defaultRuntimeRegistry, type AgentRuntime } from '#libs/runtimes';
+import { BatchingRuntimeContext } from './batching-runtime-context.js';
 
 /** How often a held execution re-checks its run for cancellation when no wake-up arrives (ms). */
 const CANCEL_POLL_MS = 2_000;
@@ -12,7 +13,8 @@ const CANCEL_POLL_MS = 2_000;
 /**
  * BullMQ processor for `run.execute`: parse the job, run the revision's runtime against a
  * RuntimeContext whose every method goes through RunService (the append path), map errors.
- * A run canceled meanwhile aborts the runtime's signal. Stalled jobs (dead worker) are not
+ * A run canceled meanwhile aborts the runtime's signal (cancellation channel, with a poll as the
+ * safety net). Stalled jobs (dead worker) are not
  * retried (`maxStalledCount: 0`): replaying a runtime would duplicate its output, so the run is
  * failed instead, here on `failed` or later by the sweeper.
  */
@@ -21,7 +23,9 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
   private readonly log = new Logger(RunExecutionProcessor.name);
   private readonly registry = defaultRuntimeRegistry();
   private readonly configs = new Map<string, { runtime: AgentRuntime; config: unknown }>();
-  private readonly inFlight = new Set<AbortController>();
+  /** Executions in progress, by run id: a cancellation aborts them. */
+  private readonly inFlight = new Map<string, AbortController>();
+  private stopCancelListener?: () => void;
   private worker?: Worker<RunExecuteJob>;
 
   constructor(
@@ -31,7 +35,9 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
     private readonly notifier: RunNotifier,
   ) {}
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
+    // one subscription for every cancellation, instead of one per executing run
+    this.stopCancelListener = await this.notifier.onCanceled((runId) => this.inFlight.get(runId)?.abort());
     this.worker = new Worker<RunExecuteJob>(RUN_EXECUTION_QUEUE, (job) => this.process(job), {
       connection: bullConnection(this.config.REDIS_URL),
       prefix: this.config.REDIS_PREFIX,
@@ -49,7 +55,8 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
   }
 
   async onApplicationShutdown(): Promise<void> {
-    for (const c of this.inFlight) c.abort();
+    this.stopCancelListener?.();
+    for (const c of this.inFlight.values()) c.abort();
     await this.worker?.close();
   }
 
@@ -59,9 +66,9 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
     if (!parsed.success) throw new UnrecoverableError(`invalid run.execute payload: ${parsed.error.message}`);
     const { orgId, runId, inputMessageId } = parsed.data;
 
-    const run = await this.runs.getRun(orgId, runId);
-    if (!run || isTerminal(run.status)) return;
-    const input = await this.runRepo.message(orgId, runId, inputMessageId);
+    const found = await this.runRepo.executionInput(orgId, runId, inputMessageId);
+    if (!found || isTerminal(found.run.status)) return;
+    const { run, message: input } = found;
     if (!input) throw new UnrecoverableError(`run ${runId}: input message ${inputMessageId} not found`);
 
     let entry = this.configs.get(run.revisionId);
@@ -77,17 +84,22 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
     }
 
     const abort = new AbortController();
-    this.inFlight.add(abort);
-    const checkCanceled = async () => {
-      const now = await this.runs.getRun(orgId, runId).catch(() => null);
-      if (!now || isTerminal(now.status)) abort.abort();
-    };
-    const stopListening = await this.notifier.listen(runId, () => void checkCanceled());
-    const poll = setInterval(() => void checkCanceled(), CANCEL_POLL_MS);
+    this.inFlight.set(runId, abort);
+    // safety net for a lost cancellation signal (long-running executions only)
+    const poll = setInterval(() => {
+      void this.runs
+        .getRun(orgId, runId)
+        .then((now) => (!now || isTerminal(now.status)) && abort.abort())
+        .catch(() => undefined);
+    }, CANCEL_POLL_MS);
+    const ctx = new BatchingRuntimeContext(this.runs, { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId }, input, abort.signal);
     try {
-      await entry.runtime.execute(entry.config, this.context(run, input.message, abort.signal));
+      await entry.runtime.execute(entry.config, ctx);
+      await ctx.flush();
     } catch (e) {
       if (e instanceof AppError && e.code === 'run.terminal') return;
+      // keep what the runtime produced before it failed
+      await ctx.flush().catch(() => undefined);
       const reason = e instanceof Error ? e.message : String(e);
       this.log.error(`run ${runId}: runtime failed: ${reason}`);
       await this.runs.failRun(orgId, runId, 'the agent runtime failed');
@@ -95,48 +107,7 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
       throw e;
     } finally {
       clearInterval(poll);
-      stopListening();
-      this.inFlight.delete(abort);
+      if (this.inFlight.get(runId) === abort) this.inFlight.delete(runId);
     }
-  }
-
-  private context(run: { orgId: string; id: string; threadId: string; agentId: string; revisionId: string }, input: RuntimeContext['input'], signal: AbortSignal): RuntimeContext {
-    const { orgId, id: runId } = run;
-    const runs = this.runs;
-    return {
-      run: { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId },
-      input,
-      signal,
-      async setStatus(status, message) {
-        await runs.setStatus(orgId, runId, status, { message });
-      },
-      async requestInteraction(kind, message) {
-        await runs.requestInteraction(orgId, runId, kind, { message });
-      },
-      async emitMessage(message) {
-        await runs.emitMessage(orgId, runId, message);
-      },
-      async emitArtifact(chunk) {
-        await runs.emitArtifact(orgId, runId, chunk);
-      },
-      sleep(ms) {
-        return new Promise<void>((resolve) => {
-          if (signal.aborted) return resolve();
-          const t = setTimeout(done, ms);
-          function done() {
-            clearTimeout(t);
-            signal.removeEventListener('abort', done);
-            resolve();
-          }
-          signal.addEventListener('abort', done, { once: true });
-        });
-      },
-      waitUntilCanceled() {
-        return new Promise<void>((resolve) => {
-          if (signal.aborted) return resolve();
-          signal.addEventListener('abort', () => resolve(), { once: true });
-        });
-      },
-    };
   }
 }

@@ -26,7 +26,9 @@ export interface RuntimeRunView {
 
 /**
  * The only way a runtime acts on a run. Every method appends to the run's event log through the
- * append path (libs/runs), in order; each resolves once the event is committed.
+ * append path (libs/runs), in order, each call one event with its own sequence. An implementation
+ * may commit calls made back to back together (the worker does, up to the next wait, terminal
+ * status or interaction); everything is committed by the time a wait starts or `execute` returns.
  *
  * Errors: every method rejects with `RunTerminalError` (code `run.terminal`) once the run has
  * reached a terminal status (e.g. it was canceled meanwhile); runtimes should simply stop then.

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { APP_INTERCEPTOR } from '@nestjs/core';
 import { RegistryModule } from '#libs/registry';
 import { RunsModule } from '#libs/runs';
 import { AdminAuthGuard } from './admin-auth.guard.js';
@@ -11,6 +12,7 @@ import { IdempotencyRepository } from './idempotency.repository.js';
 import { OrganizationsController } from './organizations.controller.js';
 import { RevisionsController } from './revisions.controller.js';
 import { RunsController } from './runs.controller.js';
+import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 /**
  * Admin REST API (`/v1/...`): organizations, API keys, agents, revisions, A2A bindings, and
@@ -20,6 +22,6 @@ import { RunsController } from './runs.controller.js';
 @Module({
   imports: [RegistryModule, RunsModule],
   controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController],
-  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository],
+  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, { provide: APP_INTERCEPTOR, useClass: RegistryCacheInterceptor }],
 })
 export class AdminModule {}

@@ -1,0 +1,87 @@
+import { isTerminal, type RunService, type RuntimeOp } from '#libs/runs';
+import type { AgentMessageInput, RuntimeContext, RuntimeRunView, RuntimeSettableStatus } from '#libs/runtimes';
+import type { ArtifactChunkInput, CanonicalMessage, InteractionKind } from '#libs/contracts';
+
+/**
+ * The RuntimeContext the worker hands a runtime. Operations a runtime makes back to back (with no
+ * wait between them) are committed together as one append — one statement, one commit — while
+ * each still becomes its own event with its own sequence. The batch is flushed before any wait
+ * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, before a
+ * second artifact chunk, and when the execution ends (`flush`). So a stream sees exactly the
+ * same events; only events with no time between them share a commit.
+ *
+ * A failed flush (e.g. `run.terminal` because the run was canceled) rejects the call that
+ * triggered it, or the runtime's next call.
+ */
+export class BatchingRuntimeContext implements RuntimeContext {
+  private pending: RuntimeOp[] = [];
+  private failure: unknown = undefined;
+
+  constructor(
+    private readonly runs: RunService,
+    readonly run: RuntimeRunView,
+    readonly input: CanonicalMessage,
+    readonly signal: AbortSignal,
+  ) {}
+
+  async setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput): Promise<void> {
+    await this.push({ op: 'status', status, message }, isTerminal(status));
+  }
+
+  async requestInteraction(kind: InteractionKind, message?: AgentMessageInput): Promise<void> {
+    await this.push({ op: 'interaction', kind, message }, true);
+  }
+
+  async emitMessage(message: AgentMessageInput): Promise<void> {
+    await this.push({ op: 'message', message }, false);
+  }
+
+  async emitArtifact(chunk: ArtifactChunkInput): Promise<void> {
+    if (this.pending.some((p) => p.op === 'artifact')) await this.flush();
+    await this.push({ op: 'artifact', chunk }, false);
+  }
+
+  async sleep(ms: number): Promise<void> {
+    await this.flush();
+    const signal = this.signal;
+    await new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = () => {
+        clearTimeout(t);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  async waitUntilCanceled(): Promise<void> {
+    await this.flush();
+    const signal = this.signal;
+    await new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+  }
+
+  /** Commit whatever is pending. Rejects with the append path's error. */
+  async flush(): Promise<void> {
+    if (this.failure !== undefined) throw this.failure;
+    if (this.pending.length === 0) return;
+    const ops = this.pending;
+    this.pending = [];
+    try {
+      await this.runs.applyRuntimeOps(this.run.orgId, this.run.runId, ops);
+    } catch (e) {
+      this.failure = e;
+      throw e;
+    }
+  }
+
+  private async push(op: RuntimeOp, flushNow: boolean): Promise<void> {
+    if (this.failure !== undefined) throw this.failure;
+    this.pending.push(op);
+    if (flushNow) await this.flush();
+  }
+}
