@@ -111,9 +111,7 @@ async function conversation(base: string): Promise<void> {
 
   const say = async (text: string, taskId?: string, contextId?: string) => {
     console.log(`\n> user: ${text}`);
-    const result: any = await client.sendMessage({
-      message: { messageId: randomUUID(), role: 1 /* ROLE_USER */, parts: [{ content: { $case: 'text', value: text } }], taskId: taskId ?? '', contextId: contextId ?? '' } as never,
-    } as never);
+    const result: any = await client.sendMessage(request(text, taskId, contextId));
     console.log(`< ${describeSdk(result)}`);
     return result;
   };
@@ -123,6 +121,36 @@ async function conversation(base: string): Promise<void> {
   const asked = await say("What's the weather?");
   const done = await say('Paris', asked.id, asked.contextId);
   for (const a of done.artifacts ?? []) console.log(`  artifact ${a.name}: "${sdkText(a.parts)}"`);
+
+  // the same conversation, streamed: every event is one entry of the task's event log
+  console.log('\n> user (streaming): weather in Tokyo?');
+  let task: any;
+  for await (const ev of client.sendMessageStream(request("What's the weather in Tokyo?"))) {
+    const p: any = ev.payload;
+    if (p.$case === 'task') task = p.value;
+    console.log(`< ${describeEvent(p)}`);
+  }
+  console.log('> user (streaming): Tokyo');
+  for await (const ev of client.sendMessageStream(request('Tokyo', task.id, task.contextId))) console.log(`< ${describeEvent(ev.payload)}`);
+}
+
+function request(text: string, taskId?: string, contextId?: string): never {
+  return { message: { messageId: randomUUID(), role: 1 /* ROLE_USER */, parts: [{ content: { $case: 'text', value: text } }], taskId: taskId ?? '', contextId: contextId ?? '' } } as never;
+}
+
+function describeEvent(p: any): string {
+  switch (p.$case) {
+    case 'task':
+      return `task ${p.value.id.slice(0, 8)}… ${STATES[p.value.status?.state]}`;
+    case 'statusUpdate': {
+      const m = p.value.status?.message;
+      return `status ${STATES[p.value.status?.state]}${m ? ` — agent: "${sdkText(m.parts)}"` : ''}`;
+    }
+    case 'artifactUpdate':
+      return `artifact ${p.value.artifact?.name ?? p.value.artifact?.artifactId} chunk "${sdkText(p.value.artifact?.parts)}"${p.value.lastChunk ? ' (last)' : ''}`;
+    default:
+      return p.$case;
+  }
 }
 
 function sdkText(parts: any[] | undefined): string {
@@ -134,7 +162,9 @@ const STATES = ['unspecified', 'submitted', 'working', 'completed', 'failed', 'c
 function describeSdk(result: any): string {
   if ('messageId' in result) return `message (no task): "${sdkText(result.parts)}"`;
   const state = STATES[result.status?.state] ?? String(result.status?.state);
-  const msg = result.status?.message ? ` — agent: "${sdkText(result.status.message.parts)}"` : '';
+  // the agent's last word: the status message, else the newest agent message in the history
+  const agentMsg = result.status?.message ?? [...(result.history ?? [])].reverse().find((m: any) => m.role === 2 /* ROLE_AGENT */);
+  const msg = agentMsg ? ` — agent: "${sdkText(agentMsg.parts)}"` : '';
   return `task ${result.id.slice(0, 8)}… ${state}${msg}`;
 }
 

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import { loadConfig, type AppConfig } from '#libs/config';
+import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson } from './common/malformed-json.js';
@@ -45,7 +45,7 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
 
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), adapter, {
     bodyParser: false,
-    logger: config.LOG_LEVEL === 'silent' ? false : ['error', 'warn', 'log'],
+    logger: nestLogLevels(config.LOG_LEVEL),
   });
   app.useGlobalFilters(new AppExceptionFilter());
   app.enableShutdownHooks();
@@ -62,3 +62,4 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'docs/openapi.json' });
   return app;
 }
+

@@ -1,14 +1,14 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplicationContext } from '@nestjs/common';
-import { loadConfig, type AppConfig } from '#libs/config';
+import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
 import { WorkerModule } from './worker.module.js';
 
 /** Build and start the worker (BullMQ consumers start on bootstrap). Used by main.ts, the demo and tests. */
 export async function createWorkerApp(overrides: Partial<Record<keyof AppConfig, string>> = {}): Promise<INestApplicationContext> {
   const config = loadConfig({ ...process.env, ...overrides });
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(overrides), {
-    logger: config.LOG_LEVEL === 'silent' ? false : ['error', 'warn', 'log'],
+    logger: nestLogLevels(config.LOG_LEVEL),
   });
   app.enableShutdownHooks();
   return app;

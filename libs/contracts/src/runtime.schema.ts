@@ -73,7 +73,7 @@ export type ScriptedArtifactContent = z.infer<typeof ScriptedArtifactContentSche
  * - `status`: set the run's status, optionally with an agent message (`{{input}}` allowed);
  *   `input-required` / `auth-required` ask the caller and end this execution.
  * - `message`: emit an agent message from `text` (`{{input}}` allowed) or from `parts`.
- * - `artifact`: emit an artifact, in `chunks` pieces (default 1) with append/lastChunk set;
+ * - `artifact`: emit an artifact (text content may use `{{input}}`), in `chunks` pieces (default 1) with append/lastChunk set;
  *   text is split by code points, bytes by decoded bytes; `url`/`data` cannot be chunked.
  *   `artifactId` defaults to a fresh UUID per execution.
  * - `wait`: sleep `ms` milliseconds (0..600000); cut short by cancellation.

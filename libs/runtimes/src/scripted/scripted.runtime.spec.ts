@@ -207,6 +207,13 @@ describe('ScriptedRuntime.execute', () => {
     expect(chunks.every((a) => !a.parts[0]!.text!.includes('\uFFFD') && a.parts[0]!.text!.length > 0)).toBe(true);
   });
 
+  it('fills {{input}} in text artifact content before chunking', async () => {
+    const c = config([rule({ text: '^[A-Z]' }, [{ type: 'artifact', content: { text: 'Forecast for {{input}}.' }, chunks: 2 }])]);
+    const { ctx, artifacts } = fakeCtx(input('Paris'));
+    await runtime.execute(c, ctx);
+    expect(artifacts().map((a) => a.parts[0]!.text).join('')).toBe('Forecast for Paris.');
+  });
+
   it('chunks decoded bytes, keeping mediaType and filename on each part', async () => {
     const bytes = Buffer.from(Array.from({ length: 10 }, (_, i) => i * 25));
     const content = { bytesBase64: bytes.toString('base64'), mediaType: 'application/octet-stream', filename: 'b.bin' };

@@ -87,12 +87,12 @@ function fileMeta(c: { mediaType?: string; filename?: string }): Pick<Part, 'med
   };
 }
 
-/** The chunks of an artifact step, with append/lastChunk set. */
-function artifactChunks(step: StepOf<'artifact'>): ArtifactChunkInput[] {
+/** The chunks of an artifact step, with append/lastChunk set (`{{input}}` filled in text content). */
+function artifactChunks(step: StepOf<'artifact'>, input: CanonicalMessage): ArtifactChunkInput[] {
   const { content, chunks = 1 } = step;
   let parts: Part[];
   if ('text' in content) {
-    const chars = Array.from(content.text); // code points: never split a surrogate pair
+    const chars = Array.from(render(content.text, input)); // code points: never split a surrogate pair
     parts = slices(chars.length, chunks).map(([a, b]) => ({ text: chars.slice(a, b).join('') }));
   } else if ('bytesBase64' in content) {
     const bytes = Buffer.from(content.bytesBase64, 'base64');
@@ -182,7 +182,7 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
         await ctx.emitMessage(agentMessage(step, input));
         return false;
       case 'artifact':
-        for (const chunk of artifactChunks(step)) {
+        for (const chunk of artifactChunks(step, input)) {
           if (ctx.signal.aborted) return true;
           await ctx.emitArtifact(chunk);
         }
