@@ -15,6 +15,8 @@
  *    - creates R runs through the API (`SendMessage`, `returnImmediately`, a `hold` rule),
  *    - opens S `SubscribeToTask` SSE streams over JSON-RPC v1.0 (raw `node:http` keep-alive
  *      connections, incremental SSE parsing, bench/lib/sse-client.ts), spread evenly over the runs,
+ *      in a worker thread (bench/lib/stream-subscribers.ts) so receive times are not delayed by
+ *      the append path's event loop,
  *    - appends agent messages through our real append path — a Nest application context booted
  *      here from dist/libs (config, db, runs) on the same database and Redis prefix as the API —
  *      calling `RunService.emitMessage(orgId, runId, {parts: [{text: '{"t": <send time>}'}]})`
@@ -22,6 +24,10 @@
  *    - and, for every `statusUpdate` frame, records latency = receive time − t. The path measured
  *      is: commit in PostgreSQL (one statement) → Redis wake-up → the API's RunStreamHub re-reads
  *      the run from PostgreSQL → projection → SSE write → this process parses the frame.
+ *      A Redis tap on the wake-up channels splits it: t → commit resolved, t → wake-up seen,
+ *      wake-up seen → frame received. CPU time per component (this process, the API child, the
+ *      bench database's PostgreSQL backends, Redis, everything else) is read from /proc over the
+ *      measured window, so a saturated machine shows as such.
  *    Each stream's `id:` (the run's sequence) is checked: lost, duplicate and out-of-order frames
  *    are counted (must be 0). Warm-up is excluded (events whose t is outside the measured window).
  *    (a) 100 subscribers, (b) 1,000 subscribers, both at 1,000 events/s over R = 100 runs, so each
@@ -51,6 +57,8 @@
  *   BENCH_TIMEOUT_S       hard limit for the whole bench                (default 900)
  *   BENCH_DATABASE_URL    database (reset!) (default postgresql://postgres@127.0.0.1:5432/aaas_bench_stream)
  *   BENCH_POOL_MAX        DATABASE_POOL_MAX of the API child            (default 20)
+ *   BENCH_APPEND_POOL_MAX DATABASE_POOL_MAX of this process's append path (default 10)
+ *   REDIS_URL             Redis                                         (default redis://127.0.0.1:6379)
  *   BENCH_PROFILE_DIR     write --cpu-prof profiles of the API child there
  *   BENCH_OUT             results JSON ('' = don't write; default bench/results/stream-latency-<ts>.json)
  */
@@ -67,7 +75,8 @@ import { Redis } from 'ioredis';
 import type { RunService as RunServiceType } from '#libs/runs';
 import { repoPath } from './lib/child-server.js';
 import { SseClient, inBatches } from './lib/sse-client.js';
-import { Samples, formatTable, loadAverage, machineBusy, machineCpu, nowMs, round, vmRssKb, type LatencySummary } from './lib/stats.js';
+import { SubscriberThread } from './lib/stream-subscribers.js';
+import { Samples, cpuDelta, cpuSnapshot, formatTable, loadAverage, machineBusy, machineCpu, nowMs, round, vmRssKb, type CpuSnapshot, type LatencySummary } from './lib/stats.js';
 import { startOursProcesses, type OursProcesses } from './ours/ours.js';
 
 // ------------------------------------------------------------------------------------ settings
@@ -87,14 +96,22 @@ function envList(name: string, fallback: string): string[] {
     .filter(Boolean);
 }
 
+function envNumbers(name: string, fallback: string): number[] {
+  return envList(name, fallback).map((raw) => {
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a comma list of non-negative integers, got '${raw}'`);
+    return n;
+  });
+}
+
 const SETTINGS = {
   durationS: envNumber('BENCH_DURATION_S', 10),
   warmupS: envNumber('BENCH_WARMUP_S', 2),
   rate: envNumber('BENCH_RATE', 1000),
   runs: Math.max(1, Math.floor(envNumber('BENCH_RUNS', 100))),
-  subscribers: envList('BENCH_SUBSCRIBERS', '100,1000').map(Number),
+  subscribers: envNumbers('BENCH_SUBSCRIBERS', '100,1000'),
   scenarios: new Set(envList('BENCH_SCENARIOS', 'redis,a,b,idle')),
-  idleN: envList('BENCH_IDLE_N', '1000,10000').map(Number),
+  idleN: envNumbers('BENCH_IDLE_N', '1000,10000').filter((n) => n > 0),
   idleHoldS: envNumber('BENCH_IDLE_HOLD_S', 5),
   idleHeartbeatMs: envNumber('BENCH_IDLE_HEARTBEAT_MS', 1000),
   timeoutS: envNumber('BENCH_TIMEOUT_S', 900),
@@ -109,8 +126,6 @@ const TARGET_KB_PER_IDLE_STREAM = 50;
 const HOLD_RULES = [{ match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] }];
 /** Appends in flight at most; beyond that a tick's events are skipped (and counted). */
 const MAX_APPENDS_IN_FLIGHT = 256;
-/** The marker of our timestamp inside a frame's JSON (the text part is itself JSON, so escaped). */
-const T_MARK = '\\"t\\":';
 
 // ------------------------------------------------------------------------------------ teardown
 
@@ -208,24 +223,44 @@ class SteadyRate {
   }
 }
 
+/**
+ * Event-loop delay sampling interval. Node's histogram records whole timer intervals, so the
+ * delay reported is a value minus this.
+ */
+const LOOP_DELAY_RESOLUTION_MS = 5;
+
 /** What THIS process (the client side) and the whole machine did over a window. */
 interface WindowHealth {
-  /** Event-loop utilisation of this process (0..1). */
+  /** Event-loop utilisation of this process's main thread (0..1). */
   elu: number;
+  /** Event-loop delay of the main thread beyond the sampling interval. */
   loopDelayMs: { p50: number; p99: number; max: number };
   /** CPU time of this process over the window. */
   cpuMs: number;
   /** Share of all the machine's CPUs busy over the window (other engineers' jobs included). */
   machineBusy: number | null;
   cpus: number;
+  windowMs: number;
+  /**
+   * CPU ms over the window by component: `bench` (this process), `api` (the API child),
+   * `postgres:<bench db>` / `postgres:other-dbs` / `postgres:shared` / `redis`, `other` (the rest of the machine).
+   */
+  cpuMsBy: Record<string, number>;
 }
 
-/** Event-loop utilisation and delay, CPU of this process, and machine CPU over a window. */
+/** Event-loop utilisation and delay, CPU of this process and of the machine, over a window. */
 class LoopMonitor {
-  private readonly delay = monitorEventLoopDelay({ resolution: 5 });
+  private readonly delay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   private elu = performance.eventLoopUtilization();
   private cpu = process.cpuUsage();
   private machine = machineCpu();
+  private procs: CpuSnapshot = new Map();
+  private started = 0;
+
+  constructor(
+    private readonly pids: Record<string, number | undefined> = {},
+    private readonly pgDatabase?: string,
+  ) {}
 
   start(): void {
     this.delay.reset();
@@ -233,19 +268,29 @@ class LoopMonitor {
     this.elu = performance.eventLoopUtilization();
     this.cpu = process.cpuUsage();
     this.machine = machineCpu();
+    this.procs = cpuSnapshot({ bench: process.pid, ...this.pids }, this.pgDatabase);
+    this.started = performance.now();
   }
 
   stop(): WindowHealth {
     const elu = performance.eventLoopUtilization(this.elu);
     const cpu = process.cpuUsage(this.cpu);
+    const machine = machineCpu();
+    const cpuMsBy = cpuDelta(this.procs, cpuSnapshot({ bench: process.pid, ...this.pids }, this.pgDatabase));
+    if (this.machine && machine) {
+      const named = Object.values(cpuMsBy).reduce((a, b) => a + b, 0);
+      cpuMsBy.other = Math.max(0, (machine.busy - this.machine.busy) * 10 - named);
+    }
     this.delay.disable();
-    const ms = (ns: number) => round(ns / 1e6);
+    const ms = (ns: number) => Math.max(0, round(ns / 1e6 - LOOP_DELAY_RESOLUTION_MS));
     return {
       elu: round(elu.utilization, 3),
       loopDelayMs: { p50: ms(this.delay.percentile(50)), p99: ms(this.delay.percentile(99)), max: ms(this.delay.max) },
       cpuMs: Math.round((cpu.user + cpu.system) / 1000),
-      machineBusy: machineBusy(this.machine, machineCpu()),
+      machineBusy: machineBusy(this.machine, machine),
       cpus: cpus().length,
+      windowMs: Math.round(performance.now() - this.started),
+      cpuMsBy,
     };
   }
 }
@@ -385,8 +430,15 @@ interface LatencyResult {
   deliveriesPerS: number;
   expectedDeliveriesPerS: number;
   latency: LatencySummary;
-  /** t → emitMessage resolved in this process (commit + round trip), for comparison. */
+  /** t → emitMessage resolved in this process (pool wait + statement + commit), for comparison. */
   commit: LatencySummary | null;
+  /**
+   * t → the run's Redis wake-up seen by a tap subscriber in this process (one per event): commit
+   * + publish + Redis delivery. The API child gets the same wake-up at about the same moment.
+   */
+  wake: LatencySummary | null;
+  /** Wake-up seen → frame received (per delivery): the API's re-read, projection, SSE write, client parse. */
+  wakeToClient: LatencySummary | null;
   lost: number;
   duplicates: number;
   outOfOrder: number;
@@ -394,7 +446,10 @@ interface LatencyResult {
   streamsEnded: number;
   errorFrames: number;
   api: ApiStats | null;
+  /** This process: the append path's thread (main), CPU of both threads, the machine. */
   bench: WindowHealth;
+  /** The subscriber thread's event loop (receive side) and its clock offset to the main thread. */
+  subscriberThread: { elu: number; loopDelayMs: { p50: number; p99: number; max: number }; clockOffsetMs: number } | null;
   loadavg: [number, number, number];
 }
 
@@ -457,6 +512,8 @@ async function redisBaseline(): Promise<LatencyResult> {
       expectedDeliveriesPerS: round(published / measuredS, 1),
       latency: latency.summary(),
       commit: null,
+      wake: null,
+      wakeToClient: null,
       lost: published - received,
       duplicates: 0,
       outOfOrder: 0,
@@ -464,6 +521,7 @@ async function redisBaseline(): Promise<LatencyResult> {
       errorFrames: 0,
       api: null,
       bench,
+      subscriberThread: null,
       loadavg: loadAverage(),
     };
   } finally {
@@ -471,80 +529,30 @@ async function redisBaseline(): Promise<LatencyResult> {
   }
 }
 
-/** One SubscribeToTask stream of the latency scenarios and its sequence checks. */
-interface FollowedStream {
-  run: number;
-  client: SseClient;
-  /** The `id:` of the Task snapshot (first frame); null until it arrived. */
-  snapshotSeq: number | null;
-  lastId: number;
-  gaps: number;
-  duplicates: number;
-  outOfOrder: number;
-}
-
 /**
- * S subscribers over R fresh runs, events appended at the steady rate for warm-up + duration,
- * then drained (every stream up to its run's last appended sequence) and checked.
+ * S subscribers (in a worker thread, bench/lib/stream-subscribers.ts) over R fresh runs; events
+ * appended from this thread at the steady rate for warm-up + duration, then drained (every
+ * stream up to its run's last appended sequence) and checked.
  */
 async function latencyScenario(name: string, stack: Stack, appender: { runs: RunServiceType }, subscribers: number): Promise<LatencyResult> {
   const { rate, runs: runCount, durationS, warmupS } = SETTINGS;
   console.log(`[${name}] ${subscribers} subscribers over ${runCount} runs, ${rate} events/s, ${durationS}s (+${warmupS}s warm-up); load ${loadAverage().join(' ')}`);
   const runIds = await createRuns(stack, runCount);
   const maxSeq = new Array<number>(runCount).fill(0);
-  const latency = new Samples();
   const commit = new Samples();
   let windowStart = Number.POSITIVE_INFINITY;
   let windowEnd = Number.POSITIVE_INFINITY;
-  let delivered = 0;
-  let errorFrames = 0;
 
-  const streams: FollowedStream[] = [];
-  const closeStreams = resources.add(`${name} streams`, () => {
-    for (const s of streams) s.client.close();
+  const subs = await SubscriberThread.start({
+    url: stack.ours.url,
+    headers: JSON_RPC_HEADERS,
+    runIds,
+    subscribers,
+    redisUrl: SETTINGS.redisUrl,
+    channelPrefix: `${stack.ours.env.REDIS_PREFIX}:run:`,
   });
+  const closeSubs = resources.add(`${name} subscriber thread`, () => subs.close());
   try {
-    // ---- subscribe (Task snapshot first), spread evenly over the runs
-    await inBatches(subscribers, 50, async (i) => {
-      const s: FollowedStream = { run: i % runCount, client: null as unknown as SseClient, snapshotSeq: null, lastId: 0, gaps: 0, duplicates: 0, outOfOrder: 0 };
-      s.client = new SseClient({
-        url: stack.ours.url,
-        headers: JSON_RPC_HEADERS,
-        body: subscribeRequest(runIds[s.run]!),
-        agent: stack.agent,
-        onFrame: (frame, receivedAt) => {
-          if (frame.event === 'error') {
-            errorFrames += 1;
-            return;
-          }
-          const id = Number(frame.id);
-          if (s.snapshotSeq === null) {
-            s.snapshotSeq = id;
-            s.lastId = id;
-            return;
-          }
-          if (id === s.lastId + 1) s.lastId = id;
-          else if (id > s.lastId + 1) {
-            s.gaps += id - s.lastId - 1;
-            s.lastId = id;
-          } else if (id === s.lastId) s.duplicates += 1;
-          else s.outOfOrder += 1;
-          const at = frame.data.indexOf(T_MARK);
-          if (at < 0 || frame.data.indexOf('"statusUpdate"') < 0) return;
-          const t = Number.parseFloat(frame.data.slice(at + T_MARK.length, at + T_MARK.length + 32));
-          if (t >= windowStart && t < windowEnd) {
-            latency.push(receivedAt - t);
-            delivered += 1;
-          }
-        },
-      });
-      streams.push(s);
-      await s.client.start();
-    });
-    if (!(await waitUntil(() => streams.every((s) => s.snapshotSeq !== null), 30_000))) {
-      throw new Error(`[${name}] not every stream received its Task snapshot within 30 s`);
-    }
-
     // ---- append at a steady rate, round-robin over the runs
     let inFlight = 0;
     let appended = 0;
@@ -572,36 +580,28 @@ async function latencyScenario(name: string, stack: Stack, appender: { runs: Run
       );
       return true;
     });
-    const loop = new LoopMonitor();
+    const loop = new LoopMonitor({ api: stack.pid }, new URL(SETTINGS.databaseUrl).pathname.slice(1));
     const stopRate = resources.add(`${name} rate`, () => steady.stop());
     steady.start();
     await sleep(warmupS * 1000);
     await apiStats(stack); // resets the API child's window
     windowStart = nowMs();
+    subs.setWindow(windowStart, Number.POSITIVE_INFINITY);
     loop.start();
     await sleep(durationS * 1000);
     windowEnd = nowMs();
+    subs.setWindow(windowStart, windowEnd);
     const bench = loop.stop();
     const api = await apiStats(stack);
     await stopRate();
     const loadavg = loadAverage();
 
-    // ---- drain: every stream up to its run's last committed sequence (bounded)
+    // ---- drain: every stream up to its run's last committed sequence (bounded), then check
     await waitUntil(() => inFlight === 0, 10_000);
-    const drained = await waitUntil(() => streams.every((s) => s.lastId >= maxSeq[s.run]!), 10_000);
-    if (!drained) console.log(`[${name}] warning: not every stream caught up within 10 s after the last append`);
+    const report = await subs.drain(maxSeq, 10_000);
+    if (!report.drained) console.log(`[${name}] warning: not every stream caught up within 10 s after the last append`);
     if (firstError) console.log(`[${name}] first append error: ${String(firstError)}`);
 
-    let lost = 0;
-    let duplicates = 0;
-    let outOfOrder = 0;
-    let streamsEnded = 0;
-    for (const s of streams) {
-      lost += s.gaps + Math.max(0, maxSeq[s.run]! - s.lastId);
-      duplicates += s.duplicates;
-      outOfOrder += s.outOfOrder;
-      if (!s.client.open) streamsEnded += 1;
-    }
     const measuredS = (windowEnd - windowStart) / 1000;
     const appendedPerS = appended / measuredS;
     const subscribersPerRun = subscribers / runCount;
@@ -616,21 +616,24 @@ async function latencyScenario(name: string, stack: Stack, appender: { runs: Run
       appendedPerS: round(appendedPerS, 1),
       skipped: steady.skipped,
       appendErrors,
-      deliveriesPerS: round(delivered / measuredS, 1),
+      deliveriesPerS: round(report.delivered / measuredS, 1),
       expectedDeliveriesPerS: round(appendedPerS * subscribersPerRun, 1),
-      latency: latency.summary(),
+      latency: Samples.from(report.latency).summary(),
       commit: commit.summary(),
-      lost,
-      duplicates,
-      outOfOrder,
-      streamsEnded,
-      errorFrames,
+      wake: Samples.from(report.wake).summary(),
+      wakeToClient: Samples.from(report.wakeToClient).summary(),
+      lost: report.lost,
+      duplicates: report.duplicates,
+      outOfOrder: report.outOfOrder,
+      streamsEnded: report.streamsEnded,
+      errorFrames: report.errorFrames,
       api,
       bench,
+      subscriberThread: { elu: report.elu, loopDelayMs: report.loopDelayMs, clockOffsetMs: subs.clockOffsetMs },
       loadavg,
     };
   } finally {
-    await closeStreams();
+    await closeSubs();
     // let the API release the runs' tails before the next scenario (bounded)
     await waitUntil(async () => (await apiStats(stack).catch(() => null))?.hub?.subscribers === 0, 10_000, 100);
   }
@@ -665,7 +668,7 @@ interface IdleResult {
 async function idleScenario(n: number): Promise<IdleResult> {
   const { runs: runCount, idleHoldS, idleHeartbeatMs } = SETTINGS;
   console.log(`[idle ${n}] fresh API child, ${n} idle streams over ${runCount} runs; load ${loadAverage().join(' ')}`);
-  const stack = await startStack({ SSE_HEARTBEAT_MS: String(idleHeartbeatMs) });
+  const stack = await startStack({ STREAM_POLL_INTERVAL_MS: '2000', SSE_HEARTBEAT_MS: String(idleHeartbeatMs) });
   const clients: SseClient[] = [];
   const closeClients = resources.add(`idle ${n} streams`, () => {
     for (const c of clients) c.close();
@@ -789,7 +792,7 @@ function printLatency(results: LatencyResult[]): string {
     String(r.outOfOrder),
     r === raw ? '1.0x' : ratio(r.latency.p50Ms, raw?.latency.p50Ms),
     r === raw ? '1.0x' : ratio(r.latency.p99Ms, raw?.latency.p99Ms),
-    r === raw ? '(floor)' : r.latency.p99Ms <= TARGET_P99_MS ? 'yes' : 'MISSED',
+    r === raw ? '(floor)' : r.latency.count === 0 ? '-' : r.latency.p99Ms <= TARGET_P99_MS ? 'yes' : 'MISSED',
     r.loadavg[0].toFixed(2),
   ]);
   const text = formatTable(header, rows);
@@ -798,15 +801,31 @@ function printLatency(results: LatencyResult[]): string {
     const notes = [
       `expected deliv/s ${r.expectedDeliveriesPerS.toFixed(0)} (= ev/s × ${r.subscribersPerRun} subs/run)`,
       r.commit ? `commit (t → emitMessage resolved) p50 ${fmt(r.commit.p50Ms)} / p99 ${fmt(r.commit.p99Ms)} ms` : null,
+      r.wake ? `t → wake-up seen p50 ${fmt(r.wake.p50Ms)} / p99 ${fmt(r.wake.p99Ms)} ms` : null,
+      r.wakeToClient ? `wake-up → client p50 ${fmt(r.wakeToClient.p50Ms)} / p99 ${fmt(r.wakeToClient.p99Ms)} ms` : null,
       r.api ? `API child: event loop ${Math.round(r.api.elu * 100)}% busy, loop delay p99 ${r.api.loopDelayMs.p99} ms, CPU ${r.api.cpuUserMs + r.api.cpuSystemMs} ms / ${r.api.windowMs} ms` : null,
-      `bench process: event loop ${Math.round(r.bench.elu * 100)}% busy, CPU ${r.bench.cpuMs} ms, loop delay p99 ${r.bench.loopDelayMs.p99} ms`,
-      r.bench.machineBusy !== null ? `machine: ${Math.round(r.bench.machineBusy * 100)}% of ${r.bench.cpus} CPUs busy` : null,
+      `bench ${r.subscriberThread ? 'main thread (appends)' : 'process'}: event loop ${Math.round(r.bench.elu * 100)}% busy, loop delay p99 ${r.bench.loopDelayMs.p99} ms, CPU (all threads) ${r.bench.cpuMs} ms`,
+      r.subscriberThread
+        ? `bench subscriber thread: event loop ${Math.round(r.subscriberThread.elu * 100)}% busy, loop delay p99 ${r.subscriberThread.loopDelayMs.p99} ms, clock offset ${r.subscriberThread.clockOffsetMs} ms`
+        : null,
+      r.bench.machineBusy !== null
+        ? `machine: ${Math.round(r.bench.machineBusy * 100)}% of ${r.bench.cpus} CPUs busy; CPU ms over ${r.bench.windowMs} ms: ${Object.entries(r.bench.cpuMsBy)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')}`
+        : null,
+      r.appendedPerS > 0
+        ? `CPU per event: ${Object.entries(r.bench.cpuMsBy)
+            .filter(([k]) => k !== 'other' && k !== 'postgres:other-dbs')
+            .map(([k, v]) => `${k} ${Math.round((v * 1000) / (r.appendedPerS * (r.bench.windowMs / 1000)))} µs`)
+            .join(', ')}`
+        : null,
       r.skipped || r.appendErrors || r.streamsEnded || r.errorFrames ? `skipped ${r.skipped}, append errors ${r.appendErrors}, streams ended ${r.streamsEnded}, error frames ${r.errorFrames}` : null,
       `load ${r.loadavg.join(' ')}`,
     ].filter(Boolean);
     console.log(`  ${r.scenario}: ${notes.join('; ')}`);
     if (r.api && r.api.elu > 0.9) console.log(`  ${r.scenario}: the API child's event loop is saturated (${Math.round(r.api.elu * 100)}% busy): latency figures include queueing`);
-    if (r.bench.elu > 0.9) console.log(`  ${r.scenario}: the bench process's event loop is saturated: client-side queueing inflates latency`);
+    if (r.bench.elu > 0.9) console.log(`  ${r.scenario}: the bench's append thread is saturated: appends queue before they reach PostgreSQL`);
+    if (r.subscriberThread && r.subscriberThread.elu > 0.9) console.log(`  ${r.scenario}: the bench's subscriber thread is saturated: client-side queueing inflates latency`);
   }
   return text;
 }
@@ -860,7 +879,8 @@ export async function main(): Promise<{ latency: LatencyResult[]; idle: IdleResu
     { key: 'b', subscribers: SETTINGS.subscribers[1] ?? 1000 },
   ].filter((s) => want.has(s.key));
   if (streamScenarios.length > 0) {
-    const stack = await startStack({});
+    // the defaults, explicitly (the child inherits this process's environment otherwise)
+    const stack = await startStack({ STREAM_POLL_INTERVAL_MS: '2000', SSE_HEARTBEAT_MS: '15000' });
     try {
       const appender = await startAppender(stack);
       try {

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
@@ -14,6 +14,14 @@ export function nowMs(): number {
 export class Samples {
   private buf = new Float64Array(1 << 14);
   private n = 0;
+
+  /** Samples over a copy of `values`. */
+  static from(values: Float64Array): Samples {
+    const s = new Samples();
+    s.buf = values.length > 0 ? values.slice() : s.buf;
+    s.n = values.length;
+    return s;
+  }
 
   get length(): number {
     return this.n;
@@ -109,4 +117,67 @@ export function machineCpu(): { busy: number; total: number } | null {
 export function machineBusy(a: ReturnType<typeof machineCpu>, b: ReturnType<typeof machineCpu>): number | null {
   if (!a || !b || b.total === a.total) return null;
   return round((b.busy - a.busy) / (b.total - a.total), 3);
+}
+
+/** Per-process CPU time (ms, user + system) with a label; see `cpuSnapshot`. */
+export type CpuSnapshot = Map<number, { label: string; ms: number }>;
+
+/**
+ * CPU time of processes on this machine: the given pids under their labels, `redis` for every
+ * `redis-server`, and PostgreSQL split by database from each backend's title
+ * (`postgres: 15/main: <user> <database> <client> <state>`): `postgres:<database>` for the
+ * database given as `pgDatabase`, `postgres:other-dbs` for backends of other databases (other
+ * people's tests), `postgres:shared` for the server's own processes (WAL writer, checkpointer…).
+ * Read from `/proc/<pid>/stat` (Linux); empty when unavailable.
+ */
+export function cpuSnapshot(pids: Record<string, number | undefined>, pgDatabase?: string): CpuSnapshot {
+  const out: CpuSnapshot = new Map();
+  const tick = 10; // ms per jiffy (USER_HZ = 100 on Linux)
+  const byPid = new Map<number, string>();
+  for (const [label, pid] of Object.entries(pids)) if (pid !== undefined) byPid.set(pid, label);
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const d of entries) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    let label = byPid.get(Number(d)) ?? (comm === 'postgres' ? 'postgres' : comm === 'redis-server' ? 'redis' : null);
+    if (label === 'postgres') label = postgresLabel(d, pgDatabase);
+    if (!label) continue;
+    const f = stat.slice(close + 2).split(' ');
+    out.set(Number(d), { label, ms: (Number(f[11]) + Number(f[12])) * tick }); // utime, stime
+  }
+  return out;
+}
+
+function postgresLabel(pid: string, database: string | undefined): string {
+  let title = '';
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+  } catch {
+    return 'postgres:shared';
+  }
+  // a client backend's title: "postgres: <cluster>: <user> <database> <host(port)|[local]> <state>"
+  const m = /^postgres: (?:[^:]+: )?\S+ (\S+) (?:\d+\.\d+\.\d+\.\d+\(\d+\)|\[local\]|\S+\(\d+\))/.exec(title);
+  if (!m) return 'postgres:shared';
+  return m[1] === database ? `postgres:${database}` : 'postgres:other-dbs';
+}
+
+/**
+ * CPU ms per label between two snapshots (processes that started in between count from zero;
+ * processes that exited in between are missing, so this undercounts short-lived backends).
+ */
+export function cpuDelta(a: CpuSnapshot, b: CpuSnapshot): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [pid, v] of b) out[v.label] = (out[v.label] ?? 0) + Math.max(0, v.ms - (a.get(pid)?.ms ?? 0));
+  return out;
 }

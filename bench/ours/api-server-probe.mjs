@@ -1,13 +1,18 @@
 // Bench child: our API app from the compiled tree (dist/), exactly as bench/ours/api-server.mjs,
 // plus a tiny probe server on a second loopback port so a bench can look inside the process:
 //   GET  /stats  -> memory (VmRSS from /proc/self/status, process.memoryUsage()), event-loop
-//                   utilisation, event-loop delay (p50/p99/max) and CPU time SINCE THE PREVIOUS
+//                   utilisation, event-loop delay (p50/p99/max, beyond the 5 ms sampling
+//                   interval) and CPU time SINCE THE PREVIOUS
 //                   /stats call, open SSE streams and followed runs.
 //   POST /gc     -> full GC (twice), then the same as /stats. --expose-gc is switched on at
 //                   runtime, so no node flag is needed.
+//   POST /heapsnapshot -> writes a V8 heap snapshot into the OS temp dir, answers {"file": …}
+//                   (for digging into memory per stream; blocks the process while it writes).
 // Prints {"url": "<api base url>", "probeUrl": "<probe base url>"} when ready. Exits when its
 // parent closes stdin (or on SIGTERM, closing the app first so --cpu-prof profiles are written).
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createServer } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import v8 from 'node:v8';
@@ -33,7 +38,9 @@ const optional = (token) => {
 const heartbeat = optional(SseHeartbeat);
 const hub = optional(RunStreamHub);
 
-const delay = monitorEventLoopDelay({ resolution: 5 });
+// the histogram records whole timer intervals, so the delay is a value minus the resolution
+const RESOLUTION_MS = 5;
+const delay = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
 delay.enable();
 let lastElu = performance.eventLoopUtilization();
 let lastCpu = process.cpuUsage();
@@ -48,7 +55,7 @@ function stats() {
   lastElu = performance.eventLoopUtilization();
   const cpu = process.cpuUsage(lastCpu);
   lastCpu = process.cpuUsage();
-  const ms = (ns) => Math.round(ns / 1e4) / 100;
+  const ms = (ns) => Math.max(0, Math.round(ns / 1e4) / 100 - RESOLUTION_MS);
   const out = {
     pid: process.pid,
     vmRssKb: vmRssKb(),
@@ -66,6 +73,12 @@ function stats() {
 }
 
 const probe = createServer((req, res) => {
+  if (req.url === '/heapsnapshot' && req.method === 'POST') {
+    const file = v8.writeHeapSnapshot(path.join(tmpdir(), `api-${process.pid}-${Date.now()}.heapsnapshot`));
+    const body = JSON.stringify({ file });
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+    return;
+  }
   if (req.url === '/gc' && req.method === 'POST') {
     gc();
     gc();

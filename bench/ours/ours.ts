@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { repoPath, startChildServer } from '../lib/child-server.js';
+import { repoPath, startChildServer, type ChildServer } from '../lib/child-server.js';
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const alnum = (n: number) => Array.from(randomBytes(n), (b) => ALNUM[b % ALNUM.length]).join('');
@@ -16,13 +16,42 @@ async function admin(base: string, key: string, method: string, path: string, bo
   return text ? JSON.parse(text) : null;
 }
 
+export interface OursOptions {
+  /** Start the worker child too (default true). */
+  worker?: boolean;
+  /** Database to reset and use (default: BENCH_DATABASE_URL, else `aaas_bench`). */
+  databaseUrl?: string;
+  /** Extra environment for the API child only (e.g. SSE_HEARTBEAT_MS). */
+  apiEnv?: Record<string, string>;
+  /** Repo-relative script of the API child (default `bench/ours/api-server.mjs`). */
+  apiScript?: string;
+  /** The agent's `protocolProfiles.a2a.capabilities` (default: none, i.e. the profile's defaults). */
+  capabilities?: { streaming?: boolean; pushNotifications?: boolean; extendedAgentCard?: boolean };
+  /** The scripted runtime's rules (default `[]`: every message is echoed). */
+  rules?: unknown[];
+}
+
+/** What `startOursProcesses` started (`url`/`close` as before; the rest for benches that need more). */
+export interface OursProcesses {
+  /** The agent's JSON-RPC endpoint. */
+  url: string;
+  /** The API's base URL. */
+  base: string;
+  /** The bootstrap org's admin key. */
+  key: string;
+  /** The environment shared by the children (DATABASE_URL, REDIS_PREFIX, …). */
+  env: Record<string, string>;
+  api: ChildServer;
+  close(): Promise<void>;
+}
+
 /**
  * Our service as a bench target: a fresh `aaas_bench` database (migrated), the API and one worker
  * each in its own child process (compiled tree), and an echo agent published through the admin
  * API. Returns the agent's JSON-RPC endpoint.
  */
-export async function startOursProcesses(): Promise<{ url: string; close(): Promise<void> }> {
-  const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench';
+export async function startOursProcesses(opts: OursOptions = {}): Promise<OursProcesses> {
+  const databaseUrl = opts.databaseUrl ?? process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench';
   execFileSync(process.execPath, [repoPath('scripts/migrate.mjs'), '--reset'], { stdio: 'inherit', env: { ...process.env, DATABASE_URL: databaseUrl } });
   const key = `aaas_${alnum(8)}_${alnum(32)}`;
   const env = {
@@ -32,21 +61,31 @@ export async function startOursProcesses(): Promise<{ url: string; close(): Prom
     BOOTSTRAP_ADMIN_KEY: key,
     DATABASE_POOL_MAX: process.env.BENCH_POOL_MAX ?? '20',
   };
-  const api = await startChildServer({ script: 'bench/ours/api-server.mjs', env, startTimeoutMs: 30_000 });
-  const worker = await startChildServer({ script: 'bench/ours/worker.mjs', env, startTimeoutMs: 30_000 });
+  const nodeArgs = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+  const api = await startChildServer({ script: opts.apiScript ?? 'bench/ours/api-server.mjs', env: { ...env, ...opts.apiEnv }, startTimeoutMs: 30_000, nodeArgs });
+  const worker = opts.worker === false ? null : await startChildServer({ script: 'bench/ours/worker.mjs', env, startTimeoutMs: 30_000, nodeArgs });
   const base = api.url;
   await admin(base, key, 'POST', '/v1/agents', { slug: 'echo', name: 'Echo', description: 'bench echo agent' });
   const rev = await admin(base, key, 'POST', '/v1/agents/echo/revisions', {
-    protocolProfiles: { a2a: { skillsProjection: [{ id: 'echo', name: 'Echo', description: 'Echoes', tags: ['bench'] }] } },
-    runtime: { kind: 'scripted', rules: [] },
+    protocolProfiles: {
+      a2a: {
+        skillsProjection: [{ id: 'echo', name: 'Echo', description: 'Echoes', tags: ['bench'] }],
+        ...(opts.capabilities ? { capabilities: opts.capabilities } : {}),
+      },
+    },
+    runtime: { kind: 'scripted', rules: opts.rules ?? [] },
   });
   await admin(base, key, 'POST', `/v1/agents/echo/revisions/${rev.id}/publish`);
   await admin(base, key, 'PUT', '/v1/agents/echo/active-revision', { revisionId: rev.id });
   await admin(base, key, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC'] });
   return {
     url: `${base}/a2a/bench/echo`,
+    base,
+    key,
+    env,
+    api,
     async close() {
-      await worker.close();
+      await worker?.close();
       await api.close();
     },
   };
