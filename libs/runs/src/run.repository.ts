@@ -170,48 +170,13 @@ export class RunRepository {
   }
 
   /**
-   * The read model of a run. `historyLength`: undefined = whole history, 0 = none.
-   * One round trip (the projections are aggregated in SQL).
+   * The read model of a run. `historyLength`: undefined = whole history, 0 = none;
+   * `includeArtifacts` defaults to true. One round trip (the projections are aggregated in SQL).
    */
-  async view(orgId: string, runId: string, opts: { historyLength?: number; includeArtifacts?: boolean } = {}): Promise<RunView | null> {
-    if (!isUuid(runId)) return null;
-    const rows = await this.db.query<{ run: Record<string, unknown>; statusMessage: CanonicalMessage | null; history: unknown[] | null; artifacts: StoredArtifact[] | null }>(
-      `WITH r AS (
-         SELECT ${RUN_COLUMNS},
-                (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
-                  ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
-           FROM runs WHERE id = $1 AND org_id = $2
-       )
-       SELECT row_to_json(r) AS run,
-         (SELECT e.payload->'message' FROM run_events e
-           WHERE e.run_id = r.id AND e.type = ANY($5::text[]) ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
-         (SELECT json_agg(h ORDER BY h.sequence) FROM (
-            SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.sequence
-              FROM messages m WHERE m.run_id = r.id
-             ORDER BY m.sequence DESC LIMIT $3) h) AS history,
-         CASE WHEN $4::boolean THEN (SELECT json_agg(json_build_object(
-              'artifactId', a.artifact_id, 'name', a.name, 'description', a.description, 'parts', a.parts,
-              'metadata', a.metadata, 'extensions', a.extensions, 'complete', a.complete) ORDER BY a.sequence)
-            FROM artifacts a WHERE a.run_id = r.id) END AS artifacts
-       FROM r`,
-      [runId, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true, STATUS_EVENT_TYPES],
-      'runs.view',
-    );
-    const row = rows[0];
-    if (!row) return null;
-    return {
-      run: toRunState(row.run),
-      statusMessage: row.statusMessage,
-      history: (row.history ?? []).map((h) => cleanMessage(h as Parameters<typeof cleanMessage>[0])),
-      artifacts: (row.artifacts ?? []).map((a) => ({
-        ...a,
-        name: a.name ?? undefined,
-        description: a.description ?? undefined,
-        metadata: a.metadata ?? undefined,
-        extensions: a.extensions?.length ? a.extensions : undefined,
-      })),
-    };
+  async view(orgId: string, runId: string, opts: RunViewOptions = {}): Promise<RunView | null> {
+    return (await this.views(orgId, [runId], opts))[0] ?? null;
   }
+
 
   /**
    * Runs newest status first, keyset-paginated on (status_at, id). Returns `limit + 1` rows at
@@ -237,8 +202,7 @@ export class RunRepository {
 
   /**
    * The read models of several runs in one round trip (e.g. a page of `list`), in the order of
-   * `runIds`; ids that are not runs of `orgId` are left out. Same projections and options as
-   * `view`, applied to each run.
+   * `runIds`; ids that are not runs of `orgId` are left out. Options as for `view`, per run.
    */
   async views(orgId: string, runIds: readonly string[], opts: RunViewOptions = {}): Promise<RunView[]> {
     const ids = runIds.filter(isUuid);
