@@ -152,7 +152,7 @@ describe.skipIf(!built)('resume across API processes (compiled apps)', () => {
     const first = await streamFromA(3);
     const redis = new Redis(testEnv().REDIS_URL);
     try {
-      const killed = await redis.client('KILL', 'TYPE', 'pubsub');
+      const killed = await redis.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
       expect(Number(killed)).toBeGreaterThan(0);
     } finally {
       redis.disconnect();

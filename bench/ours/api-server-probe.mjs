@@ -55,7 +55,7 @@ function stats() {
   lastElu = performance.eventLoopUtilization();
   const cpu = process.cpuUsage(lastCpu);
   lastCpu = process.cpuUsage();
-  const ms = (ns) => Math.max(0, Math.round(ns / 1e4) / 100 - RESOLUTION_MS);
+  const ms = (ns) => Math.max(0, Math.round(ns / 1e4 - RESOLUTION_MS * 100) / 100);
   const out = {
     pid: process.pid,
     vmRssKb: vmRssKb(),

@@ -132,10 +132,12 @@ export class A2AStreams {
   private fromSnapshot(agent: ResolvedA2AAgent, view: RunView, version: A2AProtocolVersion, signal: AbortSignal): AsyncIterable<StreamItem> {
     const { run } = view;
     const result: StreamResult = version === '1.0' ? { task: toV1Task(view) } : toV03Task(view);
-    const first: StreamItem = { sequence: run.lastSequence, result, final: isTerminal(run.status) };
+    let first: StreamItem | null = { sequence: run.lastSequence, result, final: isTerminal(run.status) };
     const rest = first.final ? null : this.follow(agent.org.id, run.id, run.lastSequence, { status: run.status, blockedReason: run.blockedReason }, version, signal);
     return (async function* () {
-      yield first;
+      const snapshot = first!;
+      first = null; // a long-lived stream must not keep the whole snapshot (history) alive
+      yield snapshot;
       if (rest) yield* rest;
     })();
   }

@@ -58,22 +58,15 @@ class RunTail {
     return this.fetching;
   }
 
-  /** Resolves at the next refresh that found events, or when `signal` aborts. */
-  changed(signal: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      if (signal.aborted) return resolve();
-      const done = () => {
-        this.waiters.delete(done);
-        signal.removeEventListener('abort', done);
-        resolve();
-      };
-      this.waiters.add(done);
-      signal.addEventListener('abort', done, { once: true });
-    });
+  /** Call `waiter` once, at the next refresh that finds events. */
+  onChange(waiter: () => void): void {
+    this.waiters.add(waiter);
   }
 
   private wake(): void {
-    for (const w of [...this.waiters]) w();
+    const waiters = this.waiters;
+    this.waiters = new Set();
+    for (const w of waiters) w();
   }
 }
 
@@ -125,10 +118,18 @@ export class RunStreamHub implements OnModuleDestroy {
   async *follow(orgId: string, runId: string, afterSequence: number, signal: AbortSignal): AsyncGenerator<SequencedOutputEnvelope> {
     const tail = await this.acquire(orgId, runId, afterSequence);
     let cursor = afterSequence;
+    // one abort listener per follower (not one per wait): it releases the pending wait
+    let wakeSelf: (() => void) | null = null;
+    const onAbort = () => wakeSelf?.();
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
       while (!signal.aborted) {
         if (cursor >= tail.lastSequence) {
-          await tail.changed(signal);
+          await new Promise<void>((resolve) => {
+            wakeSelf = resolve;
+            tail.onChange(resolve);
+          });
+          wakeSelf = null;
           continue;
         }
         const first = tail.ring[0]?.sequence;
@@ -146,6 +147,7 @@ export class RunStreamHub implements OnModuleDestroy {
         }
       }
     } finally {
+      signal.removeEventListener('abort', onAbort);
       this.release(tail);
     }
   }

@@ -1,5 +1,4 @@
 import { Module } from '@nestjs/common';
-import { APP_INTERCEPTOR } from '@nestjs/core';
 import { RegistryModule } from '#libs/registry';
 import { RunsModule } from '#libs/runs';
 import { AdminAuthGuard } from './admin-auth.guard.js';
@@ -22,6 +21,6 @@ import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 @Module({
   imports: [RegistryModule, RunsModule],
   controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController],
-  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, { provide: APP_INTERCEPTOR, useClass: RegistryCacheInterceptor }],
+  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor],
 })
 export class AdminModule {}

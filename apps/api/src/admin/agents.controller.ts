@@ -20,11 +20,13 @@ import { AdminRoute } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
+import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 export const AGENT_PARAM_DOC = { name: 'agent', description: 'Agent id or slug' };
 
 @ApiTags('agents')
 @Controller('v1/agents')
+@UseInterceptors(RegistryCacheInterceptor)
 @UseGuards(AdminAuthGuard)
 @UsePipes(AdminValidationPipe)
 export class AgentsController {

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Param, Patch, Put, Res, UseGuards, UsePipes } from '@nestjs/common';
+import { Body, Controller, Get, Param, Patch, Put, Res, UseGuards, UseInterceptors, UsePipes } from '@nestjs/common';
 import { ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { A2ABindingSchema, PatchA2ABindingSchema, PutA2ABindingSchema, type A2ABindingResponse, type PatchA2ABinding, type PutA2ABinding } from '#libs/contracts';
@@ -8,9 +8,11 @@ import { toBindingResponse } from './admin.mappers.js';
 import { AdminRoute } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { AGENT_PARAM_DOC } from './agents.controller.js';
+import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 @ApiTags('bindings')
 @Controller('v1/agents/:agent/bindings/a2a')
+@UseInterceptors(RegistryCacheInterceptor)
 @ApiParam(AGENT_PARAM_DOC)
 @UseGuards(AdminAuthGuard)
 @UsePipes(AdminValidationPipe)

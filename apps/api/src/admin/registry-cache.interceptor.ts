@@ -4,8 +4,9 @@ import { type Observable, tap } from 'rxjs';
 import { AgentDirectory } from '#libs/registry';
 
 /**
- * After every successful admin write (`/v1/...`, any method but GET/HEAD), clears this process's
- * agent resolution cache, so A2A calls through this instance see the change at once.
+ * On the admin controllers that change what an agent resolves to (agents, revisions, bindings):
+ * after every successful write (any method but GET/HEAD), clears this process's agent
+ * resolution cache, so A2A calls through this instance see the change at once.
  */
 @Injectable()
 export class RegistryCacheInterceptor implements NestInterceptor {
@@ -13,7 +14,7 @@ export class RegistryCacheInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const req = context.switchToHttp().getRequest<FastifyRequest>();
-    const write = req.method !== 'GET' && req.method !== 'HEAD' && req.url.startsWith('/v1/');
+    const write = req.method !== 'GET' && req.method !== 'HEAD';
     return write ? next.handle().pipe(tap(() => this.directory.invalidate())) : next.handle();
   }
 }

@@ -9,9 +9,11 @@ import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { AGENT_PARAM_DOC } from './agents.controller.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
+import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 @ApiTags('revisions')
 @Controller('v1/agents/:agent/revisions')
+@UseInterceptors(RegistryCacheInterceptor)
 @ApiParam(AGENT_PARAM_DOC)
 @UseGuards(AdminAuthGuard)
 @UsePipes(AdminValidationPipe)
