@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
 import { RunDispatcher, RunService } from '#libs/runs';
 import { RunSweeper } from '../apps/worker/src/run-sweeper.js';
+import { RunExecutionProcessor } from '../apps/worker/src/run-execution.processor.js';
 import { createWorkerApp } from '../apps/worker/src/worker.factory.js';
 import { seedAgent } from './support/fixtures.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -68,6 +69,33 @@ describe('worker executes runs from BullMQ', () => {
     await expect.poll(async () => (await runs.getRun(seed.orgId, run.id))!.status, { timeout: 10_000 }).toBe('completed');
     const view = await runs.view(seed.orgId, run.id);
     expect(view.history.map((m) => m.parts[0]!.text)).toEqual(['ask me', 'Which city?', 'Paris', 'Sunny in Paris']);
+  });
+
+  it('a large input message is not carried in the job: the worker reads it from the log', async () => {
+    const big = 'x'.repeat(40_000);
+    const { run } = await create(big);
+    const settled = await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
+    expect(settled.status).toBe('completed');
+    const job = await stack.api.get(RunDispatcher).queue.getJob(RunDispatcher.jobId(run.id, 2));
+    expect(job?.data.context).toBeUndefined();
+    const view = await runs.view(seed.orgId, run.id);
+    expect(view.history.map((m) => m.parts[0]!.text!.length)).toEqual([40_000, 40_000]);
+  });
+
+  it('a job for a run canceled before it ran appends nothing after the cancel', async () => {
+    const processor = stack.worker!.get(RunExecutionProcessor);
+    const { run } = await create('hello later');
+    await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
+    const again = await create('hold me');
+    await expect.poll(async () => (await runs.getRun(seed.orgId, again.run.id))!.status, { timeout: 10_000 }).toBe('working');
+    await runs.cancelRun(seed.orgId, again.run.id);
+    const before = (await runs.readEvents(seed.orgId, again.run.id, 0)).length;
+    // a duplicate delivery of the original job (as if BullMQ handed it out again)
+    const job = await stack.api.get(RunDispatcher).queue.getJob(RunDispatcher.jobId(again.run.id, 2));
+    await processor.process({ data: job!.data });
+    const after = await runs.readEvents(seed.orgId, again.run.id, 0);
+    expect(after).toHaveLength(before);
+    expect(after.at(-1)!.event).toMatchObject({ type: 'run.status_changed', payload: { status: 'canceled' } });
   });
 
   it('streams a chunked artifact into one projected artifact', async () => {

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
-import { RUN_EXECUTION_QUEUE, RunExecuteJobSchema, type RunExecuteJob } from '#libs/contracts';
+import { RUN_EXECUTION_QUEUE, RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError } from '#libs/common';
 import { RunNotifier, RunRepository, RunService, bullConnection, isTerminal } from '#libs/runs';
@@ -66,10 +66,18 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
     if (!parsed.success) throw new UnrecoverableError(`invalid run.execute payload: ${parsed.error.message}`);
     const { orgId, runId, inputMessageId } = parsed.data;
 
-    const found = await this.runRepo.executionInput(orgId, runId, inputMessageId);
-    if (!found || isTerminal(found.run.status)) return;
-    const { run, message: input } = found;
-    if (!input) throw new UnrecoverableError(`run ${runId}: input message ${inputMessageId} not found`);
+    // the job usually carries the run's identity and input; otherwise read them (one query)
+    let run: { threadId: string; agentId: string; revisionId: string };
+    let input: CanonicalMessage;
+    if (parsed.data.context) {
+      ({ input, ...run } = parsed.data.context);
+    } else {
+      const found = await this.runRepo.executionInput(orgId, runId, inputMessageId);
+      if (!found || isTerminal(found.run.status)) return;
+      if (!found.message) throw new UnrecoverableError(`run ${runId}: input message ${inputMessageId} not found`);
+      run = found.run;
+      input = found.message;
+    }
 
     let entry = this.configs.get(run.revisionId);
     if (!entry) {

@@ -7,7 +7,9 @@ import {
   type CanonicalMessage,
   type InteractionKind,
   type Part,
+  JOB_INLINE_INPUT_MAX_BYTES,
   type RunEvent,
+  type RunExecuteJob,
   type RunStatus,
   type SequencedOutputEnvelope,
 } from '#libs/contracts';
@@ -58,6 +60,12 @@ export interface AgentMessageDraft {
   parts: Part[];
   messageId?: string;
   metadata?: Record<string, unknown>;
+}
+
+/** The job's inline context: the run's identity and its (small) input message. */
+function jobContext(run: Pick<RunRecord, 'threadId' | 'agentId' | 'revisionId'>, input: CanonicalMessage): RunExecuteJob['context'] {
+  if (Buffer.byteLength(JSON.stringify(input)) > JOB_INLINE_INPUT_MAX_BYTES) return undefined;
+  return { threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId, input };
 }
 
 function agentMessage(draft: AgentMessageDraft): CanonicalMessage {
@@ -115,7 +123,10 @@ export class RunService {
       return { run: existing, created: false };
     }
     // No wake-up: nobody can follow a run whose id has not been returned yet.
-    await this.dispatcher.dispatch({ orgId: cmd.orgId, runId, trigger: 'created', inputMessageId: message.messageId }, 2);
+    await this.dispatcher.dispatch(
+      { orgId: cmd.orgId, runId, trigger: 'created', inputMessageId: message.messageId, context: jobContext(result.run, message) },
+      2,
+    );
     return { run: result.run, created: true };
   }
 
@@ -150,7 +161,7 @@ export class RunService {
       { type: 'interaction.resolved', payload: { interactionId: run.openInteractionId, resolution: 'answered', messageId: message.messageId } },
     ], 'run.terminal');
     const seq = result.envelopes[0]!.sequence;
-    await this.dispatcher.dispatch({ orgId: run.orgId, runId: run.id, trigger: 'continued', inputMessageId: message.messageId }, seq);
+    await this.dispatcher.dispatch({ orgId: run.orgId, runId: run.id, trigger: 'continued', inputMessageId: message.messageId, context: jobContext(run, message) }, seq);
     return result.run;
   }
 
@@ -158,7 +169,7 @@ export class RunService {
     const message: CanonicalMessage = { ...cmd.message, role: 'user' };
     const result = await this.appendOrExplain(run, { from: ACTIVE_STATUSES }, [{ type: 'message.added', payload: { message } }], 'run.terminal');
     await this.dispatcher.dispatch(
-      { orgId: run.orgId, runId: run.id, trigger: 'continued', inputMessageId: message.messageId },
+      { orgId: run.orgId, runId: run.id, trigger: 'continued', inputMessageId: message.messageId, context: jobContext(run, message) },
       result.envelopes[0]!.sequence,
     );
     return result.run;
