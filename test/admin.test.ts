@@ -487,12 +487,15 @@ describe('admin API: Idempotency-Key', () => {
     expect(Number(row!.n)).toBe(0);
   });
 
-  it('replays a created API key (the key is shown again only to the same request)', async () => {
+  it('replays a created API key without its secret, which is never stored', async () => {
     const key = `idem-${randomUUID()}`;
     const first = await root('POST', '/v1/api-keys', { name: 'ci', scopes: ['a2a:invoke'] }, { 'idempotency-key': key });
     const second = await root('POST', '/v1/api-keys', { name: 'ci', scopes: ['a2a:invoke'] }, { 'idempotency-key': key });
     expect(second.status).toBe(201);
-    expect(second.body).toEqual(first.body);
+    expect(first.body.key).toMatch(/^aaas_/);
+    expect(second.body).toEqual({ ...first.body, key: null });
+    const [stored] = await db.query<{ response: unknown }>('SELECT response FROM idempotency_records WHERE key = $1', [key]);
+    expect(JSON.stringify(stored!.response)).not.toContain(first.body.key);
     const keys = (await root('GET', '/v1/api-keys')).body.apiKeys.filter((k: { id: string }) => k.id === first.body.id);
     expect(keys).toHaveLength(1);
     const bad = await root('POST', '/v1/api-keys', { name: 'ci', scopes: ['a2a:invoke'] }, { 'idempotency-key': 'has space' });
@@ -524,6 +527,20 @@ describe('admin API: default agent', () => {
     await Promise.all(many.map((m) => root('PATCH', `/v1/agents/${m.id}`, { isDefault: true })));
     const [row] = await db.query<{ n: string }>('SELECT count(*) AS n FROM agents WHERE is_default');
     expect(Number(row!.n)).toBe(1);
+  });
+
+  it('only a platform key may make an agent the deployment default (403 for an org admin key)', async () => {
+    const org = await newOrg();
+    const asOrg = (method: string, path: string, body?: unknown) => call(org.key, method, path, body);
+    const created = await asOrg('POST', '/v1/agents', { slug: `hijack-${uid()}`, name: 'H', description: 'h', isDefault: true });
+    expect(created.status).toBe(403);
+    expect(created.body.error).toMatchObject({ code: 'auth.forbidden', details: { requiredScope: 'platform' } });
+    const plain = await asOrg('POST', '/v1/agents', { slug: `plain-${uid()}`, name: 'P', description: 'p' });
+    expect(plain.status).toBe(201);
+    const patched = await asOrg('PATCH', `/v1/agents/${plain.body.id}`, { isDefault: true });
+    expect(patched.status).toBe(403);
+    expect((await asOrg('GET', `/v1/agents/${plain.body.id}`)).body.isDefault).toBe(false);
+    expect((await asOrg('PATCH', `/v1/agents/${plain.body.id}`, { isDefault: false })).status).toBe(200);
   });
 });
 

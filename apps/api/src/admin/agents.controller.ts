@@ -13,7 +13,8 @@ import {
   type SetActiveRevision,
   type UpdateAgent,
 } from '#libs/contracts';
-import { AgentService, BindingService, RevisionService, type Principal } from '#libs/registry';
+import { AppError } from '#libs/common';
+import { AgentService, BindingService, RevisionService, hasScope, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toAgentDetailResponse, toAgentResponse } from './admin.mappers.js';
 import { AdminRoute } from './admin-openapi.js';
@@ -44,6 +45,7 @@ export class AgentsController {
   @ApiResponse({ status: 201, standardSchema: AgentSchema })
   @AdminRoute(400, 409, 422)
   async create(@CurrentPrincipal() principal: Principal, @Body({ schema: CreateAgentSchema }) body: CreateAgent): Promise<AgentResponse> {
+    requireDefaultScope(principal, body.isDefault);
     return toAgentResponse(await this.agents.create(principal.orgId, body));
   }
 
@@ -71,6 +73,7 @@ export class AgentsController {
   @ApiResponse({ status: 200, standardSchema: AgentSchema })
   @AdminRoute(400, 404, 422)
   async update(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Body({ schema: UpdateAgentSchema }) body: UpdateAgent): Promise<AgentResponse> {
+    requireDefaultScope(principal, body.isDefault);
     return toAgentResponse(await this.agents.update(principal.orgId, agentRef, body));
   }
 
@@ -82,5 +85,15 @@ export class AgentsController {
   @AdminRoute(400, 404, 409, 422)
   async setActive(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Body({ schema: SetActiveRevisionSchema }) body: SetActiveRevision): Promise<AgentResponse> {
     return toAgentResponse(await this.revisions.setActive(principal.orgId, agentRef, body.revisionId));
+  }
+}
+
+/**
+ * The default agent is served at the host root for the whole deployment, across organizations:
+ * only a `platform` key may make an agent the default (403 `auth.forbidden` otherwise).
+ */
+function requireDefaultScope(principal: Principal, isDefault: boolean | undefined | null): void {
+  if (isDefault && !hasScope(principal, 'platform')) {
+    throw new AppError('auth.forbidden', 'only a platform key may make an agent the deployment default', { details: { requiredScope: 'platform' } });
   }
 }

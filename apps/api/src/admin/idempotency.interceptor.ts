@@ -24,6 +24,15 @@ export function requestHash(method: string, path: string, body: unknown): string
     .digest('hex');
 }
 
+/** A copy of a response body with every API key secret (a `key` property holding one) set to null. */
+export function withoutSecrets(body: unknown): unknown {
+  if (Array.isArray(body)) return body.map(withoutSecrets);
+  if (body === null || typeof body !== 'object') return body;
+  return Object.fromEntries(
+    Object.entries(body).map(([k, v]) => [k, k === 'key' && typeof v === 'string' && v.startsWith('aaas_') ? null : withoutSecrets(v)]),
+  );
+}
+
 /**
  * `Idempotency-Key` for admin POSTs that create things. The first request with a key claims a
  * record (org, key); when it succeeds (2xx) its status and body are stored, and a later request
@@ -31,8 +40,9 @@ export function requestHash(method: string, path: string, body: unknown): string
  * second effect. The same key with another request is 422 `idempotency.mismatch`. A duplicate
  * arriving while the first one runs waits for it (up to IDEMPOTENCY_WAIT_MS, then 409
  * `idempotency.in_progress`). A failed request leaves no record, so it can be retried.
- * Records are kept IDEMPOTENCY_RETENTION_MS. Note: the stored body of a key-creating request
- * contains the new key's secret for that long (that is what a replay must return).
+ * Records are kept IDEMPOTENCY_RETENTION_MS. API key secrets are never stored: a replay of a
+ * key-creating request returns the key's id, prefix and scopes with `key: null` (a caller that
+ * lost the first response revokes that key and creates another).
  * Needs AdminAuthGuard before it (records are scoped by the caller's org).
  */
 @Injectable()
@@ -64,7 +74,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         return next.handle().pipe(
           mergeMap(async (body: unknown) => {
             const status = reply.statusCode;
-            if (status >= 200 && status < 300) await this.records.complete(orgId, key, status, JSON.stringify(body ?? null));
+            if (status >= 200 && status < 300) await this.records.complete(orgId, key, status, JSON.stringify(withoutSecrets(body ?? null)));
             else await this.records.release(orgId, key);
             return body;
           }),
