@@ -48,11 +48,6 @@ export function statusUpdateSources(to: RunStatus): RunStatus[] {
   return to === 'working' ? [...from, 'working'] : from;
 }
 
-/** An interaction (block) may be opened only on an active run that is not already blocked. */
-export function canBlock(status: RunStatus, blockedReason: BlockedReason | null): boolean {
-  return !isTerminal(status) && blockedReason === null;
-}
-
 /**
  * A2A v1.0 TaskState (a2a.proto `enum TaskState`), derived from the canonical status plus the
  * interaction overlay — never stored. Confirmations surface as input-required: A2A has no

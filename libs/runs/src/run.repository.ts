@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { ArtifactChunk, BlockedReason, CanonicalMessage, Part, RunStatus } from '#libs/contracts';
+import type { BlockedReason, CanonicalMessage, Part, RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
 
@@ -300,16 +300,6 @@ export class RunRepository {
     return rows[0]?.runtime ?? null;
   }
 
-  async message(orgId: string, runId: string, messageId: string): Promise<{ message: CanonicalMessage; sequence: number } | null> {
-    const rows = await this.db.query<{ messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
-      `SELECT message_id AS "messageId", role, parts, metadata, extensions, sequence FROM messages
-        WHERE run_id = $1 AND org_id = $2 AND message_id = $3`,
-      [runId, orgId, messageId],
-      'runs.message',
-    );
-    const row = rows[0];
-    return row ? { message: cleanMessage(row), sequence: row.sequence } : null;
-  }
 }
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -318,4 +308,3 @@ export function isUuid(s: string): boolean {
   return UUID_RE.test(s);
 }
 
-export type { ArtifactChunk };
