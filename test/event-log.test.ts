@@ -114,6 +114,21 @@ describe('event log (real Postgres)', () => {
     expect(view.history.map((m) => m.role)).toEqual(['user', 'agent', 'user']);
   });
 
+  it('a follow-up message retried concurrently is recorded once, and every retry succeeds', async () => {
+    const { run } = await newRun();
+    await runs.setStatus(seed.orgId, run.id, 'working');
+    const message = { messageId: randomUUID(), role: 'user' as const, parts: [{ text: 'again' }] };
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => runs.continueRun({ orgId: seed.orgId, agentId: seed.agentId, runId: run.id, message })),
+    );
+    expect(results.every((r) => r.id === run.id)).toBe(true);
+    const n = await db.query<{ n: string }>('SELECT count(*) AS n FROM messages WHERE run_id = $1 AND message_id = $2', [run.id, message.messageId]);
+    expect(Number(n[0]!.n)).toBe(1);
+    const events = await runs.readEvents(seed.orgId, run.id, 0);
+    expect(events.filter((e) => e.event.type === 'message.added' && (e.event.payload as { message: { messageId: string } }).message.messageId === message.messageId)).toHaveLength(1);
+    expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1));
+  });
+
   it('chunked artifacts are projected in order with append/lastChunk', async () => {
     const { run } = await newRun();
     await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });

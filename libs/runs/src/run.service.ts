@@ -148,7 +148,15 @@ export class RunService {
     if (isTerminal(run.status)) {
       throw new AppError('run.terminal', `task ${run.id} is ${run.status} and accepts no more messages`, { details: { taskId: run.id, status: run.status } });
     }
-    return run.openInteractionId ? this.respondInteraction(cmd, run) : this.appendInput(cmd, run);
+    try {
+      return await (run.openInteractionId ? this.respondInteraction(cmd, run) : this.appendInput(cmd, run));
+    } catch (e) {
+      // a concurrent retry of this very message won the race: it was recorded once, on this run
+      if (e instanceof AppError && e.code === 'run.conflict' && (await this.runs.findMessageRun(cmd.orgId, cmd.agentId, cmd.message.messageId)) === run.id) {
+        return this.requireRun(cmd.orgId, run.id);
+      }
+      throw e;
+    }
   }
 
   /** RespondInteractionCommand: resolve the open interaction with the caller's message. */
