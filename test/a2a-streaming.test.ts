@@ -174,6 +174,32 @@ describe('SSE framing and resume (raw HTTP)', () => {
     expect(t.artifacts[0]!.parts.map((p) => p.text).join('')).toBe(streamedChunks);
   });
 
+  it('GetTask, ListTasks, the stream and a resumed stream tell the same facts in the same order', async () => {
+    const live = await readSse(url, { method: 'POST', headers: V1, body: rpc('SendStreamingMessage', msg('multi consistency')) });
+    const liveResults = results(live.frames);
+    const task0 = liveResults[0].task;
+    const resumed = results(await fullStory(task0.id));
+    expect(resumed).toEqual(liveResults.slice(1));
+
+    const call = async (method: string, params: unknown) =>
+      ((await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' }, body: rpc(method, params) })).json()) as { result: any }).result;
+    const got = await call('GetTask', { id: task0.id });
+    const listed = (await call('ListTasks', { contextId: task0.contextId, includeArtifacts: true })).tasks;
+    expect(listed).toEqual([got]);
+
+    // the stream's agent messages, in order, are the task's agent history, in order
+    const streamedAgent = liveResults.filter((r) => r.statusUpdate?.status.message).map((r) => r.statusUpdate.status.message);
+    const historyAgent = got.history.filter((m: { role: string }) => m.role === 'ROLE_AGENT');
+    expect(streamedAgent.map((m: { messageId: string }) => m.messageId)).toEqual(historyAgent.map((m: { messageId: string }) => m.messageId));
+    expect(streamedAgent).toEqual(historyAgent);
+    // the last streamed state and status message are the task's
+    expect(liveResults.at(-1).statusUpdate.status).toEqual(got.status);
+    // the artifact chunks, appended in stream order, are the task's artifact
+    const chunks = liveResults.filter((r) => r.artifactUpdate).map((r) => r.artifactUpdate.artifact.parts).flat();
+    expect(got.artifacts).toHaveLength(1);
+    expect(got.artifacts[0].parts).toEqual(chunks);
+  });
+
   it('an explicit cursor (A2A-Cursor) resumes too; a cursor at the end of a finished task is an error', async () => {
     const done = await readSse(url, { method: 'POST', headers: V1, body: rpc('SendStreamingMessage', msg('multi cursor')) });
     const task = JSON.parse(done.frames[0]!.data).result.task;
