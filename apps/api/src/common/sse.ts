@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { type BeforeApplicationShutdown, Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 
@@ -94,10 +94,11 @@ export class SseStream {
 
 /**
  * One timer for every open stream of the process (no timer per connection), writing a comment
- * every SSE_HEARTBEAT_MS to each idle stream.
+ * every SSE_HEARTBEAT_MS to each idle stream. On shutdown it ends every open stream, so the HTTP
+ * server can close; clients resume on another instance with their last event id.
  */
 @Injectable()
-export class SseHeartbeat implements OnModuleDestroy {
+export class SseHeartbeat implements OnModuleDestroy, BeforeApplicationShutdown {
   private readonly streams = new Set<SseStream>();
   private readonly timer: NodeJS.Timeout;
 
@@ -127,5 +128,9 @@ export class SseHeartbeat implements OnModuleDestroy {
 
   onModuleDestroy(): void {
     clearInterval(this.timer);
+  }
+
+  beforeApplicationShutdown(): void {
+    for (const s of [...this.streams]) s.end();
   }
 }
