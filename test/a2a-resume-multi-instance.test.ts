@@ -6,6 +6,7 @@ import { createApiApp } from '../apps/api/src/app.factory.js';
 import { publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { readSse, type SseFrame } from './support/sse.js';
 import { startStack, type Stack } from './support/stack.js';
+import { prng } from './support/prng.js';
 
 /**
  * Two API instances (A with the worker, B without) over one Postgres and one Redis prefix. A
@@ -21,18 +22,6 @@ const STEPS = [{ type: 'status', status: 'working' }, ...Array.from({ length: 12
 const RUNTIME = { kind: 'scripted', rules: [{ name: 'long', match: { text: '^long' }, steps: STEPS }] };
 const V1 = { 'content-type': 'application/json', 'a2a-version': '1.0', accept: 'text/event-stream' };
 const rpc = (method: string, params: unknown) => JSON.stringify({ jsonrpc: '2.0', id: 7, method, params });
-
-/** mulberry32: a tiny seeded PRNG, so every run cuts at the same points. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 let stack: Stack;
 let apiB: NestFastifyApplication;

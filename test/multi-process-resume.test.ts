@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { testEnv } from './support/env.js';
 import { readSse, type SseFrame } from './support/sse.js';
+import { prng } from './support/prng.js';
 
 /**
  * The resume guarantee across real OS processes: two API processes and one worker process, as
@@ -28,17 +29,6 @@ const V1 = { 'content-type': 'application/json', 'a2a-version': '1.0', accept: '
 const rpc = (method: string, params: unknown) => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const alnum = (n: number) => Array.from(randomBytes(n), (b) => ALNUM[b % ALNUM.length]).join('');
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { Samples } from './stats.js';
 
 // autocannon is CommonJS and ships no types (no @types/autocannon installed): load it through
 // createRequire and describe the small part of its programmatic API used here.
@@ -157,23 +158,6 @@ function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank]!;
-}
-
-/** Growable buffer of response times (ms, sub-ms precision). */
-class Samples {
-  private buf = new Float64Array(1 << 16);
-  private n = 0;
-  push(v: number): void {
-    if (this.n === this.buf.length) {
-      const next = new Float64Array(this.buf.length * 2);
-      next.set(this.buf);
-      this.buf = next;
-    }
-    this.buf[this.n++] = v;
-  }
-  sorted(): Float64Array {
-    return this.buf.slice(0, this.n).sort();
-  }
 }
 
 /** Runs (optional warm-up, then) a measured autocannon load against one target. */

@@ -36,8 +36,18 @@ export class Samples {
     this.buf[this.n++] = v;
   }
 
+  /** The samples in order of arrival (a copy). */
+  values(): Float64Array {
+    return this.buf.slice(0, this.n);
+  }
+
+  /** The samples sorted ascending (a copy). */
+  sorted(): Float64Array {
+    return this.values().sort();
+  }
+
   summary(): LatencySummary {
-    const sorted = this.buf.slice(0, this.n).sort();
+    const sorted = this.sorted();
     let sum = 0;
     for (const v of sorted) sum += v;
     return {

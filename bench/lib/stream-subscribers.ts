@@ -19,7 +19,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Redis } from 'ioredis';
 import { SseClient, inBatches } from './sse-client.js';
-import { nowMs, round } from './stats.js';
+import { Samples, nowMs, round } from './stats.js';
 
 export interface SubscriberConfig {
   /** The agent's JSON-RPC endpoint. */
@@ -146,21 +146,6 @@ interface Stream {
   outOfOrder: number;
 }
 
-class Growable {
-  private buf = new Float64Array(1 << 14);
-  n = 0;
-  push(v: number): void {
-    if (this.n === this.buf.length) {
-      const next = new Float64Array(this.buf.length * 2);
-      next.set(this.buf);
-      this.buf = next;
-    }
-    this.buf[this.n++] = v;
-  }
-  take(): Float64Array {
-    return this.buf.slice(0, this.n);
-  }
-}
 
 async function runThread(config: SubscriberConfig): Promise<void> {
   const port = parentPort!;
@@ -169,9 +154,9 @@ async function runThread(config: SubscriberConfig): Promise<void> {
   const runCount = config.runIds.length;
   const runIndex = new Map(config.runIds.map((id, i) => [id, i]));
   const wakeAt = config.runIds.map(() => [] as number[]);
-  const latency = new Growable();
-  const wake = new Growable();
-  const wakeToClient = new Growable();
+  const latency = new Samples();
+  const wake = new Samples();
+  const wakeToClient = new Samples();
   let windowStart = Number.POSITIVE_INFINITY;
   let windowEnd = Number.POSITIVE_INFINITY;
   let delivered = 0;
@@ -224,9 +209,9 @@ async function runThread(config: SubscriberConfig): Promise<void> {
         }
         const ms = (ns: number) => Math.max(0, round(ns / 1e6 - resolutionMs));
         const report: SubscriberReport = {
-          latency: latency.take(),
-          wake: wake.take(),
-          wakeToClient: wakeToClient.take(),
+          latency: latency.values(),
+          wake: wake.values(),
+          wakeToClient: wakeToClient.values(),
           delivered,
           lost,
           duplicates,
