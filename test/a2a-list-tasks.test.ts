@@ -237,7 +237,9 @@ describe('ListTasks pagination', () => {
     // the total counts the same filters, whatever the page; a quiet listing matches it exactly
     const done = await waitFor('the concurrent tasks to complete', async () => {
       const r = await rpc(url, { status: 'TASK_STATE_COMPLETED', pageSize: 100 });
-      return r.body.result.totalSize === initial.length + created.length ? r.body.result : undefined;
+      // totalSize and the page are two reads; wait until both have seen every task completed
+      const want = initial.length + created.length;
+      return r.body.result.totalSize === want && r.body.result.tasks.length === want ? r.body.result : undefined;
     });
     expect(done.tasks).toHaveLength(initial.length + created.length);
   });
