@@ -60,6 +60,17 @@ describe('worker executes runs from BullMQ', () => {
     expect(events.at(-1)!.event).toMatchObject({ type: 'run.status_changed', payload: { status: 'canceled' } });
   });
 
+  it('a cancel aborts every execution of the run, also when two overlap', async () => {
+    const processor = stack.worker!.get(RunExecutionProcessor) as unknown as { inFlight: Map<string, Set<AbortController>> };
+    const { run } = await create('hold one');
+    await expect.poll(async () => (await runs.getRun(seed.orgId, run.id))!.status, { timeout: 10_000 }).toBe('working');
+    // more input while it holds: a second execution of the same run starts and holds too
+    await runs.continueRun({ orgId: seed.orgId, agentId: seed.agentId, runId: run.id, message: { messageId: randomUUID(), role: 'user', parts: [{ text: 'hold two' }] } });
+    await expect.poll(() => processor.inFlight.get(run.id)?.size ?? 0, { timeout: 10_000 }).toBe(2);
+    await runs.cancelRun(seed.orgId, run.id);
+    await expect.poll(() => processor.inFlight.has(run.id), { timeout: 5_000 }).toBe(false);
+  });
+
   it('input-required blocks the run; the answer continues it to completion', async () => {
     const { run } = await create('ask me');
     const blocked = await runs.waitUntilSettled(seed.orgId, run.id, 10_000);

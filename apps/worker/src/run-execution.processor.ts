@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { RUN_EXECUTION_QUEUE, RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
@@ -19,12 +19,12 @@ const CANCEL_POLL_MS = 2_000;
  * failed instead, here on `failed` or later by the sweeper.
  */
 @Injectable()
-export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicationShutdown {
+export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RunExecutionProcessor.name);
   private readonly registry = defaultRuntimeRegistry();
   private readonly configs = new Map<string, { runtime: AgentRuntime; config: unknown }>();
-  /** Executions in progress, by run id: a cancellation aborts them. */
-  private readonly inFlight = new Map<string, AbortController>();
+  /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
+  private readonly inFlight = new Map<string, Set<AbortController>>();
   private stopCancelListener?: () => void;
   private worker?: Worker<RunExecuteJob>;
 
@@ -37,7 +37,7 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
 
   async onApplicationBootstrap(): Promise<void> {
     // one subscription for every cancellation, instead of one per executing run
-    this.stopCancelListener = await this.notifier.onCanceled((runId) => this.inFlight.get(runId)?.abort());
+    this.stopCancelListener = await this.notifier.onCanceled((runId) => this.inFlight.get(runId)?.forEach((c) => c.abort()));
     this.worker = new Worker<RunExecuteJob>(RUN_EXECUTION_QUEUE, (job) => this.process(job), {
       connection: bullConnection(this.config.REDIS_URL),
       prefix: this.config.REDIS_PREFIX,
@@ -54,9 +54,10 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
     this.worker.on('error', (err) => this.log.warn(`worker: ${err.message}`));
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /** Stop executing first (module destroy), while the database and Redis are still open. */
+  async onModuleDestroy(): Promise<void> {
     this.stopCancelListener?.();
-    for (const c of this.inFlight.values()) c.abort();
+    for (const set of this.inFlight.values()) for (const c of set) c.abort();
     await this.worker?.close();
   }
 
@@ -92,7 +93,9 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
     }
 
     const abort = new AbortController();
-    this.inFlight.set(runId, abort);
+    const running = this.inFlight.get(runId) ?? new Set<AbortController>();
+    running.add(abort);
+    this.inFlight.set(runId, running);
     // safety net for a lost cancellation signal (long-running executions only)
     const poll = setInterval(() => {
       void this.runs
@@ -115,7 +118,8 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnApplicat
       throw e;
     } finally {
       clearInterval(poll);
-      if (this.inFlight.get(runId) === abort) this.inFlight.delete(runId);
+      running.delete(abort);
+      if (running.size === 0 && this.inFlight.get(runId) === running) this.inFlight.delete(runId);
     }
   }
 }

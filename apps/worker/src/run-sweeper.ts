@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { RunDispatcher, RunRepository, RunService } from '#libs/runs';
 
@@ -13,7 +13,7 @@ const LIVE_JOB_STATES = new Set(['active', 'waiting', 'delayed', 'prioritized', 
  * append, so a run is failed once.
  */
 @Injectable()
-export class RunSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
+export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RunSweeper.name);
   private timer?: NodeJS.Timeout;
   private sweeping = false;
@@ -30,7 +30,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnApplicationShutdown
     this.timer.unref();
   }
 
-  onApplicationShutdown(): void {
+  onModuleDestroy(): void {
     clearInterval(this.timer);
   }
 

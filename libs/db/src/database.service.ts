@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
@@ -10,7 +10,7 @@ import { PrismaClient } from './generated/prisma/client.js';
  * Only repositories use it.
  */
 @Injectable()
-export class DatabaseService implements OnModuleDestroy {
+export class DatabaseService implements OnApplicationShutdown {
   readonly pool: pg.Pool;
   readonly prisma: PrismaClient;
 
@@ -30,7 +30,8 @@ export class DatabaseService implements OnModuleDestroy {
     return res.rows;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /** Connections close last (application shutdown), after the apps have stopped using them. */
+  async onApplicationShutdown(): Promise<void> {
     await this.prisma.$disconnect().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
   }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import { RUN_EXECUTE_JOB, RUN_EXECUTION_QUEUE, type RunExecuteJob } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
@@ -13,7 +13,7 @@ export function bullConnection(url: string): { url: string; maxRetriesPerRequest
  * (`<runId>-<sequence of the triggering message>`) so a retried enqueue adds nothing.
  */
 @Injectable()
-export class RunDispatcher implements OnModuleDestroy {
+export class RunDispatcher implements OnApplicationShutdown {
   readonly queue: Queue<RunExecuteJob>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
@@ -33,7 +33,8 @@ export class RunDispatcher implements OnModuleDestroy {
     await this.queue.add(RUN_EXECUTE_JOB as never, job as never, { jobId: RunDispatcher.jobId(job.runId, triggerSequence) });
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /** Connections close last (application shutdown), after the apps have stopped using them. */
+  async onApplicationShutdown(): Promise<void> {
     await this.queue.close();
   }
 }

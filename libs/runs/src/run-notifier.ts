@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 
@@ -14,7 +14,7 @@ type Listener = (lastSequence: number) => void;
  * One publisher and one subscriber connection per process, multiplexed over runs.
  */
 @Injectable()
-export class RunNotifier implements OnModuleDestroy {
+export class RunNotifier implements OnApplicationShutdown {
   private readonly log = new Logger(RunNotifier.name);
   private readonly prefix: string;
   private readonly url: string;
@@ -113,7 +113,8 @@ export class RunNotifier implements OnModuleDestroy {
     };
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /** Connections close last (application shutdown), after the apps have stopped using them. */
+  async onApplicationShutdown(): Promise<void> {
     this.pub?.disconnect();
     this.sub?.disconnect();
   }

@@ -1,4 +1,4 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 
@@ -98,7 +98,7 @@ export class SseStream {
  * server can close; clients resume on another instance with their last event id.
  */
 @Injectable()
-export class SseHeartbeat implements OnModuleDestroy, BeforeApplicationShutdown {
+export class SseHeartbeat implements OnModuleDestroy {
   private readonly streams = new Set<SseStream>();
   private readonly timer: NodeJS.Timeout;
 
@@ -128,9 +128,6 @@ export class SseHeartbeat implements OnModuleDestroy, BeforeApplicationShutdown 
 
   onModuleDestroy(): void {
     clearInterval(this.timer);
-  }
-
-  beforeApplicationShutdown(): void {
     for (const s of [...this.streams]) s.end();
   }
 }
