@@ -1,8 +1,7 @@
-import { Controller, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import { Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
-  A2AAccessService,
   A2AError,
   A2AJsonRpcHandler,
   errorShapeVersion,
@@ -10,15 +9,14 @@ import {
   jsonRpcErrorResponse,
   type JsonRpcStream,
   requestIdOf,
-  servedTransports,
   toA2AError,
   type JsonRpcCall,
 } from '#libs/a2a';
-import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import type { ResolvedA2AAgent } from '#libs/registry';
+import { A2AAdmission } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { SseHeartbeat } from '../common/sse.js';
-import { JSON_RPC_CONTENT_TYPES, WWW_AUTHENTICATE, mediaTypeOf, presentedApiKey, requestedVersion, sendJson } from './a2a-http.js';
+import { JSON_RPC_CONTENT_TYPES, WWW_AUTHENTICATE, mediaTypeOf, requestedVersion, sendJson } from './a2a-http.js';
 
 
 /**
@@ -32,11 +30,9 @@ import { JSON_RPC_CONTENT_TYPES, WWW_AUTHENTICATE, mediaTypeOf, presentedApiKey,
 @Controller('a2a')
 export class A2AJsonRpcController {
   constructor(
-    private readonly directory: AgentDirectory,
-    private readonly access: A2AAccessService,
+    private readonly admission: A2AAdmission,
     private readonly handler: A2AJsonRpcHandler,
     private readonly sse: SseHeartbeat,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   @Post(':org/:agent')
@@ -49,20 +45,13 @@ export class A2AJsonRpcController {
 
     let agent: ResolvedA2AAgent;
     try {
-      agent = await this.directory.resolve(org, agentSlug, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
+      agent = await this.admission.admit(org, agentSlug, 'JSONRPC', req);
     } catch (e) {
       const err = toA2AError(e);
-      return fail(err.type === 'InternalError' ? 500 : 404, err);
-    }
-    if (!servedTransports(agent.binding).includes('JSONRPC')) {
-      return fail(404, new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over JSON-RPC`));
-    }
-    try {
-      await this.access.authorize(agent, presentedApiKey(req));
-    } catch (e) {
-      const err = toA2AError(e);
+      // the endpoint does not exist (404), or the caller may not use it (401 / 403)
       if (err.type === 'Unauthenticated') return fail(401, err, { 'www-authenticate': WWW_AUTHENTICATE });
-      return fail(err.type === 'Unauthorized' ? 403 : 500, err);
+      const status = err.type === 'Unauthorized' ? 403 : err.type === 'InternalError' ? 500 : 404;
+      return fail(status, err);
     }
     const mediaType = mediaTypeOf(req);
     if (mediaType !== undefined && !JSON_RPC_CONTENT_TYPES.includes(mediaType)) {

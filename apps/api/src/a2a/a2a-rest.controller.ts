@@ -1,22 +1,20 @@
-import { All, Controller, Get, Inject, Logger, Param, Post, Req, Res } from '@nestjs/common';
+import { All, Controller, Get, Logger, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
-  A2AAccessService,
   A2AError,
   A2ARestHandler,
   negotiateVersion,
-  servedTransports,
   toA2AError,
   toRestError,
   type RestQuery,
   type StreamItem,
 } from '#libs/a2a';
-import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import type { ResolvedA2AAgent } from '#libs/registry';
+import { A2AAdmission } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { SseHeartbeat } from '../common/sse.js';
-import { WWW_AUTHENTICATE, presentedApiKey, requestedVersion, sendJson } from './a2a-http.js';
+import { WWW_AUTHENTICATE, requestedVersion, sendJson } from './a2a-http.js';
 import { A2ARestBodyRoute, hasBody } from './a2a-rest-content-type.js';
 
 
@@ -67,11 +65,9 @@ interface RouteOptions {
 @Controller('a2a')
 export class A2ARestController {
   constructor(
-    private readonly directory: AgentDirectory,
-    private readonly access: A2AAccessService,
+    private readonly admission: A2AAdmission,
     private readonly handler: A2ARestHandler,
     private readonly sse: SseHeartbeat,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   @Post(':org/:agent/message::send')
@@ -232,17 +228,7 @@ export class A2ARestController {
   private async admit(p: RestParams, req: FastifyRequest, reply: FastifyReply, opts: RouteOptions): Promise<ResolvedA2AAgent | null> {
     let agent: ResolvedA2AAgent;
     try {
-      agent = await this.directory.resolve(p.org, p.agent, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
-    } catch (e) {
-      fail(reply, e);
-      return null;
-    }
-    if (!servedTransports(agent.binding).includes('HTTP+JSON')) {
-      fail(reply, new A2AError('MethodNotFound', `agent ${p.org}/${p.agent} is not served over HTTP+JSON`));
-      return null;
-    }
-    try {
-      await this.access.authorize(agent, presentedApiKey(req));
+      agent = await this.admission.admit(p.org, p.agent, 'HTTP+JSON', req);
     } catch (e) {
       const err = toA2AError(e);
       fail(reply, err, err.type === 'Unauthenticated' ? { 'www-authenticate': WWW_AUTHENTICATE } : {});

@@ -5,6 +5,7 @@ import { A2ARestContentTypeGuard } from './a2a-rest-content-type.js';
 import { A2ARestController } from './a2a-rest.controller.js';
 import { AgentCardController } from './agent-card.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
+import { A2AAdmission } from './a2a-admission.js';
 
 /**
  * A2A endpoints: JSON-RPC (v1.0 + v0.3) at each agent's binding path `/a2a/:org/:agent`, the
@@ -15,6 +16,6 @@ import { SseHeartbeat } from '../common/sse.js';
 @Module({
   imports: [A2AModule],
   controllers: [A2AJsonRpcController, A2ARestController, AgentCardController],
-  providers: [SseHeartbeat, A2ARestContentTypeGuard],
+  providers: [A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard],
 })
 export class A2AHttpModule {}

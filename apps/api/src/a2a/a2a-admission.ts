@@ -1,0 +1,40 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import { A2AAccessService, A2AError, servedTransports, toA2AError } from '#libs/a2a';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import type { A2ATransport } from '#libs/contracts';
+import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { presentedApiKey } from './a2a-http.js';
+
+/**
+ * The checks every A2A call shares, whatever its binding: the agent at `/a2a/<org>/<agent>`
+ * (resolution cached up to AGENT_CACHE_TTL_MS), served over `transport`, and the caller allowed
+ * by the binding's security. Throws A2AError: TaskNotFound (unknown or unpublished agent),
+ * MethodNotFound (transport not served), Unauthenticated / Unauthorized; each binding frames it.
+ */
+@Injectable()
+export class A2AAdmission {
+  constructor(
+    private readonly directory: AgentDirectory,
+    private readonly access: A2AAccessService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async admit(org: string, agentSlug: string, transport: A2ATransport, req: FastifyRequest): Promise<ResolvedA2AAgent> {
+    let agent: ResolvedA2AAgent;
+    try {
+      agent = await this.directory.resolve(org, agentSlug, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
+    } catch (e) {
+      throw toA2AError(e);
+    }
+    if (!servedTransports(agent.binding).includes(transport)) {
+      throw new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over ${transport === 'JSONRPC' ? 'JSON-RPC' : transport}`);
+    }
+    try {
+      await this.access.authorize(agent, presentedApiKey(req));
+    } catch (e) {
+      throw toA2AError(e);
+    }
+    return agent;
+  }
+}
