@@ -25,6 +25,7 @@ import { startSdkInMemory } from './baselines/sdk-in-memory.js';
 import { repoPath } from './lib/child-server.js';
 import { startOursProcesses } from './ours/ours.js';
 import { printTable, runLoad, type JsonBody, type LoadResult } from './lib/load.js';
+import { envNumber } from './lib/stats.js';
 
 /** One thing to benchmark. `url` is the endpoint the SendMessage body is POSTed to. */
 export interface BenchTarget {
@@ -69,14 +70,6 @@ export function sendMessageBody(): JsonBody {
 /** Cheap per-response check: a JSON-RPC success (has `result`, no `error` member). JSON-RPC errors are HTTP 200. */
 export function isJsonRpcSuccess(body: string): boolean {
   return /"result"\s*:/.test(body) && !/"error"\s*:/.test(body);
-}
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got '${raw}'`);
-  return n;
 }
 
 /** One request before the load: fail fast (and readably) if the target answers with an error. */

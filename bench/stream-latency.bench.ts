@@ -76,18 +76,10 @@ import type { RunService as RunServiceType } from '#libs/runs';
 import { repoPath } from './lib/child-server.js';
 import { SseClient, inBatches } from './lib/sse-client.js';
 import { SubscriberThread } from './lib/stream-subscribers.js';
-import { Samples, cpuDelta, cpuSnapshot, formatTable, loadAverage, machineBusy, machineCpu, nowMs, round, vmRssKb, type CpuSnapshot, type LatencySummary } from './lib/stats.js';
+import { Samples, envNumber, cpuDelta, cpuSnapshot, formatTable, loadAverage, machineBusy, machineCpu, nowMs, round, vmRssKb, type CpuSnapshot, type LatencySummary } from './lib/stats.js';
 import { startOursProcesses, type OursProcesses } from './ours/ours.js';
 
 // ------------------------------------------------------------------------------------ settings
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got '${raw}'`);
-  return n;
-}
 
 function envList(name: string, fallback: string): string[] {
   return (process.env[name] ?? fallback)

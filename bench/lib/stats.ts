@@ -191,3 +191,12 @@ export function cpuDelta(a: CpuSnapshot, b: CpuSnapshot): Record<string, number>
   for (const [pid, v] of b) out[v.label] = (out[v.label] ?? 0) + Math.max(0, v.ms - (a.get(pid)?.ms ?? 0));
   return out;
 }
+
+/** A non-negative number from the environment, or `fallback` when unset; throws on anything else. */
+export function envNumber(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got '${raw}'`);
+  return n;
+}
