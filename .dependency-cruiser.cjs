@@ -32,6 +32,37 @@ module.exports = {
       to: { path: ['node_modules/@nestjs/', 'node_modules/@prisma/', '^libs/(?!contracts/)'] },
     },
     { name: 'no-circular', severity: 'error', from: { path: '^(apps|libs)/' }, to: { circular: true } },
+    // Which lib may use which (docs/architecture.md, "Layer rules"): each lib lists what it must NOT reach.
+    ...[
+      ['common', ['config', 'db', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['config', ['common', 'db', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['db', ['runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['runtimes', ['db', 'runs', 'registry', 'execution', 'a2a']],
+      ['runs', ['runtimes', 'registry', 'execution', 'a2a']],
+      ['registry', ['runs', 'execution', 'a2a']],
+      ['execution', ['registry', 'a2a']],
+      ['a2a', ['execution']],
+    ].map(([lib, banned]) => ({
+      name: `lib-${lib}-layer`,
+      severity: 'error',
+      comment: `libs/${lib} may not use ${banned.join(', ')}`,
+      from: { path: `^libs/${lib}/` },
+      to: { path: `^libs/(${banned.join('|')})/` },
+    })),
+    {
+      name: 'db-in-repositories-only',
+      severity: 'error',
+      comment: 'only repositories (and module wiring) use the database service; services get plain types and AppErrors',
+      from: { path: '^(apps|libs)/', pathNot: ['^libs/db/', '\\.repository\\.ts$', '\\.module\\.ts$'] },
+      to: { path: '^libs/db/src/index\\.ts$' },
+    },
+    {
+      name: 'worker-wires-only',
+      severity: 'error',
+      comment: 'apps/worker only wires BullMQ to libs/execution: no run, runtime, registry or A2A logic there',
+      from: { path: '^apps/worker/', pathNot: '\\.module\\.ts$' },
+      to: { path: '^libs/(runs|runtimes|registry|a2a|db)/' },
+    },
   ],
   options: {
     doNotFollow: { path: ['node_modules', 'libs/db/src/generated/'] },

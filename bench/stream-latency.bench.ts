@@ -19,7 +19,7 @@
  *      the append path's event loop,
  *    - appends agent messages through our real append path — a Nest application context booted
  *      here from dist/libs (config, db, runs) on the same database and Redis prefix as the API —
- *      calling `RunService.emitMessage(orgId, runId, {parts: [{text: '{"t": <send time>}'}]})`
+ *      calling `RuntimeOperations.emitMessage(orgId, runId, {parts: [{text: '{"t": <send time>}'}]})`
  *      round-robin over the runs at a steady total rate,
  *    - and, for every `statusUpdate` frame, records latency = receive time − t. The path measured
  *      is: commit in PostgreSQL (one statement) → Redis wake-up → the API's RunStreamHub re-reads
@@ -72,7 +72,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import type { RunService as RunServiceType } from '#libs/runs';
+import type { RuntimeOperations as RunServiceType } from '#libs/runs';
 import { repoPath } from './lib/child-server.js';
 import { SseClient, inBatches } from './lib/sse-client.js';
 import { SubscriberThread } from './lib/stream-subscribers.js';
@@ -380,13 +380,13 @@ function subscribeRequest(taskId: string): string {
 /**
  * The append path of this process: a Nest application context with the compiled config, db and
  * runs libs (`#libs/*` resolves to dist/ at runtime), on the API child's database and Redis
- * prefix. Only RunService is used.
+ * prefix. Only RuntimeOperations is used.
  */
 async function startAppender(stack: Stack): Promise<{ runs: RunServiceType; close(): Promise<void> }> {
   const { NestFactory } = await import('@nestjs/core');
   const { ConfigModule } = await import('#libs/config');
   const { DbModule } = await import('#libs/db');
-  const { RunsModule, RunService } = await import('#libs/runs');
+  const { RunsModule, RuntimeOperations } = await import('#libs/runs');
   const overrides = {
     DATABASE_URL: stack.ours.env.DATABASE_URL!,
     REDIS_URL: SETTINGS.redisUrl,
@@ -400,7 +400,7 @@ async function startAppender(stack: Stack): Promise<{ runs: RunServiceType; clos
     { logger: false },
   );
   const close = resources.add('append context', () => app.close());
-  return { runs: app.get(RunService), close };
+  return { runs: app.get(RuntimeOperations), close };
 }
 
 // ------------------------------------------------------------------------------------ scenarios

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigModule } from '#libs/config';
 import { DatabaseService, DbModule } from '#libs/db';
 import { ApiKeyService, OrganizationService, RegistryModule } from '#libs/registry';
+import { RuntimesModule } from '#libs/runtimes';
 import { testEnv } from './support/env.js';
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -12,7 +13,7 @@ const alnum = (n: number) => Array.from({ length: n }, () => ALNUM[Math.floor(Ma
 
 /** A registry-only Nest context, as another process would boot it. */
 async function boot(env: Record<string, string> = {}) {
-  const mod = await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), ...env }), DbModule, RegistryModule] }).compile();
+  const mod = await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), ...env }), DbModule, RuntimesModule.forRoot(), RegistryModule] }).compile();
   return mod;
 }
 

@@ -3,7 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DatabaseService } from '#libs/db';
 import { AgentDirectory, BindingService } from '#libs/registry';
-import { RunService } from '#libs/runs';
+import { runsOf } from './support/runs.js';
 import { createApiApp } from '../apps/api/src/app.factory.js';
 import { RevisionRepository } from '../libs/registry/src/revision.repository.js';
 import { adminRequest, publishAgent } from './support/admin-client.js';
@@ -311,7 +311,7 @@ describe('admin API: tenancy', () => {
     const pub = await publishAgent(base, ROOT_KEY, { slug: `ten-${uid()}` });
     const orgB = await newOrg();
     const orgA = (await root('GET', '/v1/organization')).body;
-    const { run } = await app.get(RunService).createRun({
+    const { run } = await runsOf(app).createRun({
       orgId: orgA.id,
       agentId: pub.agentId,
       revisionId: pub.revisionId,
@@ -548,7 +548,7 @@ describe('admin API: runs', () => {
   it('lists runs newest first with keyset pagination and filters; reads a run and its events', async () => {
     const pub = await publishAgent(base, ROOT_KEY, { slug: `runs-${uid()}` });
     const orgId = (await root('GET', '/v1/organization')).body.id;
-    const runs = app.get(RunService);
+    const runs = runsOf(app);
     const contextId = randomUUID();
     const created: string[] = [];
     for (let i = 0; i < 7; i++) {

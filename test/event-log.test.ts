@@ -5,15 +5,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigModule } from '#libs/config';
 import { DatabaseService, DbModule } from '#libs/db';
 import { AppError } from '#libs/common';
-import { EventLogRepository, RunService, RunsModule } from '#libs/runs';
+import { RunsModule } from '#libs/runs';
+import { runsOf, type TestRuns } from './support/runs.js';
 import { testEnv } from './support/env.js';
 import { seedAgent } from './support/fixtures.js';
 
 describe('event log (real Postgres)', () => {
   let ctx: INestApplicationContext;
   let db: DatabaseService;
-  let runs: RunService;
-  let log: EventLogRepository;
+  let runs: TestRuns;
   let seed: Awaited<ReturnType<typeof seedAgent>>;
 
   beforeAll(async () => {
@@ -22,8 +22,7 @@ describe('event log (real Postgres)', () => {
     }).compile();
     ctx = await mod.init();
     db = ctx.get(DatabaseService);
-    runs = ctx.get(RunService);
-    log = ctx.get(EventLogRepository);
+    runs = runsOf(ctx);
     seed = await seedAgent(db);
   });
   afterAll(async () => {
@@ -141,7 +140,7 @@ describe('event log (real Postgres)', () => {
     const { run } = await newRun();
     const other = await seedAgent(db);
     expect(await runs.getRun(other.orgId, run.id)).toBeNull();
-    expect(await log.readAfter(other.orgId, run.id, 0)).toEqual([]);
+    expect(await runs.readEvents(other.orgId, run.id, 0)).toEqual([]);
     await expect(runs.emitMessage(other.orgId, run.id, { parts: [{ text: 'x' }] })).rejects.toMatchObject({ code: 'run.not_found' });
   });
 

@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { ConfigModule } from '#libs/config';
 import { DatabaseService, DbModule } from '#libs/db';
-import { RunNotifier, RunService, RunStreamHub, RunsModule } from '#libs/runs';
+import { RunNotifier, RunStreamHub, RunsModule } from '#libs/runs';
+import { runsOf } from './support/runs.js';
 import { testEnv } from './support/env.js';
 import { seedAgent } from './support/fixtures.js';
 
@@ -49,10 +50,10 @@ describe('RunStreamHub: follow the log live across instances', () => {
   });
 
   const newRun = async () =>
-    (await a.get(RunService).createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text: 'go' }] } })).run;
+    (await runsOf(a).createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text: 'go' }] } })).run;
 
   const appendMany = async (runId: string, n: number, gapMs = 0) => {
-    const runs = a.get(RunService);
+    const runs = runsOf(a);
     for (let i = 0; i < n; i++) {
       await runs.emitMessage(seed.orgId, runId, { parts: [{ text: `e${i}` }] });
       if (gapMs) await new Promise((r) => setTimeout(r, gapMs));

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
-import { RunDispatcher, RunService } from '#libs/runs';
-import { RunSweeper } from '../apps/worker/src/run-sweeper.js';
+import { RunExecutionQueue } from '#libs/runs';
+import { runsOf, type TestRuns } from './support/runs.js';
+import { RunExecutor, RunSweeper } from '#libs/execution';
 import { RunExecutionProcessor } from '../apps/worker/src/run-execution.processor.js';
 import { createWorkerApp } from '../apps/worker/src/worker.factory.js';
 import { seedAgent } from './support/fixtures.js';
@@ -23,12 +24,12 @@ const RULES = {
 
 describe('worker executes runs from BullMQ', () => {
   let stack: Stack;
-  let runs: RunService;
+  let runs: TestRuns;
   let seed: Awaited<ReturnType<typeof seedAgent>>;
 
   beforeAll(async () => {
     stack = await startStack();
-    runs = stack.api.get(RunService);
+    runs = runsOf(stack.api);
     seed = await seedAgent(stack.api.get(DatabaseService), RULES);
   });
   afterAll(async () => {
@@ -61,7 +62,7 @@ describe('worker executes runs from BullMQ', () => {
   });
 
   it('a cancel aborts every execution of the run, also when two overlap', async () => {
-    const processor = stack.worker!.get(RunExecutionProcessor) as unknown as { inFlight: Map<string, Set<AbortController>> };
+    const processor = stack.worker!.get(RunExecutor) as unknown as { inFlight: Map<string, Set<AbortController>> };
     const { run } = await create('hold one');
     await expect.poll(async () => (await runs.getRun(seed.orgId, run.id))!.status, { timeout: 10_000 }).toBe('working');
     // more input while it holds: a second execution of the same run starts and holds too
@@ -87,7 +88,7 @@ describe('worker executes runs from BullMQ', () => {
     const { run } = await create(big);
     const settled = await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
     expect(settled.status).toBe('completed');
-    const job = await stack.api.get(RunDispatcher).queue.getJob(RunDispatcher.jobId(run.id, 2));
+    const job = await stack.api.get(RunExecutionQueue).queue.getJob(RunExecutionQueue.jobId(run.id, 2));
     expect(job?.data.context).toBeUndefined();
     const view = await runs.view(seed.orgId, run.id);
     expect(view.history.map((m) => m.parts[0]!.text!.length)).toEqual([40_000, 40_000]);
@@ -102,7 +103,7 @@ describe('worker executes runs from BullMQ', () => {
     await runs.cancelRun(seed.orgId, again.run.id);
     const before = (await runs.readEvents(seed.orgId, again.run.id, 0)).length;
     // a duplicate delivery of the original job (as if BullMQ handed it out again)
-    const job = await stack.api.get(RunDispatcher).queue.getJob(RunDispatcher.jobId(again.run.id, 2));
+    const job = await stack.api.get(RunExecutionQueue).queue.getJob(RunExecutionQueue.jobId(again.run.id, 2));
     await processor.process({ data: job!.data });
     const after = await runs.readEvents(seed.orgId, again.run.id, 0);
     expect(after).toHaveLength(before);
@@ -129,13 +130,15 @@ describe('lost executions', () => {
   it('the sweeper fails a run whose job is gone, and leaves held runs with a live job alone', async () => {
     const stack = await startStack({ worker: false, env: { RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000' } });
     try {
-      const runs = stack.api.get(RunService);
+      const runs = runsOf(stack.api);
       const seed = await seedAgent(stack.api.get(DatabaseService), RULES);
       const mk = (text: string) =>
         runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
       const lost = (await mk('lost')).run;
-      // the job vanishes (e.g. Redis lost it) before any worker saw it
-      await stack.api.get(RunDispatcher).queue.remove(RunDispatcher.jobId(lost.id, 2));
+      // the job vanishes (e.g. Redis lost it) before any worker saw it: once relayed, it is removed
+      const queue = stack.api.get(RunExecutionQueue).queue;
+      await expect.poll(async () => Boolean(await queue.getJob(RunExecutionQueue.jobId(lost.id, 2))), { timeout: 5_000 }).toBe(true);
+      await queue.remove(RunExecutionQueue.jobId(lost.id, 2));
       const held = (await mk('hold this')).run;
 
       const worker = await createWorkerApp({ ...stack.env, RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000' });

@@ -2,6 +2,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
 import { RunsModule } from '#libs/runs';
+import { RuntimesModule } from '#libs/runtimes';
 import { AdminModule } from './admin/admin.module.js';
 import { A2AHttpModule } from './a2a/a2a.module.js';
 
@@ -11,7 +12,7 @@ export class AppModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, RunsModule, AdminModule, A2AHttpModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, RuntimesModule.forRoot(), RunsModule, AdminModule, A2AHttpModule],
     };
   }
 }

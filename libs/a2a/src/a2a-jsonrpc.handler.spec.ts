@@ -6,7 +6,7 @@ import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2AJsonRpcHandler, negotiateVersion } from './a2a-jsonrpc.handler.js';
 import type { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams } from './a2a-streams.service.js';
-import type { RunService, RunStreamHub } from '#libs/runs';
+import type { RunQueries, RunStreamHub } from '#libs/runs';
 import { mediaTypeAccepted } from './a2a-operations.service.js';
 
 /** An agent whose card declares no streaming (the streaming methods must refuse with -32004). */
@@ -19,7 +19,7 @@ function handler(fail: unknown = new AppError('run.not_found', 'task x not found
       throw toA2AError(fail);
     },
   } as unknown as A2AOperations;
-  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunService, {} as RunStreamHub));
+  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunQueries, {} as RunStreamHub));
 }
 
 const rpc = (method: string, params: unknown = { id: 'x' }, extra: object = {}) => ({ jsonrpc: '2.0', id: 7, method, params, ...extra });
@@ -120,7 +120,7 @@ describe('toA2AError', () => {
   it('maps AppErrors through the registry a2a names', () => {
     expect(toA2AError(new AppError('run.terminal', 't')).code).toBe(-32004);
     expect(toA2AError(new AppError('run.not_cancelable', 't')).code).toBe(-32002);
-    expect(toA2AError(new AppError('run.context_mismatch', 't')).code).toBe(-32602);
+    expect(toA2AError(new AppError('run.thread_mismatch', 't')).code).toBe(-32602);
     expect(toA2AError(new AppError('internal', 'secret detail')).message).toBe('internal error');
     const e = new A2AError('TaskNotFound', 'x');
     expect(toA2AError(e)).toBe(e);

@@ -3,19 +3,21 @@ import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { CanonicalMessage, Part } from '#libs/contracts';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { RunRepository, RunService, type RunView } from '#libs/runs';
-import { defaultRuntimeRegistry, type AgentRuntime, type RuntimeRegistry } from '#libs/runtimes';
+import {
+  CancelRunHandler,
+  ContinueRunHandler,
+  CreateRunHandler,
+  RespondInteractionHandler,
+  RunQueries,
+  type RunRecord,
+  type RunView,
+} from '#libs/runs';
+import { AppError } from '#libs/common';
+import { ParsedRuntimeCache, RuntimeRegistry, type AgentRuntime } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import type { InboundMessage, SendOptions, SendOutcome } from './a2a.types.js';
 import { decodePageToken, encodePageToken, listFingerprint, taskStateFilter, type ListTasksPage, type ListTasksQuery } from './list-tasks.js';
 
-/** Parsed runtime configs are cached per revision id (published revisions are immutable). */
-const RUNTIME_CACHE_MAX = 1000;
-
-interface ParsedRuntime {
-  runtime: AgentRuntime;
-  config: unknown;
-}
 
 /** True when `mediaType` is matched by one of `modes` (exact, `type/*` or `*\/*`; case-insensitive). */
 export function mediaTypeAccepted(mediaType: string, modes: readonly string[]): boolean {
@@ -37,13 +39,17 @@ export function mediaTypeAccepted(mediaType: string, modes: readonly string[]): 
  */
 @Injectable()
 export class A2AOperations {
-  private readonly registry: RuntimeRegistry = defaultRuntimeRegistry();
-  private readonly runtimes = new Map<string, ParsedRuntime>();
+  /** Parsed runtime configs by revision id (published revisions are immutable). */
+  private readonly runtimes = new ParsedRuntimeCache();
   private readonly blockingTimeoutMs: number;
 
   constructor(
-    private readonly runs: RunService,
-    private readonly runReads: RunRepository,
+    private readonly createRun: CreateRunHandler,
+    private readonly continueRun: ContinueRunHandler,
+    private readonly respondInteraction: RespondInteractionHandler,
+    private readonly cancelRun: CancelRunHandler,
+    private readonly runs: RunQueries,
+    private readonly registry: RuntimeRegistry,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.blockingTimeoutMs = config.A2A_BLOCKING_TIMEOUT_MS;
@@ -73,7 +79,7 @@ export class A2AOperations {
       const agentId = agent.agent.id;
 
       if (inbound.taskId !== undefined) {
-        const run = await this.runs.continueRun({ orgId, agentId, runId: inbound.taskId, threadId: inbound.contextId, message: inbound.message });
+        const run = await this.messageOnTask(orgId, agentId, inbound);
         if (!options.returnImmediately) await this.runs.waitUntilSettled(orgId, run.id, this.blockingTimeoutMs);
         return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
       }
@@ -81,7 +87,7 @@ export class A2AOperations {
       const reply = this.directReply(agent, inbound.message);
       if (reply) return { kind: 'message', message: reply, contextId: inbound.contextId ?? randomUUID() };
 
-      const { run, created } = await this.runs.createRun({
+      const { run, created } = await this.createRun.execute({
         orgId,
         agentId,
         revisionId: agent.revision.id,
@@ -122,7 +128,7 @@ export class A2AOperations {
    */
   async cancelTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number): Promise<RunView> {
     try {
-      const run = await this.runs.cancelRun(agent.org.id, taskId, agent.agent.id);
+      const run = await this.cancelRun.execute({ orgId: agent.org.id, runId: taskId, agentId: agent.agent.id });
       return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
     } catch (e) {
       throw toA2AError(e);
@@ -149,9 +155,9 @@ export class A2AOperations {
         ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
         statusFrom: q.statusTimestampAfter,
       };
-      const [rows, totalSize] = await Promise.all([this.runReads.list(orgId, { ...filter, before, limit: q.pageSize }), this.runReads.count(orgId, filter)]);
+      const [rows, totalSize] = await Promise.all([this.runs.list(orgId, { ...filter, before, limit: q.pageSize }), this.runs.count(orgId, filter)]);
       const page = rows.slice(0, q.pageSize);
-      const views = await this.runReads.views(
+      const views = await this.runs.views(
         orgId,
         page.map((r) => r.id),
         { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts },
@@ -161,6 +167,29 @@ export class A2AOperations {
       return { views, nextPageToken, pageSize: q.pageSize, totalSize };
     } catch (e) {
       throw toA2AError(e);
+    }
+  }
+
+  /**
+   * A message on an existing task. A2A answers an input-required / auth-required task with a
+   * message on it (§3.1.1, §6.3): when the task's run is blocked on an InteractionRequest the
+   * message is RespondInteractionCommand for it, otherwise ContinueRunCommand. If the run changed
+   * between the read and the command (an interaction opened or closed meanwhile), the mapping is
+   * made again from the new state, once.
+   */
+  private async messageOnTask(orgId: string, agentId: string, inbound: InboundMessage): Promise<RunRecord> {
+    const runId = inbound.taskId!;
+    for (let attempt = 0; ; attempt++) {
+      const run = await this.runs.requireRun(orgId, runId, agentId);
+      const base = { orgId, agentId, runId, threadId: inbound.contextId, message: inbound.message };
+      try {
+        return run.openInteractionId && run.blockedReason
+          ? await this.respondInteraction.execute({ ...base, interactionId: run.openInteractionId })
+          : await this.continueRun.execute(base);
+      } catch (e) {
+        const raced = e instanceof AppError && (e.code === 'run.awaiting_interaction' || e.code === 'interaction.not_open');
+        if (!raced || attempt > 0) throw e;
+      }
     }
   }
 
@@ -186,16 +215,15 @@ export class A2AOperations {
     return out;
   }
 
-  private runtimeOf(agent: ResolvedA2AAgent): ParsedRuntime {
+  private runtimeOf(agent: ResolvedA2AAgent): { runtime: AgentRuntime; config: unknown } {
     const cached = this.runtimes.get(agent.revision.id);
     if (cached) return cached;
-    let parsed: ParsedRuntime;
+    let parsed: { runtime: AgentRuntime; config: unknown };
     try {
       parsed = this.registry.parse(agent.revision.runtime);
     } catch (e) {
       throw new A2AError('InternalError', 'the agent is misconfigured', { cause: e });
     }
-    if (this.runtimes.size >= RUNTIME_CACHE_MAX) this.runtimes.delete(this.runtimes.keys().next().value!);
     this.runtimes.set(agent.revision.id, parsed);
     return parsed;
   }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { RunService, RunStreamHub, isTerminal, type RunView } from '#libs/runs';
+import { RunQueries, RunStreamHub, isTerminal, type RunView } from '#libs/runs';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import type { A2AProtocolVersion, InboundMessage, SendOptions } from './a2a.types.js';
@@ -75,7 +75,7 @@ export function parseResumeCursor(input: { lastEventId?: string; token?: string 
 export class A2AStreams {
   constructor(
     private readonly ops: A2AOperations,
-    private readonly runs: RunService,
+    private readonly runs: RunQueries,
     private readonly hub: RunStreamHub,
   ) {}
 

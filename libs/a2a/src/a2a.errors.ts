@@ -1,4 +1,4 @@
-import { AppError, ERROR_CODES } from '#libs/common';
+import { AppError, type ErrorCode } from '#libs/common';
 import { ZodError } from 'zod';
 
 /**
@@ -81,30 +81,103 @@ export class A2AError extends Error {
   }
 }
 
+/**
+ * How each canonical error code is answered over A2A (A2A v1.0 §3.3.2, §5.4). Core errors speak
+ * of runs and threads; this adapter speaks of tasks and contexts (see `a2aMessage`).
+ */
+export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
+  'request.invalid': 'InvalidParams',
+  'request.malformed': 'ParseError',
+  'request.unsupported_media_type': 'InvalidRequest',
+  'auth.missing_credentials': 'Unauthenticated',
+  'auth.invalid_credentials': 'Unauthenticated',
+  'auth.forbidden': 'Unauthorized',
+  'org.not_found': 'TaskNotFound',
+  'org.conflict': 'InvalidRequest',
+  'api_key.not_found': 'TaskNotFound',
+  'api_key.prefix_taken': 'InternalError',
+  'agent.not_found': 'TaskNotFound',
+  'agent.conflict': 'InvalidRequest',
+  'agent.not_published': 'TaskNotFound',
+  'revision.not_found': 'TaskNotFound',
+  'revision.immutable': 'InvalidRequest',
+  'revision.not_published': 'InvalidRequest',
+  'revision.invalid_transition': 'InvalidRequest',
+  'binding.not_found': 'TaskNotFound',
+  'binding.conflict': 'InvalidRequest',
+  // §3.1.1: a task in a terminal state cannot accept further messages
+  'run.not_found': 'TaskNotFound',
+  'run.terminal': 'UnsupportedOperation',
+  'run.not_cancelable': 'TaskNotCancelable',
+  'run.invalid_transition': 'InvalidRequest',
+  'run.conflict': 'InvalidParams',
+  'run.duplicate_message': 'InvalidParams',
+  // §3.4.2: MUST reject messages containing a mismatching contextId
+  'run.thread_mismatch': 'InvalidParams',
+  'run.awaiting_interaction': 'InvalidRequest',
+  'interaction.not_open': 'InvalidParams',
+  'runtime.unknown_kind': 'InternalError',
+  'runtime.failed': 'InternalError',
+  'idempotency.mismatch': 'InvalidParams',
+  'idempotency.in_progress': 'InvalidRequest',
+  'a2a.method_not_found': 'MethodNotFound',
+  'a2a.version_not_supported': 'VersionNotSupported',
+  'a2a.unsupported_operation': 'UnsupportedOperation',
+  'a2a.content_type_not_supported': 'ContentTypeNotSupported',
+  internal: 'InternalError',
+};
+
+/** Canonical detail keys as A2A words (ErrorInfo metadata). */
+const DETAIL_KEYS: Record<string, string> = { runId: 'taskId', threadId: 'contextId' };
+
 /** String-valued ErrorInfo metadata from an AppError's details (non-strings are dropped). */
 function stringMetadata(details: Record<string, unknown> | undefined): Record<string, string> | undefined {
   if (!details) return undefined;
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(details)) {
-    if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[k] = String(v);
+    if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[DETAIL_KEYS[k] ?? k] = String(v);
   }
   return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/** The A2A wording of a canonical error (task / contextId instead of run / thread). */
+function a2aMessage(e: AppError): string {
+  const d = (e.details ?? {}) as Record<string, unknown>;
+  const id = d.runId ?? d.taskId;
+  const task = typeof id === 'string' ? `task ${id}` : 'the task';
+  switch (e.code) {
+    case 'run.not_found':
+      return `${task} not found`;
+    case 'run.terminal':
+      return `${task} is ${String(d.status ?? 'terminal')} and accepts no more messages`;
+    case 'run.not_cancelable':
+      return `${task} is ${String(d.status ?? 'terminal')} and cannot be canceled`;
+    case 'run.thread_mismatch':
+      return `contextId ${String(d.requestedThreadId ?? '')} is not the contextId of ${task}`.replace('contextId  is', 'the contextId is');
+    case 'run.conflict':
+    case 'run.duplicate_message':
+      return `messageId ${String(d.messageId ?? '')} was already used on another task`;
+    case 'run.awaiting_interaction':
+      return `${task} is waiting for an answer to its interaction ${String(d.interactionId ?? '')}`.trim();
+    default:
+      return e.message;
+  }
 }
 
 /**
  * Any error thrown while serving an A2A call, as the A2A error to answer with:
  * - `A2AError`: as is;
- * - `AppError`: through the `a2a` name of its code in the error registry (libs/common);
- *   `internal` keeps its safe message only;
+ * - `AppError`: through `A2A_ERROR_FOR_CODE`, worded in A2A terms; `internal` keeps a generic
+ *   message only;
  * - `ZodError`: InvalidParams, naming the first failing path;
  * - anything else: InternalError with a generic message (the cause is kept for logging).
  */
 export function toA2AError(e: unknown): A2AError {
   if (e instanceof A2AError) return e;
   if (e instanceof AppError) {
-    const type = ERROR_CODES[e.code].a2a as A2AErrorType;
-    if (!Object.hasOwn(A2A_ERRORS, type) || type === 'InternalError') return new A2AError('InternalError', 'internal error', { cause: e });
-    return new A2AError(type, e.message, { metadata: stringMetadata(e.details), cause: e });
+    const type = A2A_ERROR_FOR_CODE[e.code] ?? 'InternalError';
+    if (type === 'InternalError') return new A2AError('InternalError', 'internal error', { cause: e });
+    return new A2AError(type, a2aMessage(e), { metadata: stringMetadata(e.details), cause: e });
   }
   if (e instanceof ZodError) return invalidParams(e);
   return new A2AError('InternalError', 'internal error', { cause: e });

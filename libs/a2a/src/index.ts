@@ -14,6 +14,7 @@ export * from './stream-projection.js';
 export * from './a2a-access.service.js';
 export * from './a2a.module.js';
 export * from './list-tasks.js';
+export * from './task-state.js';
 export * from './rest/a2a-rest.handler.js';
 export * from './rest/rest-errors.js';
 export { V1ListTasksRequestSchema, fromV1ListTasksRequest, toV1ListTasksResponse } from './v1/v1-list-tasks.js';

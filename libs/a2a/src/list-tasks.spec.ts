@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BlockedReasonSchema, RunStatusSchema, type BlockedReason, type RunStatus } from '#libs/contracts';
-import { deriveTaskState, type A2ATaskState } from '#libs/runs';
+import { deriveTaskState, type A2ATaskState } from './task-state.js';
 import { decodePageToken, encodePageToken, listFingerprint, parseRfc3339, taskStateFilter } from './list-tasks.js';
 import { fromV1ListTasksRequest, V1ListTasksRequestSchema } from './v1/v1-list-tasks.js';
 

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { BlockedReason, RunStatus } from '#libs/contracts';
-import { isUuid, type A2ATaskState, type RunListFilter, type RunView } from '#libs/runs';
+import { isUuid, type RunListFilter, type RunView } from '#libs/runs';
+import { type A2ATaskState } from './task-state.js';
 import { A2AError } from './a2a.errors.js';
 
 /**

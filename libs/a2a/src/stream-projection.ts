@@ -1,5 +1,6 @@
 import type { ArtifactChunk, BlockedReason, CanonicalMessage, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
-import { deriveTaskState, foldState, isTerminal, type A2ATaskState } from '#libs/runs';
+import { foldState, isTerminal } from '#libs/runs';
+import { deriveTaskState, type A2ATaskState } from './task-state.js';
 import type { A2AProtocolVersion } from './a2a.types.js';
 import { isoTimestamp, toV1Artifact, toV1Message, type V1Artifact, type V1Message, type V1Task, type V1TaskStatus } from './v1/v1.mapper.js';
 import { toV03Message, toV03Part, toV03State, type V03Artifact, type V03Message, type V03Task } from './v03/v03.mapper.js';

@@ -39,6 +39,15 @@ export const ConfigSchema = z.object({
   SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   /** Worker: concurrent run executions per worker process. */
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(50),
+  /** Outbox relay: run it in this process (every API process should). */
+  OUTBOX_RELAY_ENABLED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
+  /** Outbox relay: how often (ms) it looks for dispatches left by other or earlier processes. */
+  OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(1_000),
+  /** Outbox relay: dispatches moved to BullMQ per batch (one addBulk). */
+  OUTBOX_RELAY_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */

@@ -1,6 +1,7 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
+import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { PrismaClient } from './generated/prisma/client.js';
 
@@ -30,6 +31,28 @@ export class DatabaseService implements OnApplicationShutdown {
     return res.rows;
   }
 
+  /**
+   * Run `fn` inside one transaction on one connection: COMMIT when it resolves, ROLLBACK when it
+   * throws (the error is rethrown). `q` is `query` bound to that connection.
+   */
+  async transaction<R>(fn: (q: <T extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<T[]>) => Promise<R>): Promise<R> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await fn(async <T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string) => {
+        const res = await client.query<T>(name ? { name, text, values } : { text, values });
+        return res.rows;
+      });
+      await client.query('COMMIT');
+      return result;
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+
   /** Connections close last (application shutdown), after the apps have stopped using them. */
   async onApplicationShutdown(): Promise<void> {
     await this.prisma.$disconnect().catch(() => undefined);
@@ -41,6 +64,27 @@ export class DatabaseService implements OnApplicationShutdown {
 export const PG_UNIQUE_VIOLATION = '23505';
 /** Postgres SQLSTATE raised by our immutability triggers. */
 export const PG_CHECK_VIOLATION = '23514';
+
+/**
+ * A repository's translation of database errors into AppErrors: `p`'s rejection becomes
+ * `unique()` on a unique violation and `check()` on a check violation (our triggers); any other
+ * error passes unchanged. Services above repositories never see SQLSTATEs.
+ */
+export async function translated<T>(p: Promise<T>, map: { unique?: () => AppError; check?: () => AppError }): Promise<T> {
+  try {
+    return await p;
+  } catch (e) {
+    const state = sqlState(e);
+    if (state === PG_UNIQUE_VIOLATION && map.unique) throw withCause(map.unique(), e);
+    if (state === PG_CHECK_VIOLATION && map.check) throw withCause(map.check(), e);
+    throw e;
+  }
+}
+
+function withCause(err: AppError, cause: unknown): AppError {
+  if (err.cause === undefined) Object.defineProperty(err, 'cause', { value: cause, enumerable: false });
+  return err;
+}
 
 /** SQLSTATE of a pg or Prisma error, when there is one. */
 export function sqlState(e: unknown): string | undefined {

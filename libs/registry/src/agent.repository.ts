@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseService, Prisma } from '#libs/db';
+import { AppError } from '#libs/common';
+import { DatabaseService, Prisma, translated } from '#libs/db';
 import { isUuid } from './ids.js';
 import type { Agent, AgentProvider } from './registry.types.js';
 
@@ -60,14 +61,18 @@ type Tx = Prisma.TransactionClient;
 export class AgentRepository {
   constructor(private readonly db: DatabaseService) {}
 
-  /** Throws the driver's unique violation when (org, slug) is taken. */
+  /** Errors: `agent.conflict` when (org, slug) is taken. */
   async create(row: NewAgentRow): Promise<Agent> {
     const data = { ...row, provider: jsonOrNull(row.provider) };
-    if (!row.isDefault) return toAgent(await this.db.prisma.agent.create({ data }));
-    return this.db.prisma.$transaction(async (tx) => {
-      await clearDefault(tx, row.id);
-      return toAgent(await tx.agent.create({ data }));
-    });
+    const conflict = () => new AppError('agent.conflict', `an agent with slug '${row.slug}' exists`, { details: { slug: row.slug } });
+    if (!row.isDefault) return toAgent(await translated(this.db.prisma.agent.create({ data }), { unique: conflict }));
+    return translated(
+      this.db.prisma.$transaction(async (tx) => {
+        await clearDefault(tx, row.id);
+        return toAgent(await tx.agent.create({ data }));
+      }),
+      { unique: conflict },
+    );
   }
 
   /** An agent of the org by id or slug (an id wins; slugs can never have the form of a UUID). */

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { CreateAgent, UpdateAgent } from '#libs/contracts';
-import { PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { AgentRepository } from './agent.repository.js';
 import type { Agent } from './registry.types.js';
 
@@ -20,24 +19,17 @@ export class AgentService {
    * in the same transaction. Throws `agent.conflict` when the slug is taken in the org.
    */
   async create(orgId: string, input: CreateAgent): Promise<Agent> {
-    try {
-      return await this.agents.create({
-        id: randomUUID(),
-        orgId,
-        slug: input.slug,
-        name: input.name,
-        description: input.description,
-        provider: input.provider ?? null,
-        documentationUrl: input.documentationUrl ?? null,
-        iconUrl: input.iconUrl ?? null,
-        isDefault: input.isDefault ?? false,
-      });
-    } catch (e) {
-      if (sqlState(e) === PG_UNIQUE_VIOLATION) {
-        throw new AppError('agent.conflict', `an agent with slug '${input.slug}' exists`, { details: { slug: input.slug } });
-      }
-      throw e;
-    }
+    return await this.agents.create({
+      id: randomUUID(),
+      orgId,
+      slug: input.slug,
+      name: input.name,
+      description: input.description,
+      provider: input.provider ?? null,
+      documentationUrl: input.documentationUrl ?? null,
+      iconUrl: input.iconUrl ?? null,
+      isDefault: input.isDefault ?? false,
+    });
   }
 
   /** Oldest first. */

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { ApiKeyScope } from '#libs/contracts';
-import { DatabaseService } from '#libs/db';
+import { AppError } from '#libs/common';
+import { DatabaseService, translated } from '#libs/db';
 import type { NewApiKeyRow } from './organization.repository.js';
 import type { ApiKeyInfo } from './registry.types.js';
 
@@ -29,9 +30,9 @@ const toInfo = (row: ApiKeyRow): ApiKeyInfo => ({
 export class ApiKeyRepository {
   constructor(private readonly db: DatabaseService) {}
 
-  /** Throws the driver's unique violation when the prefix is taken. */
+  /** Errors: `api_key.prefix_taken` when the prefix is taken. */
   async insert(row: NewApiKeyRow): Promise<ApiKeyInfo> {
-    return toInfo(await this.db.prisma.apiKey.create({ data: row }));
+    return toInfo(await translated(this.db.prisma.apiKey.create({ data: row }), { unique: () => new AppError('api_key.prefix_taken', `API key prefix ${row.prefix} is taken`) }));
   }
 
   /** The key with that prefix (revoked or not) and its secret hash. Hot path: one named prepared statement. */

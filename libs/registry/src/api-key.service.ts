@@ -2,7 +2,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { ApiKeyScope } from '#libs/contracts';
-import { PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { generateApiKey, hashSecret, parseApiKey, secretMatches, TtlLruCache } from './api-key.js';
 import { ApiKeyRepository } from './api-key.repository.js';
 import { isUuid } from './ids.js';
@@ -39,7 +38,7 @@ export class ApiKeyService {
         const info = await this.keys.insert({ id: randomUUID(), orgId, name, prefix: material.prefix, secretHash: hashSecret(material.secret), scopes: dedupe(scopes) });
         return { id: info.id, orgId, name: info.name, key: material.key, prefix: info.prefix, scopes: info.scopes, createdAt: info.createdAt };
       } catch (e) {
-        if (sqlState(e) !== PG_UNIQUE_VIOLATION || attempt >= 3) throw e;
+        if (!(e instanceof AppError && e.code === 'api_key.prefix_taken') || attempt >= 3) throw e;
       }
     }
   }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { A2AExtension, A2ATransport, BindingSecurity } from '#libs/contracts';
-import { DatabaseService, Prisma } from '#libs/db';
+import { AppError } from '#libs/common';
+import { DatabaseService, Prisma, translated } from '#libs/db';
 import type { A2ABinding } from './registry.types.js';
 
 export interface A2ABindingFields {
@@ -50,11 +51,12 @@ export class BindingRepository {
     return row ? toBinding(row) : null;
   }
 
-  /** Throws the driver's unique violation when the agent has an A2A binding (or the path is taken). */
+  /** Errors: `binding.conflict` when the agent has an A2A binding (or the path is taken). */
   async insertA2A(row: { id: string; orgId: string; agentId: string; path: string } & A2ABindingFields): Promise<A2ABinding> {
-    const created = await this.db.prisma.protocolBinding.create({
-      data: { ...row, protocol: 'a2a', security: json(row.security), extensions: json(row.extensions) },
-    });
+    const created = await translated(
+      this.db.prisma.protocolBinding.create({ data: { ...row, protocol: 'a2a', security: json(row.security), extensions: json(row.extensions) } }),
+      { unique: () => new AppError('binding.conflict', `the agent already has an A2A binding, or its path ${row.path} is taken`, { details: { agentId: row.agentId, protocol: 'a2a' } }) },
+    );
     return toBinding(created);
   }
 
@@ -66,7 +68,9 @@ export class BindingRepository {
     if (patch.security !== undefined) data.security = json(patch.security);
     if (patch.extensions !== undefined) data.extensions = json(patch.extensions);
     if (patch.path !== undefined) data.path = patch.path;
-    const res = await this.db.prisma.protocolBinding.updateMany({ where: { orgId, agentId, protocol: 'a2a' }, data });
+    const res = await translated(this.db.prisma.protocolBinding.updateMany({ where: { orgId, agentId, protocol: 'a2a' }, data }), {
+      unique: () => new AppError('binding.conflict', `the path ${patch.path ?? ''} is taken`, { details: { agentId, protocol: 'a2a' } }),
+    });
     return res.count === 0 ? null : this.findA2A(orgId, agentId);
   }
 }

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { A2AExtension, A2ATransport, BindingSecurity } from '#libs/contracts';
-import { PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { AgentService } from './agent.service.js';
 import { BindingRepository, type A2ABindingFields } from './binding.repository.js';
 import { OrganizationService } from './organization.service.js';
@@ -61,7 +60,7 @@ export class BindingService {
     try {
       return await this.insert(agent, input);
     } catch (e) {
-      if (sqlState(e) === PG_UNIQUE_VIOLATION) throw conflict(agent);
+      if (e instanceof AppError && e.code === 'binding.conflict') throw conflict(agent);
       throw e;
     }
   }
@@ -79,7 +78,7 @@ export class BindingService {
         return { binding: await this.insert(agent, fields), created: true };
       } catch (e) {
         // created concurrently: fall through to a replace
-        if (sqlState(e) !== PG_UNIQUE_VIOLATION) throw e;
+        if (!(e instanceof AppError && e.code === 'binding.conflict')) throw e;
         raced = true;
       }
     }

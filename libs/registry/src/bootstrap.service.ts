@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { ApiKeyScope } from '#libs/contracts';
-import { PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
+import { AppError } from '#libs/common';
 import { hashSecret, parseApiKey, secretMatches } from './api-key.js';
 import { ApiKeyRepository } from './api-key.repository.js';
 import { OrganizationRepository } from './organization.repository.js';
@@ -44,7 +44,7 @@ export class BootstrapService implements OnApplicationBootstrap {
     try {
       return await this.orgs.create({ id: randomUUID(), slug, name });
     } catch (e) {
-      if (sqlState(e) !== PG_UNIQUE_VIOLATION) throw e;
+      if (!(e instanceof AppError && e.code === 'org.conflict')) throw e;
       const raced = await this.orgs.findBySlug(slug);
       if (!raced) throw e;
       return raced;
@@ -59,7 +59,7 @@ export class BootstrapService implements OnApplicationBootstrap {
         this.log.log(`bootstrap admin key ${prefix} created for organization ${org.slug}`);
         return;
       } catch (e) {
-        if (sqlState(e) !== PG_UNIQUE_VIOLATION) throw e;
+        if (!(e instanceof AppError && e.code === 'api_key.prefix_taken')) throw e;
         existing = await this.keys.findByPrefix(prefix);
         if (!existing) throw e;
       }

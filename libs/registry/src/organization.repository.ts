@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseService } from '#libs/db';
+import { AppError } from '#libs/common';
+import { DatabaseService, translated } from '#libs/db';
 import type { Organization } from './registry.types.js';
 
 /** A key row to insert with an organization (see ApiKeyRepository for the columns). */
@@ -24,12 +25,12 @@ const toOrganization = (row: { id: string; slug: string; name: string; createdAt
 export class OrganizationRepository {
   constructor(private readonly db: DatabaseService) {}
 
-  /** Insert an organization and, in the same transaction, its first API keys. */
+  /** Insert an organization and, in the same transaction, its first API keys. Errors: `org.conflict` (slug taken). */
   async create(org: { id: string; slug: string; name: string }, keys: NewApiKeyRow[] = []): Promise<Organization> {
-    const [row] = await this.db.prisma.$transaction([
-      this.db.prisma.organization.create({ data: org }),
-      ...keys.map((k) => this.db.prisma.apiKey.create({ data: k })),
-    ]);
+    const [row] = await translated(
+      this.db.prisma.$transaction([this.db.prisma.organization.create({ data: org }), ...keys.map((k) => this.db.prisma.apiKey.create({ data: k }))]),
+      { unique: () => new AppError('org.conflict', `an organization with slug '${org.slug}' exists`, { details: { slug: org.slug } }) },
+    );
     return toOrganization(row as Organization);
   }
 

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { ApiKeyScope } from '#libs/contracts';
-import { PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { generateApiKey, hashSecret } from './api-key.js';
 import { OrganizationRepository } from './organization.repository.js';
 import type { CreatedApiKey, Organization } from './registry.types.js';
@@ -23,20 +22,13 @@ export class OrganizationService {
     const orgId = randomUUID();
     const material = generateApiKey();
     const keyId = randomUUID();
-    try {
-      const organization = await this.orgs.create({ id: orgId, slug, name }, [
-        { id: keyId, orgId, name: 'admin', prefix: material.prefix, secretHash: hashSecret(material.secret), scopes: NEW_ORG_ADMIN_SCOPES },
-      ]);
-      return {
-        organization,
-        adminKey: { id: keyId, orgId, name: 'admin', key: material.key, prefix: material.prefix, scopes: [...NEW_ORG_ADMIN_SCOPES], createdAt: organization.createdAt },
-      };
-    } catch (e) {
-      if (sqlState(e) === PG_UNIQUE_VIOLATION) {
-        throw new AppError('org.conflict', `an organization with slug '${slug}' exists`, { details: { slug } });
-      }
-      throw e;
-    }
+    const organization = await this.orgs.create({ id: orgId, slug, name }, [
+      { id: keyId, orgId, name: 'admin', prefix: material.prefix, secretHash: hashSecret(material.secret), scopes: NEW_ORG_ADMIN_SCOPES },
+    ]);
+    return {
+      organization,
+      adminKey: { id: keyId, orgId, name: 'admin', key: material.key, prefix: material.prefix, scopes: [...NEW_ORG_ADMIN_SCOPES], createdAt: organization.createdAt },
+    };
   }
 
   /** Throws `org.not_found`. */

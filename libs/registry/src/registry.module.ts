@@ -1,5 +1,4 @@
 import { Module } from '@nestjs/common';
-import { defaultRuntimeRegistry, RuntimeRegistry } from '#libs/runtimes';
 import { AgentDirectory } from './agent-directory.js';
 import { AgentDirectoryRepository } from './agent-directory.repository.js';
 import { AgentRepository } from './agent.repository.js';
@@ -16,12 +15,11 @@ import { RevisionService } from './revision.service.js';
 
 /**
  * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
- * AgentDirectory the A2A adapter reads. Needs DbModule and ConfigModule (both global).
+ * AgentDirectory the A2A adapter reads. Needs DbModule, ConfigModule and RuntimesModule (global).
  * Importing it also runs BootstrapService at application bootstrap.
  */
 @Module({
   providers: [
-    { provide: RuntimeRegistry, useFactory: defaultRuntimeRegistry },
     OrganizationRepository,
     ApiKeyRepository,
     AgentRepository,

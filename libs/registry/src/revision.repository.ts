@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { ProtocolProfiles, RevisionStatus } from '#libs/contracts';
-import { DatabaseService, PG_UNIQUE_VIOLATION, Prisma, sqlState } from '#libs/db';
+import { AppError } from '#libs/common';
+import { DatabaseService, PG_UNIQUE_VIOLATION, Prisma, sqlState, translated } from '#libs/db';
 import { toAgent } from './agent.repository.js';
 import type { Agent, Revision } from './registry.types.js';
 
@@ -91,7 +92,9 @@ export class RevisionRepository {
     const data: Prisma.AgentRevisionUpdateManyMutationInput = {};
     if (patch.protocolProfiles !== undefined) data.protocolProfiles = patch.protocolProfiles as unknown as Prisma.InputJsonValue;
     if (patch.runtime !== undefined) data.runtime = patch.runtime as Prisma.InputJsonValue;
-    const res = await this.db.prisma.agentRevision.updateMany({ where: { id, orgId, agentId }, data });
+    const res = await translated(this.db.prisma.agentRevision.updateMany({ where: { id, orgId, agentId }, data }), {
+      check: () => new AppError('revision.immutable', `revision ${id} is published and cannot be modified`, { details: { revisionId: id, status: 'published' } }),
+    });
     return res.count === 0 ? null : this.find(orgId, agentId, id);
   }
 

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError, invalidRequest } from '#libs/common';
 import { ProtocolProfilesSchema, type ProtocolProfiles } from '#libs/contracts';
-import { PG_CHECK_VIOLATION, sqlState } from '#libs/db';
 import { RuntimeRegistry } from '#libs/runtimes';
 import { ZodError } from 'zod';
 import { AgentService } from './agent.service.js';
@@ -61,7 +60,6 @@ export class RevisionService {
       if (!updated) throw notFound(revisionId);
       return updated;
     } catch (e) {
-      if (sqlState(e) === PG_CHECK_VIOLATION) throw immutable(revisionId, 'published', e);
       throw e;
     }
   }

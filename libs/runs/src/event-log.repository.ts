@@ -1,6 +1,9 @@
-import { Injectable } from '@nestjs/common';
-import type { BlockedReason, RunEvent, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
-import { DatabaseService } from '#libs/db';
+import { Inject, Injectable } from '@nestjs/common';
+import { AppError } from '#libs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { JOB_INLINE_INPUT_MAX_BYTES, type BlockedReason, type RunEvent, type RunExecuteJob, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
+import { DatabaseService, PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
+import { GroupCommit } from './group-commit.js';
 
 /** A run row as the append path returns it (the state after the append). */
 export interface RunRecord {
@@ -35,6 +38,14 @@ export interface NewRun {
   metadata?: Record<string, unknown> | null;
 }
 
+/** A run to create with its first events and, optionally, the dispatch (outbox row) it needs. */
+export interface NewRunWithEvents {
+  run: NewRun;
+  events: RunEvent[];
+  /** Recorded in run_dispatches in the same statement, keyed by the user message's sequence. */
+  dispatch?: RunExecuteJob;
+}
+
 /**
  * Guarded state change for `append`: the run must currently be in one of `from` (and, when
  * `blocked` is given, be blocked / not blocked). `status` / `blockedReason` are the new values;
@@ -43,6 +54,12 @@ export interface NewRun {
 export interface AppendGuard {
   from: readonly RunStatus[];
   blocked?: boolean;
+  /** The run's thread must be this one. */
+  threadId?: string;
+  /** This InteractionRequest of the run must still be open. */
+  openInteractionId?: string;
+  /** The run must belong to this agent. */
+  agentId?: string;
   status?: RunStatus;
   blockedReason?: BlockedReason | null;
 }
@@ -101,22 +118,67 @@ const TAIL = `
       response = ev.payload, resolved_at = ev.created_at
   FROM ev WHERE ev.type = 'interaction.resolved' AND ir.id = (ev.payload->>'interactionId')::uuid AND ir.run_id = ev.run_id
   RETURNING 1
+), outbox AS (
+  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
+  SELECT r.org_id, r.id, ev.sequence,
+         $DJ::jsonb || jsonb_build_object('inputMessageId', ev.payload->'message'->>'messageId')
+           || CASE WHEN octet_length((ev.payload->'message')::text) <= ${JOB_INLINE_INPUT_MAX_BYTES}
+                   THEN jsonb_build_object('context', jsonb_build_object('threadId', r.thread_id, 'agentId', r.agent_id,
+                          'revisionId', r.revision_id, 'input', ev.payload->'message'))
+                   ELSE '{}'::jsonb END
+  FROM ev, r
+  WHERE $DJ::jsonb IS NOT NULL AND ev.type = 'message.added' AND ev.payload->'message'->>'role' = 'user'
+  RETURNING 1
 )
 SELECT (SELECT row_to_json(x) FROM (SELECT ${RUN_COLUMNS} FROM r) x) AS run,
        (SELECT COALESCE(json_agg(json_build_object('sequence', ev.sequence, 'type', ev.type, 'payload', ev.payload, 'createdAt', ev.created_at) ORDER BY ev.sequence), '[]'::json) FROM ev) AS events`;
 
-function tail(evnParam: number, evjParam: number): string {
-  return TAIL.replaceAll('$EVN', `$${evnParam}`).replaceAll('$EVJ', `$${evjParam}`);
+function tail(evnParam: number, evjParam: number, djParam: number): string {
+  return TAIL.replaceAll('$EVN', `$${evnParam}`).replaceAll('$EVJ', `$${evjParam}`).replaceAll('$DJ', `$${djParam}`);
 }
 
-const CREATE_SQL = `
-WITH r AS (
+/*
+ * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
+ * array), each with its events (sequences 1..n), the message projection and its outbox row.
+ * A run whose (org, agent, originMessageId) exists is skipped (ON CONFLICT DO NOTHING) and
+ * absent from the result: that is how a retried SendMessage is recognised.
+ */
+const CREATE_BATCH_SQL = `
+WITH input AS (
+  SELECT (x->>'id')::uuid AS id, (x->>'orgId')::uuid AS org_id, (x->>'agentId')::uuid AS agent_id,
+         (x->>'revisionId')::uuid AS revision_id, x->>'threadId' AS thread_id,
+         x->>'originMessageId' AS origin_message_id, NULLIF(x->'metadata', 'null'::jsonb) AS metadata,
+         x->'events' AS events, NULLIF(x->'dispatch', 'null'::jsonb) AS dispatch
+  FROM jsonb_array_elements($1::jsonb) AS t(x)
+), r AS (
   INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, status, blocked_reason, last_sequence,
                     origin_message_id, metadata, created_at, updated_at, status_at)
-  VALUES ($1, $2, $3, $4, $5, 'submitted', NULL, $6, $7, $8::jsonb, now(), now(), now())
+  SELECT id, org_id, agent_id, revision_id, thread_id, 'submitted', NULL, jsonb_array_length(events),
+         origin_message_id, metadata, now(), now(), now()
+  FROM input
   ON CONFLICT (org_id, agent_id, origin_message_id) DO NOTHING
   RETURNING *
-)${tail(6, 9)}`;
+), ev AS (
+  INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
+  SELECT r.id, e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
+  FROM r JOIN input i ON i.id = r.id CROSS JOIN LATERAL jsonb_array_elements(i.events) WITH ORDINALITY AS e(item, ord)
+  RETURNING run_id, sequence, type, payload, created_at
+), msg AS (
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, sequence, created_at)
+  SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
+         ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
+         ev.sequence, ev.created_at
+  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
+  RETURNING 1
+), outbox AS (
+  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
+  SELECT r.org_id, r.id, ev.sequence, i.dispatch
+  FROM ev JOIN r ON r.id = ev.run_id JOIN input i ON i.id = r.id
+  WHERE i.dispatch IS NOT NULL AND ev.type = 'message.added' AND ev.payload->'message'->>'role' = 'user'
+  RETURNING 1
+)
+SELECT ${RUN_COLUMNS} FROM r`;
 
 const APPEND_SQL = `
 WITH r AS (
@@ -129,8 +191,12 @@ WITH r AS (
     ended_at = CASE WHEN $4::run_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE ended_at END
   WHERE id = $1 AND org_id = $2 AND status = ANY($7::run_status[])
     AND ($8::boolean IS NULL OR (blocked_reason IS NOT NULL) = $8::boolean)
+    AND ($11::text IS NULL OR thread_id = $11::text)
+    AND ($12::uuid IS NULL OR EXISTS (SELECT 1 FROM interaction_requests ir
+                                       WHERE ir.id = $12::uuid AND ir.run_id = $1 AND ir.status = 'open'))
+    AND ($13::uuid IS NULL OR agent_id = $13::uuid)
   RETURNING *
-)${tail(3, 9)}`;
+)${tail(3, 9, 10)}`;
 
 interface RawEvent {
   sequence: number;
@@ -148,6 +214,11 @@ function toRecord(raw: Record<string, unknown>): RunRecord {
   };
 }
 
+/** The repository's translation of a unique violation on messages (org, agent, messageId). */
+function duplicateMessage(e: unknown): AppError {
+  return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause: e });
+}
+
 /**
  * The event log: the one append path for every run event (invariant 1 in docs/architecture.md),
  * and the reads every projection is built from.
@@ -155,53 +226,93 @@ function toRecord(raw: Record<string, unknown>): RunRecord {
  * Sequences are allocated by incrementing `runs.last_sequence` inside the same statement that
  * inserts the events, so the run row lock orders concurrent appends to one run and the log stays
  * gapless (1..last_sequence) with no duplicates — no `max(seq)+1`, no global sequence.
+ *
+ * Creations are group-committed: creations that arrive while earlier ones are in flight are
+ * written together by one statement (one round trip, one commit), each still its own run with
+ * its own log. Database errors leave as AppErrors (`run.duplicate_message`), never SQLSTATEs.
  */
 @Injectable()
 export class EventLogRepository {
-  constructor(private readonly db: DatabaseService) {}
+  private readonly creates: GroupCommit<NewRunWithEvents, RunRecord | null>;
 
-  /**
-   * Create a run with its first events (sequence 1..n) in one round trip.
-   * Returns null when a run with the same (org, agent, originMessageId) exists: the caller then
-   * reads that run (a retried SendMessage has exactly one effect).
-   * Errors: pg unique violation (23505) when a message id in `events` is already recorded.
-   */
-  async create(run: NewRun, events: RunEvent[]): Promise<AppendResult | null> {
-    const rows = await this.db.query<{ run: Record<string, unknown> | null; events: RawEvent[] }>(CREATE_SQL, [
-      run.id,
-      run.orgId,
-      run.agentId,
-      run.revisionId,
-      run.threadId,
-      events.length,
-      run.originMessageId,
-      run.metadata ? JSON.stringify(run.metadata) : null,
-      JSON.stringify(events),
-    ], 'runs.create');
-    return this.result(rows[0]);
+  constructor(
+    private readonly db: DatabaseService,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.creates = new GroupCommit((batch) => this.createBatch(batch), {
+      maxInFlight: Math.max(1, Math.floor(config.DATABASE_POOL_MAX / 2)),
+      maxBatch: 64,
+    });
   }
 
   /**
-   * Append `events` to a run and apply the guarded state change, in one statement.
+   * Create a run with its first events (sequence 1..n) and its dispatch, in one statement shared
+   * with the creations running concurrently (group commit). Resolves to the created run, or null
+   * when a run with the same (org, agent, originMessageId) exists (a retried SendMessage: the
+   * caller reads that run). Errors: `run.duplicate_message` when a message id in `events` is
+   * already recorded for the agent (on another run).
+   */
+  create(item: NewRunWithEvents): Promise<RunRecord | null> {
+    return this.creates.submit(item);
+  }
+
+  private async createBatch(batch: readonly NewRunWithEvents[]): Promise<Array<PromiseSettledResult<RunRecord | null>>> {
+    try {
+      return (await this.insertRuns(batch)).map((value) => ({ status: 'fulfilled', value }));
+    } catch (e) {
+      if (batch.length === 1 || !(e instanceof AppError)) throw e;
+      // one of them reuses a recorded messageId: create them one by one so only that one fails
+      return Promise.allSettled(batch.map((item) => this.insertRuns([item]).then((r) => r[0]!)));
+    }
+  }
+
+  private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<RunRecord | null>> {
+    const input = batch.map(({ run, events, dispatch }) => ({ ...run, metadata: run.metadata ?? null, events, dispatch: dispatch ?? null }));
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await this.db.query<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)], 'runs.create_batch');
+    } catch (e) {
+      if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
+      throw e;
+    }
+    const byId = new Map(rows.map((row) => [row.id as string, toRecord(row)]));
+    return batch.map((item) => byId.get(item.run.id) ?? null);
+  }
+
+  /**
+   * Append `events` to a run and apply the guarded state change, in one statement; with
+   * `dispatch`, the outbox row for the user message among `events` too (its `inputMessageId` and
+   * inline `context` are filled in from the run row and the message).
    * Returns null when the run does not exist in the org or the guard does not hold (the caller
    * reads the run to say which). At most one `artifact.updated` per call.
+   * Errors: `run.duplicate_message` when a message id in `events` is already recorded.
    */
-  async append(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[]): Promise<AppendResult | null> {
+  async append(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Pick<RunExecuteJob, 'orgId' | 'runId' | 'trigger'>): Promise<AppendResult | null> {
     if (events.length === 0) throw new Error('append needs at least one event');
     if (events.filter((e) => e.type === 'artifact.updated').length > 1) {
       throw new Error('append takes at most one artifact.updated event');
     }
-    const rows = await this.db.query<{ run: Record<string, unknown> | null; events: RawEvent[] }>(APPEND_SQL, [
-      runId,
-      orgId,
-      events.length,
-      guard.status ?? null,
-      guard.blockedReason !== undefined,
-      guard.blockedReason ?? null,
-      guard.from,
-      guard.blocked ?? null,
-      JSON.stringify(events),
-    ], 'runs.append');
+    let rows: Array<{ run: Record<string, unknown> | null; events: RawEvent[] }>;
+    try {
+      rows = await this.db.query<{ run: Record<string, unknown> | null; events: RawEvent[] }>(APPEND_SQL, [
+        runId,
+        orgId,
+        events.length,
+        guard.status ?? null,
+        guard.blockedReason !== undefined,
+        guard.blockedReason ?? null,
+        guard.from,
+        guard.blocked ?? null,
+        JSON.stringify(events),
+        dispatch ? JSON.stringify(dispatch) : null,
+        guard.threadId ?? null,
+        guard.openInteractionId ?? null,
+        guard.agentId ?? null,
+      ], 'runs.append');
+    } catch (e) {
+      if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
+      throw e;
+    }
     return this.result(rows[0]);
   }
 

@@ -1,8 +1,28 @@
-export * from './run-state.js';
-export * from './event-log.repository.js';
-export * from './run.repository.js';
-export * from './run-notifier.js';
-export * from './run-dispatcher.js';
-export * from './run.service.js';
-export * from './runs.module.js';
-export * from './run-stream.js';
+/**
+ * Runs — the core: the canonical Run, its event log (the one append path), the run state machine,
+ * the commands that change runs, runtime operations, queries (all projections of the log), live
+ * follow of a log across instances, and dispatch to workers through a transactional outbox.
+ * Repositories and SQL stay private to this lib.
+ */
+export { RunsModule } from './runs.module.js';
+
+// commands (one handler each)
+export { CreateRunHandler, type CreateRunCommand, type CreateRunResult } from './commands/create-run.command.js';
+export { ContinueRunHandler, type ContinueRunCommand } from './commands/continue-run.command.js';
+export { RespondInteractionHandler, type RespondInteractionCommand } from './commands/respond-interaction.command.js';
+export { CancelRunHandler, type CancelRunCommand } from './commands/cancel-run.command.js';
+
+// runtime operations and queries
+export { RuntimeOperations, type RuntimeOp, type RuntimeStatus, type AgentMessageDraft } from './runtime-operations.service.js';
+export { RunQueries } from './run-queries.service.js';
+export type { RunRecord } from './event-log.repository.js';
+export { foldState, isUuid, type RunState, type RunView, type RunViewOptions, type RunListFilter, type StoredArtifact } from './run.repository.js';
+
+// state machine
+export { ACTIVE_STATUSES, TERMINAL_STATUSES, canTransition, isSettled, isTerminal, statusUpdateSources, statusesLeadingTo } from './run-state.js';
+
+// wake-ups, live follow, dispatch
+export { RunNotifier } from './run-notifier.js';
+export { RunStreamHub } from './run-stream.js';
+export { DispatchRelay } from './dispatch.relay.js';
+export { RunExecutionQueue, bullConnection, type RunExecutionJob } from './run-execution.queue.js';

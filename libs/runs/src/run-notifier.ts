@@ -4,6 +4,9 @@ import { APP_CONFIG, type AppConfig } from '#libs/config';
 
 type Listener = (lastSequence: number) => void;
 
+/** Longest a listener waits for its subscription to be confirmed (ms); polling covers the rest. */
+const SUBSCRIBE_WAIT_MS = 1_000;
+
 /**
  * Wake-up signals after commit: "run R has events up to sequence N". Postgres stays the truth;
  * a signal only tells subscribers to read `sequence > last seen` from the log. Signals may be
@@ -72,9 +75,9 @@ export class RunNotifier implements OnApplicationShutdown {
   async onCanceled(listener: (runId: string) => void): Promise<() => void> {
     this.cancelListeners.add(listener);
     if (this.cancelListeners.size === 1) {
-      await this.subscriber()
-        .subscribe(this.cancelChannel)
-        .catch((e: Error) => this.log.warn(`subscribe to cancellations failed: ${e.message}`));
+      const sub = this.subscriber();
+      const subscribed = sub.subscribe(this.cancelChannel).catch((e: Error) => this.log.warn(`subscribe to cancellations failed: ${e.message}`));
+      await Promise.race([subscribed, new Promise((r) => setTimeout(r, SUBSCRIBE_WAIT_MS).unref())]);
     }
     return () => {
       this.cancelListeners.delete(listener);
@@ -90,16 +93,19 @@ export class RunNotifier implements OnApplicationShutdown {
 
   /**
    * Listen for wake-ups of one run. Resolves once the subscription is active (so a signal sent
-   * after that is not missed); returns the function that removes the listener.
+   * after that is not missed), or after at most 1 s when Redis does not confirm it (readers poll);
+   * returns the function that removes the listener.
    */
   async listen(runId: string, listener: Listener): Promise<() => void> {
     let set = this.listeners.get(runId);
     if (!set) {
       set = new Set();
       this.listeners.set(runId, set);
-      await this.subscriber()
-        .subscribe(this.prefix + runId)
-        .catch((e: Error) => this.log.warn(`subscribe failed for run ${runId}: ${e.message}`));
+      const sub = this.subscriber();
+      const subscribed = sub.subscribe(this.prefix + runId).catch((e: Error) => this.log.warn(`subscribe failed for run ${runId}: ${e.message}`));
+      // Never wait long on a Redis that is down or slow: readers poll anyway, and ioredis
+      // resubscribes on reconnect.
+      await Promise.race([subscribed, new Promise((r) => setTimeout(r, SUBSCRIBE_WAIT_MS).unref())]);
     }
     set.add(listener);
     return () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { RunStatus } from '#libs/contracts';
-import { canTransition, deriveTaskState, isSettled, isTerminal, statusesLeadingTo, TERMINAL_STATUSES } from './run-state.js';
+import { canTransition, isSettled, isTerminal, statusesLeadingTo, TERMINAL_STATUSES } from './run-state.js';
 
 const ALL: RunStatus[] = ['submitted', 'working', 'completed', 'failed', 'canceled', 'rejected'];
 
@@ -31,17 +31,6 @@ describe('run state machine', () => {
       }),
     );
     expect(statusesLeadingTo('canceled').sort()).toEqual(['submitted', 'working']);
-  });
-
-  it('derives the A2A task state from status plus the interaction overlay', () => {
-    expect(deriveTaskState('working', null)).toBe('TASK_STATE_WORKING');
-    expect(deriveTaskState('working', 'input_required')).toBe('TASK_STATE_INPUT_REQUIRED');
-    expect(deriveTaskState('working', 'confirmation_required')).toBe('TASK_STATE_INPUT_REQUIRED');
-    expect(deriveTaskState('working', 'auth_required')).toBe('TASK_STATE_AUTH_REQUIRED');
-    // a terminal status wins over a stale overlay
-    expect(deriveTaskState('canceled', 'input_required')).toBe('TASK_STATE_CANCELED');
-    expect(deriveTaskState('submitted', null)).toBe('TASK_STATE_SUBMITTED');
-    expect(deriveTaskState('rejected', null)).toBe('TASK_STATE_REJECTED');
   });
 
   it('settles a blocking call on terminal or interrupted runs only', () => {

@@ -49,41 +49,9 @@ export function statusUpdateSources(to: RunStatus): RunStatus[] {
 }
 
 /**
- * A2A v1.0 TaskState (a2a.proto `enum TaskState`), derived from the canonical status plus the
- * interaction overlay — never stored. Confirmations surface as input-required: A2A has no
- * separate state for them.
+ * A run is settled when it cannot progress without its caller: terminal, or blocked on an
+ * InteractionRequest (`blockedReason` set). Blocking waits end there.
  */
-export type A2ATaskState =
-  | 'TASK_STATE_SUBMITTED'
-  | 'TASK_STATE_WORKING'
-  | 'TASK_STATE_COMPLETED'
-  | 'TASK_STATE_FAILED'
-  | 'TASK_STATE_CANCELED'
-  | 'TASK_STATE_INPUT_REQUIRED'
-  | 'TASK_STATE_REJECTED'
-  | 'TASK_STATE_AUTH_REQUIRED';
-
-export function deriveTaskState(status: RunStatus, blockedReason: BlockedReason | null): A2ATaskState {
-  if (!isTerminal(status) && blockedReason) {
-    return blockedReason === 'auth_required' ? 'TASK_STATE_AUTH_REQUIRED' : 'TASK_STATE_INPUT_REQUIRED';
-  }
-  switch (status) {
-    case 'submitted':
-      return 'TASK_STATE_SUBMITTED';
-    case 'working':
-      return 'TASK_STATE_WORKING';
-    case 'completed':
-      return 'TASK_STATE_COMPLETED';
-    case 'failed':
-      return 'TASK_STATE_FAILED';
-    case 'canceled':
-      return 'TASK_STATE_CANCELED';
-    case 'rejected':
-      return 'TASK_STATE_REJECTED';
-  }
-}
-
-/** A2A: terminal states and interrupted states (input/auth required) end a blocking call. */
 export function isSettled(status: RunStatus, blockedReason: BlockedReason | null): boolean {
   return isTerminal(status) || blockedReason !== null;
 }

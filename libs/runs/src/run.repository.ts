@@ -234,13 +234,15 @@ export class RunRepository {
   }
 
   /**
-   * Active, unblocked runs whose row has not changed since `olderThan` (sweeper candidates).
+   * Active, unblocked runs whose row has not changed since `olderThan` and whose dispatch is not
+   * still waiting in the outbox (sweeper candidates).
    * Across orgs by design: the sweeper is a platform process, and it acts per run with its org.
    */
   async staleCandidates(olderThan: Date, limit = 100): Promise<Array<{ id: string; orgId: string; lastSequence: number; status: RunStatus; blockedReason: BlockedReason | null }>> {
     return this.db.query(
       `SELECT id, org_id AS "orgId", last_sequence AS "lastSequence", status, blocked_reason AS "blockedReason"
          FROM runs WHERE status IN ('submitted', 'working') AND blocked_reason IS NULL AND updated_at < $1
+          AND NOT EXISTS (SELECT 1 FROM run_dispatches d WHERE d.run_id = runs.id)
         ORDER BY updated_at LIMIT $2`,
       [olderThan, limit],
     );
@@ -289,6 +291,24 @@ export class RunRepository {
     if (!row) return null;
     const { message, ...run } = row;
     return { run: run as unknown as RunRecord, message: message ? cleanMessage(message) : null };
+  }
+
+  /**
+   * The messages of a thread (A2A contextId) of one agent, oldest first across its runs (by commit
+   * time, then sequence): the conversation so far. At most `limit`, the newest ones.
+   */
+  async threadHistory(orgId: string, agentId: string, threadId: string, limit: number): Promise<Array<CanonicalMessage & { runId: string; sequence: number }>> {
+    const rows = await this.db.query<{ runId: string; messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
+      `SELECT * FROM (
+         SELECT m.run_id AS "runId", m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.sequence, m.created_at
+           FROM runs r JOIN messages m ON m.run_id = r.id
+          WHERE r.org_id = $1 AND r.agent_id = $2 AND r.thread_id = $3
+          ORDER BY m.created_at DESC, m.sequence DESC LIMIT $4) h
+        ORDER BY h.created_at, h.sequence`,
+      [orgId, agentId, threadId, limit],
+      'runs.thread_history',
+    );
+    return rows.map((row) => ({ ...cleanMessage(row), runId: row.runId, sequence: row.sequence }));
   }
 
   /** The runtime config of a revision (immutable once published, so callers may cache it by id). */

@@ -1,14 +1,37 @@
 import { Module } from '@nestjs/common';
+import { CancelRunHandler } from './commands/cancel-run.command.js';
+import { ContinueRunHandler } from './commands/continue-run.command.js';
+import { CreateRunHandler } from './commands/create-run.command.js';
+import { RespondInteractionHandler } from './commands/respond-interaction.command.js';
+import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository } from './event-log.repository.js';
-import { RunDispatcher } from './run-dispatcher.js';
+import { RunDispatchRepository } from './run-dispatch.repository.js';
+import { RunExecutionQueue } from './run-execution.queue.js';
 import { RunNotifier } from './run-notifier.js';
+import { RunQueries } from './run-queries.service.js';
 import { RunRepository } from './run.repository.js';
-import { RunService } from './run.service.js';
 import { RunStreamHub } from './run-stream.js';
+import { RuntimeOperations } from './runtime-operations.service.js';
 
-/** Runs, the event log and its wake-up signals. Needs DbModule and ConfigModule (global). */
+const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandler, CancelRunHandler];
+
+/**
+ * Runs: the command handlers, runtime operations, queries, the event log and its wake-ups, the
+ * outbox relay and the run-execution queue. Needs DbModule and ConfigModule (global).
+ */
 @Module({
-  providers: [EventLogRepository, RunRepository, RunNotifier, RunDispatcher, RunService, RunStreamHub],
-  exports: [RunService, RunRepository, RunNotifier, RunDispatcher, EventLogRepository, RunStreamHub],
+  providers: [
+    EventLogRepository,
+    RunRepository,
+    RunDispatchRepository,
+    RunNotifier,
+    RunExecutionQueue,
+    DispatchRelay,
+    RunQueries,
+    RuntimeOperations,
+    RunStreamHub,
+    ...HANDLERS,
+  ],
+  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, ...HANDLERS],
 })
 export class RunsModule {}

@@ -1,3 +1,4 @@
 export * from './runtime.js';
 export * from './runtime.registry.js';
 export { ScriptedRuntime, selectRule } from './scripted/scripted.runtime.js';
+export { RuntimesModule, builtInRuntimes } from './runtimes.module.js';

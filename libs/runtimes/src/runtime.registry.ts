@@ -39,7 +39,34 @@ export class RuntimeRegistry {
   }
 }
 
-/** The registry with every built-in runtime (currently `scripted`). */
+/** The registry with every built-in runtime (currently `scripted`), for code outside Nest. */
 export function defaultRuntimeRegistry(): RuntimeRegistry {
   return new RuntimeRegistry([new ScriptedRuntime()]);
+}
+
+/** A bounded cache of parsed runtime configs by revision id (published revisions are immutable). */
+export class ParsedRuntimeCache {
+  private readonly entries = new Map<string, { runtime: AgentRuntime; config: unknown }>();
+
+  constructor(private readonly max = 1000) {}
+
+  get(revisionId: string): { runtime: AgentRuntime; config: unknown } | undefined {
+    const hit = this.entries.get(revisionId);
+    if (hit) {
+      // least recently used goes first: re-insert on a hit
+      this.entries.delete(revisionId);
+      this.entries.set(revisionId, hit);
+    }
+    return hit;
+  }
+
+  set(revisionId: string, entry: { runtime: AgentRuntime; config: unknown }): void {
+    this.entries.delete(revisionId);
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(revisionId, entry);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
 }

@@ -37,6 +37,12 @@ export interface RuntimeContext {
   readonly run: RuntimeRunView;
   /** The user message that triggered this execution (creation or continuation). */
   readonly input: CanonicalMessage;
+  /**
+   * The thread so far (A2A contextId): every message of this agent's runs in the thread, oldest
+   * first — earlier runs' messages, then this run's, `input` included — at most the newest 100.
+   * Read from the log on first call.
+   */
+  history(): Promise<CanonicalMessage[]>;
   /** Aborted when the run is canceled or the worker shuts down. */
   readonly signal: AbortSignal;
   /** Move the run to `status`, optionally with an agent message explaining it. */

@@ -13,7 +13,7 @@ import {
   type SequencedOutputEnvelope,
 } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
-import { RunRepository, RunService } from '#libs/runs';
+import { RunQueries } from '#libs/runs';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { decodeRunCursor, encodeRunCursor, toRunDetail, toRunSummary } from './admin.mappers.js';
 import { AdminRoute } from './admin-openapi.js';
@@ -24,10 +24,7 @@ import { AdminValidationPipe } from './admin-validation.pipe.js';
 @UseGuards(AdminAuthGuard)
 @UsePipes(AdminValidationPipe)
 export class RunsController {
-  constructor(
-    private readonly runs: RunService,
-    private readonly runRepository: RunRepository,
-  ) {}
+  constructor(private readonly runs: RunQueries) {}
 
   @Get()
   @ApiOperation({ summary: "The organization's runs, newest status change first (keyset pagination)" })
@@ -35,7 +32,7 @@ export class RunsController {
   @AdminRoute(422)
   async list(@CurrentPrincipal() principal: Principal, @Query({ schema: ListRunsQuerySchema }) q: ListRunsQuery): Promise<RunListResponse> {
     const before = q.cursor !== undefined ? decodeRunCursor(q.cursor) : undefined;
-    const rows = await this.runRepository.list(principal.orgId, { agentId: q.agentId, threadId: q.contextId, status: q.status, before, limit: q.limit });
+    const rows = await this.runs.list(principal.orgId, { agentId: q.agentId, threadId: q.contextId, status: q.status, before, limit: q.limit });
     const page = rows.slice(0, q.limit);
     return { runs: page.map(toRunSummary), nextCursor: rows.length > q.limit ? encodeRunCursor(page.at(-1)!) : null };
   }

@@ -1,5 +1,6 @@
 import type { CanonicalMessage, Part } from '#libs/contracts';
-import { deriveTaskState, type A2ATaskState, type RunView, type StoredArtifact } from '#libs/runs';
+import { type RunView, type StoredArtifact } from '#libs/runs';
+import { deriveTaskState, type A2ATaskState } from '../task-state.js';
 import type { InboundMessage, SendOptions, SendOutcome } from '../a2a.types.js';
 import { isPlainObject } from '../proto-json.helpers.js';
 import { isoTimestamp } from '../v1/v1.mapper.js';

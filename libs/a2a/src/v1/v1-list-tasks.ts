@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { A2ATaskState } from '#libs/runs';
+import type { A2ATaskState } from '../task-state.js';
 import { LIST_TASKS_DEFAULT_PAGE_SIZE, LIST_TASKS_MAX_PAGE_SIZE, parseRfc3339, type ListTasksPage, type ListTasksQuery } from '../list-tasks.js';
 import { NonNegativeInt32, OptionalId, normalizeFields } from '../proto-json.helpers.js';
 import { toV1Task, type V1Task } from './v1.mapper.js';

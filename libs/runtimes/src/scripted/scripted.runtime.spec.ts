@@ -43,6 +43,7 @@ function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: un
   const ctx: RuntimeContext = {
     run: { orgId: 'o', runId: 'r', threadId: 't', agentId: 'a', revisionId: 'v' },
     input: msg,
+    history: async () => [msg],
     signal: controller.signal,
     setStatus: record('setStatus'),
     requestInteraction: record('requestInteraction'),

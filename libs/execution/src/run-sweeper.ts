@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { RunDispatcher, RunRepository, RunService } from '#libs/runs';
+import { RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
 
 /** BullMQ job states in which an execution is still going to happen or happening. */
 const LIVE_JOB_STATES = new Set(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
@@ -20,9 +20,9 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly runs: RunService,
-    private readonly runRepo: RunRepository,
-    private readonly dispatcher: RunDispatcher,
+    private readonly runs: RuntimeOperations,
+    private readonly runRepo: RunQueries,
+    private readonly queue: RunExecutionQueue,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -43,7 +43,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
       const candidates = await this.runRepo.staleCandidates(new Date(now.getTime() - this.config.RUN_STALE_AFTER_MS));
       for (const c of candidates) {
         const trigger = await this.runRepo.lastUserMessage(c.orgId, c.id);
-        const state = trigger ? await this.dispatcher.queue.getJobState(RunDispatcher.jobId(c.id, trigger.sequence)) : 'unknown';
+        const state = trigger ? await this.queue.jobState(c.id, trigger.sequence) : 'unknown';
         if (LIVE_JOB_STATES.has(state)) continue;
         const run = await this.runs.failRun(c.orgId, c.id, 'the execution was lost (no live job)');
         if (run) {

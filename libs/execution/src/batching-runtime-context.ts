@@ -1,9 +1,9 @@
-import { isTerminal, type RunService, type RuntimeOp } from '#libs/runs';
+import { isTerminal, type RuntimeOperations, type RuntimeOp } from '#libs/runs';
 import type { AgentMessageInput, RuntimeContext, RuntimeRunView, RuntimeSettableStatus } from '#libs/runtimes';
 import type { ArtifactChunkInput, CanonicalMessage, InteractionKind } from '#libs/contracts';
 
 /**
- * The RuntimeContext the worker hands a runtime. Operations a runtime makes back to back (with no
+ * The RuntimeContext an execution hands a runtime. Operations a runtime makes back to back (with no
  * wait between them) are committed together as one append — one statement, one commit — while
  * each still becomes its own event with its own sequence. The batch is flushed before any wait
  * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, before a
@@ -17,12 +17,21 @@ export class BatchingRuntimeContext implements RuntimeContext {
   private pending: RuntimeOp[] = [];
   private failure: unknown = undefined;
 
+  private historyRead?: Promise<CanonicalMessage[]>;
+
   constructor(
-    private readonly runs: RunService,
+    private readonly runs: RuntimeOperations,
     readonly run: RuntimeRunView,
     readonly input: CanonicalMessage,
     readonly signal: AbortSignal,
+    private readonly readHistory: () => Promise<CanonicalMessage[]>,
   ) {}
+
+  /** Read once, on first use (most runtimes never ask, so the hot path pays nothing). */
+  history(): Promise<CanonicalMessage[]> {
+    this.historyRead ??= this.readHistory();
+    return this.historyRead;
+  }
 
   async setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput): Promise<void> {
     await this.push({ op: 'status', status, message }, isTerminal(status));
@@ -72,7 +81,7 @@ export class BatchingRuntimeContext implements RuntimeContext {
     const ops = this.pending;
     this.pending = [];
     try {
-      await this.runs.applyRuntimeOps(this.run.orgId, this.run.runId, ops);
+      await this.runs.apply(this.run.orgId, this.run.runId, ops);
     } catch (e) {
       this.failure = e;
       throw e;

@@ -1,0 +1,11 @@
+/**
+ * Execution — running runtimes against runs, independent of the transport that delivers the
+ * triggers (apps/worker wires BullMQ to it): the executor (runtime registry, bounded config
+ * cache, cancellation, the batching RuntimeContext, the lost-run policy) and the sweeper.
+ */
+export { ExecutionModule } from './execution.module.js';
+export { RunExecutor, ExecutionError } from './run-executor.js';
+export { RunSweeper } from './run-sweeper.js';
+export { BatchingRuntimeContext } from './batching-runtime-context.js';
+/** BullMQ connection options, for the transport that feeds the executor (re-exported from libs/runs). */
+export { bullConnection } from '#libs/runs';

@@ -1,0 +1,156 @@
+import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { AppError } from '#libs/common';
+import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
+import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
+import { ParsedRuntimeCache, RuntimeRegistry } from '#libs/runtimes';
+import { BatchingRuntimeContext } from './batching-runtime-context.js';
+
+/** How often a held execution re-checks its run for cancellation when no wake-up arrives (ms). */
+const CANCEL_POLL_MS = 2_000;
+/** Messages of the thread a runtime sees at most (RuntimeContext.history). */
+const HISTORY_LIMIT = 100;
+
+/**
+ * Why an execution did not complete, for the transport to map (BullMQ: `UnrecoverableError`
+ * when not retryable). The run has been failed already when `runFailed` is true.
+ */
+export class ExecutionError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options);
+    this.name = 'ExecutionError';
+  }
+}
+
+/**
+ * Executes one trigger of a run (a `run.execute` payload): loads the revision's runtime through
+ * the injected RuntimeRegistry (parsed configs cached by revision id, bounded LRU), runs it with a
+ * RuntimeContext whose every method goes through RuntimeOperations (the append path, batched),
+ * and aborts it when the run is canceled (one cancellation subscription per process, a poll as
+ * the safety net) or the process stops.
+ *
+ * Policy when things go wrong: a runtime that throws fails its run ("the agent runtime failed")
+ * after what it produced is kept; a run that ended meanwhile (`run.terminal`) just stops; an
+ * invalid payload or runtime config is not retryable. Transport-agnostic: apps/worker wires
+ * BullMQ to `execute`.
+ */
+@Injectable()
+export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly log = new Logger(RunExecutor.name);
+  private readonly configs = new ParsedRuntimeCache(1000);
+  /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
+  private readonly inFlight = new Map<string, Set<AbortController>>();
+  private stopCancelListener?: () => void;
+
+  constructor(
+    private readonly registry: RuntimeRegistry,
+    private readonly ops: RuntimeOperations,
+    private readonly queries: RunQueries,
+    private readonly notifier: RunNotifier,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    // one subscription for every cancellation, instead of one per executing run
+    this.stopCancelListener = await this.notifier.onCanceled((runId) => this.inFlight.get(runId)?.forEach((c) => c.abort()));
+  }
+
+  onModuleDestroy(): void {
+    this.abortAll();
+  }
+
+  /**
+   * Abort every execution in progress and stop listening for cancellations (their runs stay as
+   * they are; the sweeper decides). A transport calls this before it waits for its active jobs.
+   */
+  abortAll(): void {
+    this.stopCancelListener?.();
+    this.stopCancelListener = undefined;
+    for (const set of this.inFlight.values()) for (const c of set) c.abort();
+  }
+
+  /** Executions in progress in this process. */
+  get running(): number {
+    let n = 0;
+    for (const s of this.inFlight.values()) n += s.size;
+    return n;
+  }
+
+  /**
+   * Execute one `run.execute` payload. Resolves when the runtime has nothing more to do for now.
+   * Errors: `ExecutionError` (retryable or not); the run has been failed when it applies.
+   */
+  async execute(payload: unknown): Promise<void> {
+    const parsed = RunExecuteJobSchema.safeParse(payload);
+    if (!parsed.success) throw new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
+    const job: RunExecuteJob = parsed.data;
+    const { orgId, runId, inputMessageId } = job;
+
+    // the job usually carries the run's identity and input; otherwise read them (one query)
+    let run: { threadId: string; agentId: string; revisionId: string };
+    let input: CanonicalMessage;
+    if (job.context) {
+      ({ input, ...run } = job.context);
+    } else {
+      const found = await this.queries.executionInput(orgId, runId, inputMessageId);
+      if (!found || isTerminal(found.run.status)) return;
+      if (!found.message) throw new ExecutionError(`run ${runId}: input message ${inputMessageId} not found`, false);
+      run = found.run;
+      input = found.message;
+    }
+
+    let entry = this.configs.get(run.revisionId);
+    if (!entry) {
+      const raw = await this.queries.revisionRuntime(orgId, run.revisionId);
+      try {
+        entry = this.registry.parse(raw);
+      } catch (e) {
+        await this.ops.failRun(orgId, runId, 'the agent revision has an invalid runtime');
+        throw new ExecutionError(`run ${runId}: ${e instanceof Error ? e.message : String(e)}`, false, { cause: e });
+      }
+      this.configs.set(run.revisionId, entry);
+    }
+
+    const abort = new AbortController();
+    const running = this.inFlight.get(runId) ?? new Set<AbortController>();
+    running.add(abort);
+    this.inFlight.set(runId, running);
+    // safety net for a lost cancellation signal (long-running executions only)
+    const poll = setInterval(() => {
+      void this.queries
+        .get(orgId, runId)
+        .then((now) => (!now || isTerminal(now.status)) && abort.abort())
+        .catch(() => undefined);
+    }, CANCEL_POLL_MS);
+    const view = { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId };
+    const ctx = new BatchingRuntimeContext(this.ops, view, input, abort.signal, () =>
+      this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
+    );
+    try {
+      await entry.runtime.execute(entry.config, ctx);
+      await ctx.flush();
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'run.terminal') return;
+      // keep what the runtime produced before it failed
+      await ctx.flush().catch(() => undefined);
+      const reason = e instanceof Error ? e.message : String(e);
+      this.log.error(`run ${runId}: runtime failed: ${reason}`);
+      await this.ops.failRun(orgId, runId, 'the agent runtime failed');
+      throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
+    } finally {
+      clearInterval(poll);
+      running.delete(abort);
+      if (running.size === 0 && this.inFlight.get(runId) === running) this.inFlight.delete(runId);
+    }
+  }
+
+  /** The transport lost an execution (its worker died): fail the run ("the execution was lost"). */
+  async lost(payload: unknown, why: string): Promise<void> {
+    const parsed = RunExecuteJobSchema.safeParse(payload);
+    if (!parsed.success) return;
+    this.log.warn(`run ${parsed.data.runId}: job failed: ${why}`);
+    await this.ops.failRun(parsed.data.orgId, parsed.data.runId, 'the execution was lost').catch(() => undefined);
+  }
+}

@@ -1,0 +1,35 @@
+import { AppError } from '#libs/common';
+import type { CanonicalMessage } from '#libs/contracts';
+import type { RunState } from '../run.repository.js';
+import { isTerminal } from '../run-state.js';
+
+/** A caller's message as the log records it (role forced to `user`). */
+export function userMessage(message: CanonicalMessage): CanonicalMessage {
+  return { ...message, role: 'user' };
+}
+
+/** `run.not_found`, worded canonically (adapters reword it). */
+export function runNotFound(runId: string): AppError {
+  return new AppError('run.not_found', `run ${runId} not found`, { details: { runId } });
+}
+
+/** `run.conflict`: the messageId is recorded on another run. */
+export function messageConflict(messageId: string): AppError {
+  return new AppError('run.conflict', `messageId ${messageId} was already used on another run`, { details: { messageId } });
+}
+
+/**
+ * Why input to `run` was refused, in the order a caller needs to hear it: the thread it named is
+ * not the run's, the run is terminal, or (for `blocked`) what the run is waiting for.
+ */
+export function refuseInput(run: RunState, requestedThreadId: string | undefined, blocked: () => AppError): AppError {
+  if (requestedThreadId !== undefined && requestedThreadId !== run.threadId) {
+    return new AppError('run.thread_mismatch', `thread ${requestedThreadId} is not the thread of run ${run.id}`, {
+      details: { runId: run.id, threadId: run.threadId, requestedThreadId },
+    });
+  }
+  if (isTerminal(run.status)) {
+    return new AppError('run.terminal', `run ${run.id} is ${run.status} and accepts no more input`, { details: { runId: run.id, status: run.status } });
+  }
+  return blocked();
+}

@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { AppError } from '#libs/common';
+import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
+import { DispatchRelay } from '../dispatch.relay.js';
+import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
+import { RunRepository } from '../run.repository.js';
+import { messageConflict, userMessage } from './command-support.js';
+
+/** A new run: the first user message to an agent's active revision (A2A: SendMessage without taskId). */
+export interface CreateRunCommand {
+  orgId: string;
+  agentId: string;
+  revisionId: string;
+  /** The thread (A2A contextId) the run joins; a new thread when absent. */
+  threadId?: string;
+  /** The caller's message; its messageId makes the command idempotent per (org, agent). */
+  message: CanonicalMessage;
+  metadata?: Record<string, unknown>;
+}
+
+export interface CreateRunResult {
+  run: RunRecord;
+  /** false: a retry — the run this messageId created earlier, unchanged. */
+  created: boolean;
+}
+
+/**
+ * CreateRunCommand. One statement (group-committed with concurrent creations): the run in
+ * `submitted`, `run.created` (1), the user's `message.added` (2), the message projection and the
+ * run's dispatch in the outbox. Then the relay is kicked; nothing waits on Redis.
+ * No wake-up is published: nobody can follow a run whose id has not been returned yet.
+ * Errors: `run.conflict` when the messageId is already recorded on another run of the agent.
+ */
+@Injectable()
+export class CreateRunHandler {
+  constructor(
+    private readonly events: EventLogRepository,
+    private readonly runs: RunRepository,
+    private readonly relay: DispatchRelay,
+  ) {}
+
+  async execute(cmd: CreateRunCommand): Promise<CreateRunResult> {
+    const runId = randomUUID();
+    const threadId = cmd.threadId ?? randomUUID();
+    const message = userMessage(cmd.message);
+    const dispatch: RunExecuteJob = { orgId: cmd.orgId, runId, trigger: 'created', inputMessageId: message.messageId };
+    if (Buffer.byteLength(JSON.stringify(message)) <= JOB_INLINE_INPUT_MAX_BYTES) {
+      dispatch.context = { threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, input: message };
+    }
+    let run: RunRecord | null;
+    try {
+      run = await this.events.create({
+        run: { id: runId, orgId: cmd.orgId, agentId: cmd.agentId, revisionId: cmd.revisionId, threadId, originMessageId: message.messageId, metadata: cmd.metadata },
+        events: [
+          { type: 'run.created', payload: { runId, threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, status: 'submitted' } },
+          { type: 'message.added', payload: { message } },
+        ],
+        dispatch,
+      });
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'run.duplicate_message') throw messageConflict(message.messageId);
+      throw e;
+    }
+    if (!run) {
+      const existing = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, message.messageId);
+      if (!existing) throw new AppError('internal', 'run vanished after an idempotent create');
+      return { run: existing, created: false };
+    }
+    this.relay.kick();
+    return { run, created: true };
+  }
+}

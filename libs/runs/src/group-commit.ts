@@ -1,0 +1,46 @@
+/**
+ * Group commit for one kind of write: items submitted while `maxInFlight` batches are already in
+ * flight wait, and the next free slot takes up to `maxBatch` of them as one batch. At low load
+ * every item goes out at once (no timer, no added latency); under load, one round trip and one
+ * commit serve many items.
+ *
+ * `write(batch)` resolves to one settled result per item, in order (so one bad item can fail
+ * alone); if `write` itself rejects, every item of the batch rejects with that error.
+ */
+export class GroupCommit<T, R> {
+  private queue: Array<{ item: T; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
+  private inFlight = 0;
+
+  constructor(
+    private readonly write: (batch: readonly T[]) => Promise<ReadonlyArray<PromiseSettledResult<R>>>,
+    private readonly opts: { maxInFlight: number; maxBatch: number },
+  ) {}
+
+  submit(item: T): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0 && this.inFlight < this.opts.maxInFlight) {
+      const batch = this.queue.splice(0, this.opts.maxBatch);
+      this.inFlight++;
+      this.write(batch.map((b) => b.item))
+        .then(
+          (results) =>
+            batch.forEach((b, i) => {
+              const r = results[i];
+              if (r?.status === 'fulfilled') b.resolve(r.value);
+              else b.reject(r ? r.reason : new Error('group commit: missing result'));
+            }),
+          (e: unknown) => batch.forEach((b) => b.reject(e)),
+        )
+        .finally(() => {
+          this.inFlight--;
+          this.pump();
+        });
+    }
+  }
+}
