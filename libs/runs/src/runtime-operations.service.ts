@@ -75,7 +75,8 @@ export class RuntimeOperations {
   /**
    * Apply several runtime operations in order as ONE append (one statement, one commit): each op
    * becomes one event with its own sequence. The guard is the batch's: the run must be active
-   * (and not blocked, when the batch opens an interaction); the final status / blocked reason are
+   * (and not blocked on its caller, when the batch changes the status or opens an interaction:
+   * a blocked run moves only through its interaction); the final status / blocked reason are
    * the last ones the batch sets. Ops after a terminal status or an interaction are refused
    * (`run.invalid_transition`), as are two artifact chunks in one batch (the projection takes one
    * per statement) — callers flush before those.
@@ -94,6 +95,9 @@ export class RuntimeOperations {
           if (op.message) payload.message = agentMessage(op.message);
           if (op.reason) payload.reason = op.reason;
           events.push({ type: 'run.status_changed', payload });
+          // a run blocked on its caller changes status only through its interaction (answer,
+          // expiry, cancel): that keeps the overlay and the open InteractionRequest in step
+          guard.blocked = false;
           if (guard.status === undefined) guard.from = statusUpdateSources(op.status);
           guard.status = op.status;
           guard.blockedReason = null;
@@ -139,14 +143,35 @@ export class RuntimeOperations {
     throw refusal(run, guard);
   }
 
-  /** Fail a run for a platform reason (lost worker, runtime crash). Null when already terminal or gone. */
+  /**
+   * Fail a run for a platform reason (lost worker, runtime crash, expiry). An open interaction is
+   * resolved as canceled in the same append. Null when already terminal or gone.
+   */
   async failRun(orgId: string, runId: string, reason: string): Promise<RunRecord | null> {
-    try {
-      return await this.setStatus(orgId, runId, 'failed', { reason, message: { parts: [{ text: `The task failed: ${reason}` }] } });
-    } catch (e) {
-      if (e instanceof AppError && (e.code === 'run.terminal' || e.code === 'run.not_found')) return null;
-      throw e;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const run = await this.runs.get(orgId, runId);
+      if (!run || isTerminal(run.status)) return null;
+      const events: RunEvent[] = [];
+      if (run.openInteractionId) {
+        events.push({ type: 'interaction.resolved', payload: { interactionId: run.openInteractionId, resolution: 'canceled' } });
+      }
+      events.push({
+        type: 'run.status_changed',
+        payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `The task failed: ${reason}` }] }) },
+      });
+      const result = await this.events.append(orgId, runId, {
+        from: statusUpdateSources('failed'),
+        blocked: run.openInteractionId !== null,
+        openInteractionId: run.openInteractionId ?? undefined,
+        status: 'failed',
+        blockedReason: null,
+      }, events);
+      if (result) {
+        this.notifier.notify(result.run.id, result.run.lastSequence);
+        return result.run;
+      }
     }
+    throw new AppError('internal', `run ${runId} kept changing while being failed`);
   }
 }
 
