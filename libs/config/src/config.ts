@@ -14,6 +14,11 @@ export const ConfigSchema = z.object({
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
   /** Max pg connections per process. */
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  /**
+   * Group commit: run creations in flight at once per process; creations arriving meanwhile wait
+   * and go out together in the next statement (fewer, larger commits under load).
+   */
+  DATABASE_GROUP_COMMIT_IN_FLIGHT: z.coerce.number().int().min(1).max(100).default(2),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
   /** Prefix for BullMQ queues and pub/sub channels (lets tests share one Redis). */
   REDIS_PREFIX: z.string().default('aaas'),

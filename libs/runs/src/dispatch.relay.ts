@@ -1,9 +1,10 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
+import type { RunExecuteJob } from '#libs/contracts';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
-import { RunExecutionQueue } from './run-execution.queue.js';
+import { RunExecutionQueue, type RunExecutionJob } from './run-execution.queue.js';
 
-/** Longest a relay waits for one addBulk before it rolls the batch back (ms). */
+/** Longest a relay waits for one addBulk before it gives the batch up (ms). */
 const ENQUEUE_TIMEOUT_MS = 5_000;
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -16,23 +17,35 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
+/** A dispatch a command just committed: its outbox row and its job. */
+export interface CommittedDispatch {
+  id: string;
+  triggerSequence: number;
+  job: RunExecuteJob;
+}
+
 /**
- * The outbox relay: moves pending run dispatches (`run_dispatches`, written in the same
- * transaction as the run change that needs them) to BullMQ in batches (`addBulk`, idempotent job
- * ids) and deletes them in the transaction that claimed them, once enqueued.
+ * The outbox relay: moves run dispatches (`run_dispatches`, written in the same statement as the
+ * run change that needs them) to BullMQ, idempotently (job id `<runId>-<trigger sequence>`), and
+ * deletes them once enqueued. Two paths, both safe with any number of processes:
  *
- * Runs in every process that has RunsModule (safe with many: rows are claimed with SKIP LOCKED).
- * `kick()` is called after a command commits, so a dispatch normally leaves within one event-loop
- * turn, batched with the others of that turn; a timer (`OUTBOX_RELAY_INTERVAL_MS`) picks up what
- * other or earlier processes left behind. Nothing on a request path waits on it: while Redis is
- * down commands still commit, rows wait here, and they are enqueued once Redis is back.
+ * - fast path: a command hands the dispatch it committed to `relay()`; the dispatches of one
+ *   event-loop turn go out as one `addBulk`, then their rows are deleted by id. If Redis is down
+ *   or slow, nothing waits: the rows stay for the safety net.
+ * - safety net: every `OUTBOX_RELAY_INTERVAL_MS`, rows older than twice that (left by a failed
+ *   fast path, a Redis outage or a process that died) are claimed with SKIP LOCKED in a
+ *   transaction that commits their deletion only once they are enqueued.
+ *
+ * A dispatch both paths handle is enqueued once: BullMQ keeps the job id (completed jobs are
+ * kept, see RunExecutionQueue). Nothing on a request path waits on Redis.
  */
 @Injectable()
 export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(DispatchRelay.name);
   private timer?: NodeJS.Timeout;
-  private running = false;
-  private again = false;
+  private pending: CommittedDispatch[] = [];
+  private flushScheduled = false;
+  private sweeping = false;
   private stopped = false;
   private failures = 0;
   private readonly batch: number;
@@ -51,9 +64,8 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   onApplicationBootstrap(): void {
     if (!this.enabled) return;
-    this.timer = setInterval(() => this.kick(), this.intervalMs);
+    this.timer = setInterval(() => void this.sweep(), this.intervalMs);
     this.timer.unref();
-    this.kick();
   }
 
   onModuleDestroy(): void {
@@ -61,35 +73,54 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
     clearInterval(this.timer);
   }
 
-  /** Ask for a relay pass soon (coalesced: one pass at a time, one more if kicked meanwhile). */
-  kick(): void {
+  /** Fast path: enqueue a dispatch a command just committed (batched per event-loop turn). */
+  relay(dispatch: CommittedDispatch): void {
     if (!this.enabled || this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    setImmediate(() => void this.drain());
+    this.pending.push(dispatch);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => void this.flush());
   }
 
-  /** Relay until the outbox is empty or Redis is unavailable. Resolves with how many were relayed. */
-  async drain(): Promise<number> {
+  private async flush(): Promise<void> {
+    this.flushScheduled = false;
+    const batch = this.pending;
+    this.pending = [];
+    // Redis unavailable: leave the rows to the safety net rather than queue writes in memory
+    if (batch.length === 0 || !this.queue.ready()) return;
+    try {
+      await withTimeout(this.queue.addBulk(batch.map(({ job, triggerSequence }): RunExecutionJob => ({ job, triggerSequence }))), ENQUEUE_TIMEOUT_MS, 'enqueue');
+      await this.outbox.deleteRelayed(batch.map((d) => d.id));
+    } catch (e) {
+      this.failed(e);
+    }
+  }
+
+  /**
+   * Safety net: relay rows older than twice the interval until none is left or Redis is
+   * unavailable. Resolves with how many were relayed.
+   */
+  async sweep(): Promise<number> {
+    if (this.sweeping || this.stopped || !this.queue.ready()) return 0;
+    this.sweeping = true;
     let moved = 0;
     try {
       for (;;) {
-        this.again = false;
-        if (this.stopped || !this.queue.ready()) break;
-        const n = await this.outbox.claim(this.batch, (jobs) => withTimeout(this.queue.addBulk(jobs), ENQUEUE_TIMEOUT_MS, 'enqueue'));
+        const n = await this.outbox.claimOlderThan(2 * this.intervalMs, this.batch, (jobs) => withTimeout(this.queue.addBulk(jobs), ENQUEUE_TIMEOUT_MS, 'enqueue'));
         moved += n;
         if (this.failures > 0) this.log.log(`relaying dispatches again after ${this.failures} failed attempt(s)`);
         this.failures = 0;
-        if (n < this.batch && !this.again) break;
+        if (n < this.batch || this.stopped) break;
       }
     } catch (e) {
-      if (this.failures++ === 0) this.log.warn(`dispatch relay: ${e instanceof Error ? e.message : String(e)} (will retry)`);
+      this.failed(e);
     } finally {
-      this.running = false;
+      this.sweeping = false;
     }
     return moved;
+  }
+
+  private failed(e: unknown): void {
+    if (this.failures++ === 0) this.log.warn(`dispatch relay: ${e instanceof Error ? e.message : String(e)} (the outbox keeps the dispatches; will retry)`);
   }
 }

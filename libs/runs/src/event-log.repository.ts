@@ -22,10 +22,11 @@ export interface RunRecord {
   statusAt: Date;
 }
 
-/** The run and the envelopes one append committed. */
+/** The run and the envelopes one append committed (and the dispatch it recorded, if asked). */
 export interface AppendResult {
   run: RunRecord;
   envelopes: SequencedOutputEnvelope[];
+  dispatch: (RecordedDispatch & { job: RunExecuteJob }) | null;
 }
 
 export interface NewRun {
@@ -36,6 +37,18 @@ export interface NewRun {
   threadId: string;
   originMessageId: string;
   metadata?: Record<string, unknown> | null;
+}
+
+/** The outbox row a command recorded: its id and the trigger sequence of its job. */
+export interface RecordedDispatch {
+  id: string;
+  triggerSequence: number;
+}
+
+/** A run as `create` returns it: the row, and the dispatch recorded with it (when one was asked). */
+export interface CreatedRun {
+  run: RunRecord;
+  dispatch: RecordedDispatch | null;
 }
 
 /** A run to create with its first events and, optionally, the dispatch (outbox row) it needs. */
@@ -128,9 +141,10 @@ const TAIL = `
                    ELSE '{}'::jsonb END
   FROM ev, r
   WHERE $DJ::jsonb IS NOT NULL AND ev.type = 'message.added' AND ev.payload->'message'->>'role' = 'user'
-  RETURNING 1
+  RETURNING id, trigger_sequence, job
 )
 SELECT (SELECT row_to_json(x) FROM (SELECT ${RUN_COLUMNS} FROM r) x) AS run,
+       (SELECT json_build_object('id', o.id::text, 'triggerSequence', o.trigger_sequence, 'job', o.job) FROM outbox o LIMIT 1) AS dispatch,
        (SELECT COALESCE(json_agg(json_build_object('sequence', ev.sequence, 'type', ev.type, 'payload', ev.payload, 'createdAt', ev.created_at) ORDER BY ev.sequence), '[]'::json) FROM ev) AS events`;
 
 function tail(evnParam: number, evjParam: number, djParam: number): string {
@@ -176,9 +190,10 @@ WITH input AS (
   SELECT r.org_id, r.id, ev.sequence, i.dispatch
   FROM ev JOIN r ON r.id = ev.run_id JOIN input i ON i.id = r.id
   WHERE i.dispatch IS NOT NULL AND ev.type = 'message.added' AND ev.payload->'message'->>'role' = 'user'
-  RETURNING 1
+  RETURNING id, run_id, trigger_sequence
 )
-SELECT ${RUN_COLUMNS} FROM r`;
+SELECT c.*, o.id AS "dispatchId", o.trigger_sequence AS "triggerSequence"
+FROM (SELECT ${RUN_COLUMNS} FROM r) c LEFT JOIN outbox o ON o.run_id = c.id`;
 
 const APPEND_SQL = `
 WITH r AS (
@@ -197,6 +212,12 @@ WITH r AS (
     AND ($13::uuid IS NULL OR agent_id = $13::uuid)
   RETURNING *
 )${tail(3, 9, 10)}`;
+
+interface AppendRow {
+  run: Record<string, unknown> | null;
+  events: RawEvent[];
+  dispatch: (RecordedDispatch & { job: RunExecuteJob }) | null;
+}
 
 interface RawEvent {
   sequence: number;
@@ -233,30 +254,31 @@ function duplicateMessage(e: unknown): AppError {
  */
 @Injectable()
 export class EventLogRepository {
-  private readonly creates: GroupCommit<NewRunWithEvents, RunRecord | null>;
+  private readonly creates: GroupCommit<NewRunWithEvents, CreatedRun | null>;
 
   constructor(
     private readonly db: DatabaseService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.creates = new GroupCommit((batch) => this.createBatch(batch), {
-      maxInFlight: Math.max(1, Math.floor(config.DATABASE_POOL_MAX / 2)),
+      maxInFlight: Math.min(config.DATABASE_GROUP_COMMIT_IN_FLIGHT, config.DATABASE_POOL_MAX),
       maxBatch: 64,
     });
   }
 
   /**
    * Create a run with its first events (sequence 1..n) and its dispatch, in one statement shared
-   * with the creations running concurrently (group commit). Resolves to the created run, or null
+   * with the creations running concurrently (group commit). Resolves to the created run and the
+   * outbox row of its dispatch, or null
    * when a run with the same (org, agent, originMessageId) exists (a retried SendMessage: the
    * caller reads that run). Errors: `run.duplicate_message` when a message id in `events` is
    * already recorded for the agent (on another run).
    */
-  create(item: NewRunWithEvents): Promise<RunRecord | null> {
+  create(item: NewRunWithEvents): Promise<CreatedRun | null> {
     return this.creates.submit(item);
   }
 
-  private async createBatch(batch: readonly NewRunWithEvents[]): Promise<Array<PromiseSettledResult<RunRecord | null>>> {
+  private async createBatch(batch: readonly NewRunWithEvents[]): Promise<Array<PromiseSettledResult<CreatedRun | null>>> {
     try {
       return (await this.insertRuns(batch)).map((value) => ({ status: 'fulfilled', value }));
     } catch (e) {
@@ -266,7 +288,7 @@ export class EventLogRepository {
     }
   }
 
-  private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<RunRecord | null>> {
+  private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<CreatedRun | null>> {
     const input = batch.map(({ run, events, dispatch }) => ({ ...run, metadata: run.metadata ?? null, events, dispatch: dispatch ?? null }));
     let rows: Record<string, unknown>[];
     try {
@@ -275,7 +297,13 @@ export class EventLogRepository {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
       throw e;
     }
-    const byId = new Map(rows.map((row) => [row.id as string, toRecord(row)]));
+    const byId = new Map<string, CreatedRun>();
+    for (const { dispatchId, triggerSequence, ...row } of rows) {
+      byId.set(row.id as string, {
+        run: toRecord(row),
+        dispatch: dispatchId != null ? { id: String(dispatchId), triggerSequence: Number(triggerSequence) } : null,
+      });
+    }
     return batch.map((item) => byId.get(item.run.id) ?? null);
   }
 
@@ -292,9 +320,9 @@ export class EventLogRepository {
     if (events.filter((e) => e.type === 'artifact.updated').length > 1) {
       throw new Error('append takes at most one artifact.updated event');
     }
-    let rows: Array<{ run: Record<string, unknown> | null; events: RawEvent[] }>;
+    let rows: AppendRow[];
     try {
-      rows = await this.db.query<{ run: Record<string, unknown> | null; events: RawEvent[] }>(APPEND_SQL, [
+      rows = await this.db.query<AppendRow>(APPEND_SQL, [
         runId,
         orgId,
         events.length,
@@ -338,11 +366,12 @@ export class EventLogRepository {
     }));
   }
 
-  private result(row: { run: Record<string, unknown> | null; events: RawEvent[] } | undefined): AppendResult | null {
+  private result(row: AppendRow | undefined): AppendResult | null {
     if (!row?.run) return null;
     const run = toRecord(row.run);
     return {
       run,
+      dispatch: row.dispatch,
       envelopes: row.events.map((e) => ({
         runId: run.id,
         threadId: run.threadId,

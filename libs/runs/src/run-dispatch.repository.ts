@@ -32,6 +32,30 @@ export class RunDispatchRepository {
     });
   }
 
+  /**
+   * Claim like `claim`, but only rows older than `minAgeMs`: the relay's safety net, which leaves
+   * fresh rows to the fast path of the process that wrote them.
+   */
+  async claimOlderThan(minAgeMs: number, limit: number, enqueue: (jobs: RunExecutionJob[]) => Promise<void>): Promise<number> {
+    return this.db.transaction(async (q) => {
+      const rows = await q<{ triggerSequence: number; job: RunExecuteJob }>(
+        `DELETE FROM run_dispatches WHERE id IN (
+           SELECT id FROM run_dispatches WHERE created_at < now() - make_interval(secs => $2::double precision / 1000)
+            ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+         RETURNING trigger_sequence AS "triggerSequence", job`,
+        [limit, minAgeMs],
+        'outbox.claim_older',
+      );
+      if (rows.length > 0) await enqueue(rows);
+      return rows.length;
+    });
+  }
+
+  /** Delete dispatches the relay has enqueued (its fast path: it knew them from the commit). */
+  async deleteRelayed(ids: readonly string[]): Promise<void> {
+    await this.db.query('DELETE FROM run_dispatches WHERE id = ANY($1::bigint[])', [ids], 'outbox.delete_relayed');
+  }
+
   /** Pending dispatches (all orgs): what the relay still has to hand over. */
   async pending(): Promise<number> {
     const rows = await this.db.query<{ n: string }>('SELECT count(*) AS n FROM run_dispatches');

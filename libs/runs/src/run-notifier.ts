@@ -26,6 +26,8 @@ export class RunNotifier implements OnApplicationShutdown {
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly cancelListeners = new Set<(runId: string) => void>();
   private readonly cancelChannel: string;
+  private pendingWakeups = new Map<string, number>();
+  private wakeupsScheduled = false;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.prefix = `${config.REDIS_PREFIX}:run:`;
@@ -84,11 +86,25 @@ export class RunNotifier implements OnApplicationShutdown {
     };
   }
 
-  /** Fire-and-forget: a failed publish is logged, never thrown (readers poll anyway). */
+  /**
+   * Fire-and-forget: a failed publish is logged, never thrown (readers poll anyway). Wake-ups of
+   * one event-loop turn go out as one pipeline (one write), one per run with its newest sequence.
+   */
   notify(runId: string, lastSequence: number): void {
-    this.publisher()
-      .publish(this.prefix + runId, String(lastSequence))
-      .catch((e: Error) => this.log.warn(`publish failed for run ${runId}: ${e.message}`));
+    const seen = this.pendingWakeups.get(runId);
+    if (seen === undefined || lastSequence > seen) this.pendingWakeups.set(runId, lastSequence);
+    if (this.wakeupsScheduled) return;
+    this.wakeupsScheduled = true;
+    setImmediate(() => this.flushWakeups());
+  }
+
+  private flushWakeups(): void {
+    this.wakeupsScheduled = false;
+    const batch = this.pendingWakeups;
+    this.pendingWakeups = new Map();
+    const pipeline = this.publisher().pipeline();
+    for (const [runId, seq] of batch) pipeline.publish(this.prefix + runId, String(seq));
+    pipeline.exec().catch((e: Error) => this.log.warn(`publishing ${batch.size} wake-up(s) failed: ${e.message}`));
   }
 
   /**

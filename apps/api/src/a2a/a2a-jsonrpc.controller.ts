@@ -58,14 +58,20 @@ export class A2AJsonRpcController {
       // the registry maps request.unsupported_media_type to InvalidRequest for A2A; still a JSON-RPC error (HTTP 200)
       return fail(200, new A2AError('InvalidRequest', `Content-Type ${mediaType} is not accepted; send application/json or application/a2a+json`));
     }
+    // the signal ends a stream when its client goes away; a plain answer never needs it aborted
+    // (aborting builds a DOMException: measurable on the SendMessage hot path)
     const ac = new AbortController();
-    reply.raw.once('close', () => ac.abort());
+    const onClose = () => ac.abort();
+    reply.raw.once('close', onClose);
     const result = await this.handler.handle(agent, {
       ...call,
       resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
       signal: ac.signal,
     });
-    if (!isJsonRpcStream(result)) return sendJson(reply, 200, result);
+    if (!isJsonRpcStream(result)) {
+      reply.raw.off('close', onClose);
+      return sendJson(reply, 200, result);
+    }
     await this.pipe(reply, result, ac);
   }
 

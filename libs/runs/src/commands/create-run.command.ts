@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
+import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
 import { RunRepository } from '../run.repository.js';
 import { messageConflict, userMessage } from './command-support.js';
 
@@ -28,7 +28,7 @@ export interface CreateRunResult {
 /**
  * CreateRunCommand. One statement (group-committed with concurrent creations): the run in
  * `submitted`, `run.created` (1), the user's `message.added` (2), the message projection and the
- * run's dispatch in the outbox. Then the relay is kicked; nothing waits on Redis.
+ * run's dispatch in the outbox. The committed dispatch is handed to the relay; nothing waits on Redis.
  * No wake-up is published: nobody can follow a run whose id has not been returned yet.
  * Errors: `run.conflict` when the messageId is already recorded on another run of the agent.
  */
@@ -48,9 +48,9 @@ export class CreateRunHandler {
     if (Buffer.byteLength(JSON.stringify(message)) <= JOB_INLINE_INPUT_MAX_BYTES) {
       dispatch.context = { threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, input: message };
     }
-    let run: RunRecord | null;
+    let created: CreatedRun | null;
     try {
-      run = await this.events.create({
+      created = await this.events.create({
         run: { id: runId, orgId: cmd.orgId, agentId: cmd.agentId, revisionId: cmd.revisionId, threadId, originMessageId: message.messageId, metadata: cmd.metadata },
         events: [
           { type: 'run.created', payload: { runId, threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, status: 'submitted' } },
@@ -62,12 +62,12 @@ export class CreateRunHandler {
       if (e instanceof AppError && e.code === 'run.duplicate_message') throw messageConflict(message.messageId);
       throw e;
     }
-    if (!run) {
+    if (!created) {
       const existing = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, message.messageId);
       if (!existing) throw new AppError('internal', 'run vanished after an idempotent create');
       return { run: existing, created: false };
     }
-    this.relay.kick();
-    return { run, created: true };
+    if (created.dispatch) this.relay.relay({ ...created.dispatch, job: dispatch });
+    return { run: created.run, created: true };
   }
 }

@@ -55,7 +55,7 @@ export class RespondInteractionHandler {
       );
       if (result) {
         this.notifier.notify(result.run.id, result.run.lastSequence);
-        this.relay.kick();
+        if (result.dispatch) this.relay.relay(result.dispatch);
         return result.run;
       }
     } catch (e) {
