@@ -80,7 +80,7 @@ export class A2AOperations {
 
       if (inbound.taskId !== undefined) {
         const run = await this.messageOnTask(orgId, agentId, inbound);
-        if (!options.returnImmediately) await this.runs.waitUntilSettled(orgId, run.id, this.blockingTimeoutMs);
+        if (!options.returnImmediately) await this.runs.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
         return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
       }
 
@@ -106,7 +106,7 @@ export class A2AOperations {
         };
         return { kind: 'task', view };
       }
-      if (!options.returnImmediately) await this.runs.waitUntilSettled(orgId, run.id, this.blockingTimeoutMs);
+      if (!options.returnImmediately) await this.runs.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
       return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
     } catch (e) {
       throw toA2AError(e);

@@ -22,7 +22,7 @@ export { foldState, isUuid, type RunState, type RunView, type RunViewOptions, ty
 export { ACTIVE_STATUSES, TERMINAL_STATUSES, canTransition, isSettled, isTerminal, statusUpdateSources, statusesLeadingTo } from './run-state.js';
 
 // wake-ups, live follow, dispatch
-export { RunNotifier } from './run-notifier.js';
+export { RunNotifier, type WakeupListener, type WakeupState } from './run-notifier.js';
 export { RunStreamHub } from './run-stream.js';
 export { DispatchRelay } from './dispatch.relay.js';
 export { RunExecutionQueue, bullConnection, type RunExecutionJob } from './run-execution.queue.js';

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { BlockedReason, CanonicalMessage, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
 import { runNotFound } from './commands/command-support.js';
 import { EventLogRepository, type RunRecord } from './event-log.repository.js';
-import { RunNotifier } from './run-notifier.js';
+import { RunNotifier, type WakeupState } from './run-notifier.js';
 import { RunRepository, type RunListFilter, type RunState, type RunView, type RunViewOptions } from './run.repository.js';
 import { isSettled } from './run-state.js';
 
@@ -91,29 +91,62 @@ export class RunQueries {
 
   /**
    * Wait until the run is settled (terminal, or blocked on its caller) or `timeoutMs` passes;
-   * returns the run as it is then. Woken by RunNotifier, with a poll (`pollMs`) as the safety net
-   * for lost wake-ups — so it also ends on time while Redis is down.
+   * returns the run as it is then. See `awaitSettled`.
    * Errors: `run.not_found`.
    */
   async waitUntilSettled(orgId: string, runId: string, timeoutMs: number, pollMs = 500): Promise<RunState> {
+    await this.awaitSettled(orgId, runId, timeoutMs, undefined, pollMs);
+    return this.requireRun(orgId, runId);
+  }
+
+  /**
+   * Resolve once the run is settled (terminal, or blocked on its caller) or `timeoutMs` (ms)
+   * passes. Woken by RunNotifier; a wake-up carries the run's state, so the wait reads nothing
+   * while wake-ups flow. `known` is the run as the caller's own command left it (skips the first
+   * read when the wake-up subscription is live). A poll every `pollMs` is the safety net for lost
+   * wake-ups, so it also ends on time while Redis is down. Wake-ups older than the newest state
+   * seen are ignored. Errors: `run.not_found`.
+   */
+  async awaitSettled(
+    orgId: string,
+    runId: string,
+    timeoutMs: number,
+    known?: Pick<RunState, 'status' | 'blockedReason' | 'lastSequence'>,
+    pollMs = 500,
+  ): Promise<void> {
+    let newest: { seq: number; state: WakeupState } | undefined;
     let wake: () => void = () => undefined;
-    const stop = await this.notifier.listen(runId, () => wake());
+    const stop = await this.notifier.listen(runId, (seq, state) => {
+      if (state && (!newest || seq > newest.seq)) newest = { seq, state };
+      wake();
+    });
     try {
       const deadline = Date.now() + timeoutMs;
+      let current: { seq: number; state: WakeupState } =
+        known && this.notifier.live ? { seq: known.lastSequence, state: known } : await this.readState(orgId, runId);
       for (;;) {
-        const run = await this.requireRun(orgId, runId);
+        if (newest && newest.seq > current.seq) current = newest;
+        if (isSettled(current.state.status, current.state.blockedReason)) return;
         const left = deadline - Date.now();
-        if (isSettled(run.status, run.blockedReason) || left <= 0) return run;
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, Math.min(pollMs, left));
+        if (left <= 0) return;
+        const woke = await new Promise<boolean>((resolve) => {
+          const t = setTimeout(() => resolve(false), Math.min(pollMs, left));
           wake = () => {
             clearTimeout(t);
-            resolve();
+            resolve(true);
           };
         });
+        wake = () => undefined;
+        // a poll, or a wake-up that carried no newer state: read the run
+        if (!woke || !newest || newest.seq <= current.seq) current = await this.readState(orgId, runId);
       }
     } finally {
       stop();
     }
+  }
+
+  private async readState(orgId: string, runId: string): Promise<{ seq: number; state: WakeupState }> {
+    const run = await this.requireRun(orgId, runId);
+    return { seq: run.lastSequence, state: { status: run.status, blockedReason: run.blockedReason } };
   }
 }

@@ -135,7 +135,7 @@ export class RuntimeOperations {
       throw e;
     }
     if (result) {
-      this.notifier.notify(result.run.id, result.run.lastSequence);
+      this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
       return result.run;
     }
     const run = await this.runs.get(orgId, runId);
@@ -167,7 +167,7 @@ export class RuntimeOperations {
         blockedReason: null,
       }, events);
       if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence);
+        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
         return result.run;
       }
     }

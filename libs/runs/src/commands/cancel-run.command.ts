@@ -52,7 +52,7 @@ export class CancelRunHandler {
         blockedReason: null,
       }, events);
       if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence);
+        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
         this.notifier.notifyCanceled(run.id);
         return result.run;
       }

@@ -46,7 +46,7 @@ export class ContinueRunHandler {
         { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
       );
       if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence);
+        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
         if (result.dispatch) this.relay.relay(result.dispatch);
         return result.run;
       }
