@@ -157,7 +157,7 @@ export class RuntimeOperations {
       }
       events.push({
         type: 'run.status_changed',
-        payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `The task failed: ${reason}` }] }) },
+        payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `Failed: ${reason}` }] }) },
       });
       const result = await this.events.append(orgId, runId, {
         from: statusUpdateSources('failed'),
