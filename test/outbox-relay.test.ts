@@ -36,6 +36,7 @@ describe('outbox: SendMessage while Redis is down', () => {
     client = await new ClientFactory().createFromUrl(`${stack.baseUrl}${echo.basePath}/`);
   });
   afterAll(async () => {
+    // the stack closes its Redis connections cleanly only while its Redis is up
     await redis?.start().catch(() => undefined);
     await stack?.close();
     await redis?.stop();

@@ -33,7 +33,13 @@ export class TestRedis {
     return r;
   }
 
+  /** True while the server this object started is running. */
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
   async start(): Promise<void> {
+    if (this.running) return;
     this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     const deadline = Date.now() + 10_000;
     for (;;) {
