@@ -34,10 +34,11 @@ module.exports = {
     { name: 'no-circular', severity: 'error', from: { path: '^(apps|libs)/' }, to: { circular: true } },
     // Which lib may use which (docs/architecture.md, "Layer rules"): each lib lists what it must NOT reach.
     ...[
-      ['common', ['config', 'db', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
-      ['config', ['common', 'db', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
-      ['db', ['runs', 'runtimes', 'registry', 'execution', 'a2a']],
-      ['runtimes', ['db', 'runs', 'registry', 'execution', 'a2a']],
+      ['common', ['config', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['config', ['common', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['metrics', ['common', 'config', 'db', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['db', ['metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['runtimes', ['db', 'metrics', 'runs', 'registry', 'execution', 'a2a']],
       ['runs', ['runtimes', 'registry', 'execution', 'a2a']],
       ['registry', ['runs', 'execution', 'a2a']],
       ['execution', ['registry', 'a2a']],

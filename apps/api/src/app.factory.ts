@@ -7,6 +7,8 @@ import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson } from './common/malformed-json.js';
+import { installHttpMetrics } from './common/http-metrics.js';
+import { Metrics } from '#libs/metrics';
 
 export type ConfigOverrides = Partial<Record<keyof AppConfig, string>>;
 
@@ -48,6 +50,7 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
     logger: nestLogLevels(config.LOG_LEVEL),
   });
   app.useGlobalFilters(new AppExceptionFilter());
+  installHttpMetrics(fastify, app.get(Metrics));
   app.enableShutdownHooks();
 
   const doc = SwaggerModule.createDocument(

@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
+import { MetricsModule } from '#libs/metrics';
 import { RunsModule } from '#libs/runs';
 import { RuntimesModule } from '#libs/runtimes';
 import { AdminModule } from './admin/admin.module.js';
@@ -12,7 +13,7 @@ export class AppModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, RuntimesModule.forRoot(), RunsModule, AdminModule, A2AHttpModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), RunsModule, AdminModule, A2AHttpModule],
     };
   }
 }

@@ -44,9 +44,9 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
   }
 
   /** Process one job as the BullMQ worker does (tests call it directly). */
-  async process(job: Pick<Job<RunExecuteJob>, 'data'>): Promise<void> {
+  async process(job: Pick<Job<RunExecuteJob>, 'data'> & { timestamp?: number }): Promise<void> {
     try {
-      await this.executor.execute(job.data);
+      await this.executor.execute(job.data, { enqueuedAt: job.timestamp });
     } catch (e) {
       if (e instanceof ExecutionError && !e.retryable) throw new UnrecoverableError(e.message);
       throw e;

@@ -3,6 +3,8 @@ import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
 import { ExecutionModule } from '#libs/execution';
 import { RuntimesModule } from '#libs/runtimes';
+import { MetricsModule } from '#libs/metrics';
+import { WorkerMetricsServer } from './metrics.server.js';
 import { RunExecutionProcessor } from './run-execution.processor.js';
 
 /** Root module of the worker app: wires BullMQ to the execution lib. */
@@ -11,8 +13,8 @@ export class WorkerModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, RuntimesModule.forRoot(), ExecutionModule],
-      providers: [RunExecutionProcessor],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), ExecutionModule],
+      providers: [RunExecutionProcessor, WorkerMetricsServer],
     };
   }
 }

@@ -53,6 +53,9 @@ export const ConfigSchema = z.object({
   OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(1_000),
   /** Outbox relay: dispatches moved to BullMQ per batch (one addBulk). */
   OUTBOX_RELAY_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
+  /** Worker: serve Prometheus metrics at http://WORKER_METRICS_HOST:<port>/metrics (unset: off). */
+  WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { MetricsModule } from '#libs/metrics';
 import { RunsModule } from '#libs/runs';
 import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
@@ -8,7 +9,7 @@ import { RunSweeper } from './run-sweeper.js';
  * (RunSweeper). Needs ConfigModule, DbModule and RuntimesModule (global).
  */
 @Module({
-  imports: [RunsModule],
+  imports: [RunsModule, MetricsModule],
   providers: [RunExecutor, RunSweeper],
   exports: [RunExecutor, RunSweeper],
 })

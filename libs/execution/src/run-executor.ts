@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy }
 import { AppError } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
+import { Metrics } from '#libs/metrics';
 import { ParsedRuntimeCache, RuntimeRegistry } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 
@@ -50,6 +51,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly ops: RuntimeOperations,
     private readonly queries: RunQueries,
     private readonly notifier: RunNotifier,
+    private readonly metrics: Metrics,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -82,7 +84,22 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * Execute one `run.execute` payload. Resolves when the runtime has nothing more to do for now.
    * Errors: `ExecutionError` (retryable or not); the run has been failed when it applies.
    */
-  async execute(payload: unknown): Promise<void> {
+  async execute(payload: unknown, opts: { enqueuedAt?: number } = {}): Promise<void> {
+    const t0 = process.hrtime.bigint();
+    if (opts.enqueuedAt) this.metrics.jobWait.observe(Math.max(0, Date.now() - opts.enqueuedAt) / 1000);
+    let outcome = 'ok';
+    try {
+      await this.executeParsed(payload);
+    } catch (e) {
+      outcome = e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
+      throw e;
+    } finally {
+      this.metrics.executions.inc({ outcome });
+      this.metrics.executionDuration.observe(Metrics.since(t0));
+    }
+  }
+
+  private async executeParsed(payload: unknown): Promise<void> {
     const parsed = RunExecuteJobSchema.safeParse(payload);
     if (!parsed.success) throw new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
     const job: RunExecuteJob = parsed.data;

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { RunExecuteJob } from '#libs/contracts';
+import { Metrics } from '#libs/metrics';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
 import { RunExecutionQueue, type RunExecutionJob } from './run-execution.queue.js';
 
@@ -56,6 +57,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly outbox: RunDispatchRepository,
     private readonly queue: RunExecutionQueue,
+    private readonly metrics: Metrics,
   ) {
     this.batch = config.OUTBOX_RELAY_BATCH;
     this.intervalMs = config.OUTBOX_RELAY_INTERVAL_MS;
@@ -64,6 +66,11 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   onApplicationBootstrap(): void {
     if (!this.enabled) return;
+    this.metrics.onCollect('outbox', async () => this.metrics.outboxPending.set(await this.outbox.pending()));
+    this.metrics.onCollect('queue', async () => {
+      const counts = await this.queue.queue.getJobCounts('waiting', 'active', 'delayed', 'completed', 'failed', 'prioritized');
+      for (const [state, n] of Object.entries(counts)) this.metrics.queueJobs.set({ state }, n);
+    });
     this.timer = setInterval(() => void this.sweep(), this.intervalMs);
     this.timer.unref();
   }
@@ -90,6 +97,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (batch.length === 0 || !this.queue.ready()) return;
     try {
       await withTimeout(this.queue.addBulk(batch.map(({ job, triggerSequence }): RunExecutionJob => ({ job, triggerSequence }))), ENQUEUE_TIMEOUT_MS, 'enqueue');
+      this.metrics.dispatchesRelayed.inc({ path: 'fast' }, batch.length);
       await this.outbox.deleteRelayed(batch.map((d) => d.id));
     } catch (e) {
       this.failed(e);
@@ -108,6 +116,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
       for (;;) {
         const n = await this.outbox.claimOlderThan(2 * this.intervalMs, this.batch, (jobs) => withTimeout(this.queue.addBulk(jobs), ENQUEUE_TIMEOUT_MS, 'enqueue'));
         moved += n;
+        if (n > 0) this.metrics.dispatchesRelayed.inc({ path: 'sweep' }, n);
         if (this.failures > 0) this.log.log(`relaying dispatches again after ${this.failures} failed attempt(s)`);
         this.failures = 0;
         if (n < this.batch || this.stopped) break;
@@ -121,6 +130,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private failed(e: unknown): void {
+    this.metrics.relayFailures.inc();
     if (this.failures++ === 0) this.log.warn(`dispatch relay: ${e instanceof Error ? e.message : String(e)} (the outbox keeps the dispatches; will retry)`);
   }
 }

@@ -3,6 +3,7 @@ import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { JOB_INLINE_INPUT_MAX_BYTES, type BlockedReason, type RunEvent, type RunExecuteJob, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
 import { DatabaseService, PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
+import { Metrics } from '#libs/metrics';
 import { GroupCommit } from './group-commit.js';
 
 /** A run row as the append path returns it (the state after the append). */
@@ -259,6 +260,7 @@ export class EventLogRepository {
   constructor(
     private readonly db: DatabaseService,
     @Inject(APP_CONFIG) config: AppConfig,
+    private readonly metrics: Metrics,
   ) {
     this.creates = new GroupCommit((batch) => this.createBatch(batch), {
       maxInFlight: Math.min(config.DATABASE_GROUP_COMMIT_IN_FLIGHT, config.DATABASE_POOL_MAX),
@@ -291,8 +293,10 @@ export class EventLogRepository {
   private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<CreatedRun | null>> {
     const input = batch.map(({ run, events, dispatch }) => ({ ...run, metadata: run.metadata ?? null, events, dispatch: dispatch ?? null }));
     let rows: Record<string, unknown>[];
+    const t0 = process.hrtime.bigint();
     try {
       rows = await this.db.query<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)], 'runs.create_batch');
+      this.metrics.appendDuration.observe({ kind: 'create' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
       throw e;
@@ -304,6 +308,8 @@ export class EventLogRepository {
         dispatch: dispatchId != null ? { id: String(dispatchId), triggerSequence: Number(triggerSequence) } : null,
       });
     }
+    if (rows.length > 0) this.metrics.runStatus.inc({ status: 'submitted' }, rows.length);
+    for (const item of batch) if (byId.has(item.run.id)) for (const e of item.events) this.metrics.eventsAppended.inc({ type: e.type });
     return batch.map((item) => byId.get(item.run.id) ?? null);
   }
 
@@ -321,6 +327,7 @@ export class EventLogRepository {
       throw new Error('append takes at most one artifact.updated event');
     }
     let rows: AppendRow[];
+    const t0 = process.hrtime.bigint();
     try {
       rows = await this.db.query<AppendRow>(APPEND_SQL, [
         runId,
@@ -337,11 +344,19 @@ export class EventLogRepository {
         guard.openInteractionId ?? null,
         guard.agentId ?? null,
       ], 'runs.append');
+      this.metrics.appendDuration.observe({ kind: 'append' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
       throw e;
     }
-    return this.result(rows[0]);
+    const result = this.result(rows[0]);
+    if (result) {
+      for (const e of events) {
+        this.metrics.eventsAppended.inc({ type: e.type });
+        if (e.type === 'run.status_changed') this.metrics.runStatus.inc({ status: e.payload.status });
+      }
+    }
+    return result;
   }
 
   /**

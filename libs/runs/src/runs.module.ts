@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { MetricsModule } from '#libs/metrics';
 import { CancelRunHandler } from './commands/cancel-run.command.js';
 import { ContinueRunHandler } from './commands/continue-run.command.js';
 import { CreateRunHandler } from './commands/create-run.command.js';
@@ -20,6 +21,7 @@ const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandle
  * outbox relay and the run-execution queue. Needs DbModule and ConfigModule (global).
  */
 @Module({
+  imports: [MetricsModule],
   providers: [
     EventLogRepository,
     RunRepository,

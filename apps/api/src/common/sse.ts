@@ -1,6 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { Metrics } from '#libs/metrics';
 
 /** One Server-Sent Events frame. `id` is the run's sequence, so `Last-Event-ID` resumes. */
 export interface SseFrame {
@@ -102,7 +103,10 @@ export class SseHeartbeat implements OnModuleDestroy {
   private readonly streams = new Set<SseStream>();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly metrics: Metrics,
+  ) {
     this.timer = setInterval(() => {
       for (const s of this.streams) s.ping();
     }, config.SSE_HEARTBEAT_MS);
@@ -111,10 +115,12 @@ export class SseHeartbeat implements OnModuleDestroy {
 
   add(s: SseStream): void {
     this.streams.add(s);
+    this.metrics.openStreams.set(this.streams.size);
   }
 
   delete(s: SseStream): void {
     this.streams.delete(s);
+    this.metrics.openStreams.set(this.streams.size);
   }
 
   get size(): number {

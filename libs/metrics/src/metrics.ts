@@ -1,0 +1,141 @@
+import { Injectable } from '@nestjs/common';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Latency buckets in seconds, from 1 ms to 30 s. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/**
+ * The process's Prometheus metrics (prom-client), exposed as text at `/metrics` by the API and
+ * the worker. Every label has a bounded set of values (surface, operation, method, status class,
+ * event type, state): never an id. Series names are `aaas_*`; process metrics come from
+ * prom-client's defaults (`aaas_process_*`, `aaas_nodejs_*`).
+ *
+ * Gauges that need a query (queue depth, outbox backlog) are filled at scrape time through
+ * `onCollect` callbacks registered by the libs that own the data.
+ */
+@Injectable()
+export class Metrics {
+  readonly registry = new Registry();
+
+  /** HTTP requests by surface (a2a | admin | card | other), operation, method and status class. */
+  readonly httpRequests = new Counter({
+    name: 'aaas_http_requests_total',
+    help: 'HTTP requests answered, by surface, A2A/admin operation, method and status class',
+    labelNames: ['surface', 'operation', 'method', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: 'aaas_http_request_duration_seconds',
+    help: 'Time until an HTTP response ended (an SSE stream: its whole life), seconds',
+    labelNames: ['surface', 'operation'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  /** Events written by the append path, by event type. */
+  readonly eventsAppended = new Counter({
+    name: 'aaas_run_events_appended_total',
+    help: 'Events appended to run logs, by event type',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly appendDuration = new Histogram({
+    name: 'aaas_append_duration_seconds',
+    help: 'One append-path statement (create = group-committed creation), seconds',
+    labelNames: ['kind'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  /** Runs entering a status (terminal statuses included), from the log. */
+  readonly runStatus = new Counter({
+    name: 'aaas_run_status_changes_total',
+    help: 'Runs entering a status (submitted at creation, then each status change)',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+  readonly openStreams = new Gauge({
+    name: 'aaas_open_streams',
+    help: 'SSE streams open in this process',
+    registers: [this.registry],
+  });
+  readonly streamLag = new Histogram({
+    name: 'aaas_stream_lag_seconds',
+    help: 'From an event commit to its SSE frame being written, seconds',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly executions = new Counter({
+    name: 'aaas_executions_total',
+    help: 'Run executions finished in this worker, by outcome (ok | failed | invalid)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly executionDuration = new Histogram({
+    name: 'aaas_execution_duration_seconds',
+    help: 'One execution of a runtime for a trigger, seconds',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly jobWait = new Histogram({
+    name: 'aaas_job_wait_seconds',
+    help: 'From a run.execute job being enqueued to its execution starting, seconds',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly dispatchesRelayed = new Counter({
+    name: 'aaas_outbox_relayed_total',
+    help: 'Dispatches moved from the outbox to BullMQ, by path (fast | sweep)',
+    labelNames: ['path'] as const,
+    registers: [this.registry],
+  });
+  readonly relayFailures = new Counter({
+    name: 'aaas_outbox_relay_failures_total',
+    help: 'Relay attempts that left dispatches in the outbox (Redis down or slow)',
+    registers: [this.registry],
+  });
+  readonly queueJobs = new Gauge({
+    name: 'aaas_queue_jobs',
+    help: 'Jobs of the run-execution queue by state (read at scrape time)',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+    collect: () => this.runCollectors('queue'),
+  });
+  readonly outboxPending = new Gauge({
+    name: 'aaas_outbox_pending',
+    help: 'Dispatches waiting in the outbox (read at scrape time)',
+    registers: [this.registry],
+    collect: () => this.runCollectors('outbox'),
+  });
+
+  private readonly collectors = new Map<string, Array<() => Promise<void>>>();
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'aaas_' });
+  }
+
+  /** Register a scrape-time callback for a gauge group ('queue' | 'outbox'); it sets the gauge. */
+  onCollect(group: 'queue' | 'outbox', fn: () => Promise<void>): void {
+    const list = this.collectors.get(group) ?? [];
+    list.push(fn);
+    this.collectors.set(group, list);
+  }
+
+  private async runCollectors(group: string): Promise<void> {
+    // a scrape must answer even when Redis or PostgreSQL does not: the gauge keeps its last value
+    await Promise.all((this.collectors.get(group) ?? []).map((fn) => withTimeout(fn(), 2_000).catch(() => undefined)));
+  }
+
+  /** The exposition text and its content type. */
+  async expose(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** Seconds since `startNs` (a `process.hrtime.bigint()` value). */
+  static since(startNs: bigint): number {
+    return Number(process.hrtime.bigint() - startNs) / 1e9;
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let t: NodeJS.Timeout;
+  return Promise.race([p, new Promise<never>((_, reject) => (t = setTimeout(() => reject(new Error('timeout')), ms)))]).finally(() => clearTimeout(t));
+}
