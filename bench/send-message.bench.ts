@@ -1,27 +1,34 @@
 /**
- * SendMessage throughput / latency benchmark: bare Fastify vs in-memory @a2a-js/sdk vs ours.
+ * SendMessage throughput / latency benchmark, every server in its own child process, measured in
+ * one run with one load generator (this process):
  *
- *   npx tsc -p tsconfig.json && node dist/bench/send-message.bench.js      (run from the repo root)
+ * | target | what |
+ * |---|---|
+ * | `bare` | bare Fastify JSON route (the HTTP + JSON floor) |
+ * | `fastify+pg` | bare Fastify + one prepared pg statement inserting a task row and an event row |
+ * | `sdk-mem` | `@a2a-js/sdk` 1.3 `DefaultRequestHandler` + `InMemoryTaskStore`, echo executor |
+ * | `sdk-pg` | `@a2a-js/sdk` 1.3 with its `DatabaseTaskStore` on PostgreSQL |
+ * | `ours` | our API + one worker process (durable accept, outbox, BullMQ, worker executes) |
  *
- * Env:
- *   BENCH_DURATION_S   measured seconds per target      (default 10)
- *   BENCH_WARMUP_S     unmeasured warm-up per target    (default 2)
- *   BENCH_CONNECTIONS  concurrent connections           (default 32)
- *   BENCH_TARGETS      comma list of bare,sdk,ours      (default all)
- *   BENCH_ROOT         repo root for child scripts      (default process.cwd())
- *   BENCH_OUT          results JSON path ('' = don't write; default bench/results/send-message-<ts>.json)
+ * The A2A targets run in two modes: `returnImmediately: true` (durable accept) and blocking (the
+ * answer is the completed task). For every target it prints req/s, p50/p99, ratios, and CPU ms per
+ * request of each process group (server, worker, postgres, redis — from /proc, over the measured
+ * window; postgres and redis are machine-wide, so other load on the machine shows there).
  *
- * Every request is a JSON-RPC v1.0 `SendMessage` with a fresh `messageId` and
- * `configuration.returnImmediately: true`, sent with `A2A-Version: 1.0` (the SDK server treats a
- * missing header as 0.3 and rejects it with -32009). Targets run one after the other, each server
- * in its own process, so the load generator (this process) never shares an event loop with them.
+ *   npm run bench          (BENCH_DURATION_S, BENCH_WARMUP_S, BENCH_CONNECTIONS, BENCH_TARGETS,
+ *                           BENCH_MODES=immediate,blocking, BENCH_OUT, BENCH_PROFILE_DIR)
+ *
+ * Requests carry `A2A-Version: 1.0` (the SDK server treats a missing header as 0.3 and rejects it).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startBareFastify } from './baselines/bare-fastify.js';
 import { startSdkInMemory } from './baselines/sdk-in-memory.js';
+import { startFastifyPg, startSdkPostgres } from './baselines/sdk-postgres.js';
+import { CpuWindow, pidsByName } from './lib/proc-cpu.js';
 import { repoPath } from './lib/child-server.js';
 import { startOursProcesses } from './ours/ours.js';
 import { printTable, runLoad, type JsonBody, type LoadResult } from './lib/load.js';
@@ -31,19 +38,10 @@ import { envNumber } from './lib/stats.js';
 export interface BenchTarget {
   name: string;
   url: string;
-  /** Extra/overriding headers (e.g. Authorization). Merged over the A2A defaults. */
+  /** Pids of the server's own processes (CPU accounting). */
+  pids: Record<string, number>;
   headers?: Record<string, string>;
-  /** Override the request body (default: `sendMessageBody()`). Called per request. */
-  bodyFactory?: () => JsonBody;
-  /** Override the per-response success check (default: `isJsonRpcSuccess`). */
-  verifyBody?: (body: string) => boolean;
   close(): Promise<void>;
-}
-
-/** Our service: API and worker in child processes over a fresh database (bench/ours/ours.ts). */
-export async function startOurs(): Promise<BenchTarget | null> {
-  const ours = await startOursProcesses();
-  return { name: 'ours', url: ours.url, close: ours.close };
 }
 
 export const A2A_HEADERS: Readonly<Record<string, string>> = {
@@ -53,8 +51,8 @@ export const A2A_HEADERS: Readonly<Record<string, string>> = {
 };
 
 let rpcId = 0;
-/** JSON-RPC v1.0 SendMessage with a fresh messageId, returnImmediately: true. */
-export function sendMessageBody(): JsonBody {
+/** JSON-RPC v1.0 SendMessage with a fresh messageId; `blocking` waits for the completed task. */
+export function sendMessageBody(blocking = false): JsonBody {
   rpcId += 1;
   return {
     jsonrpc: '2.0',
@@ -62,7 +60,7 @@ export function sendMessageBody(): JsonBody {
     method: 'SendMessage',
     params: {
       message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello from bench' }] },
-      configuration: { returnImmediately: true },
+      ...(blocking ? {} : { configuration: { returnImmediately: true } }),
     },
   };
 }
@@ -72,108 +70,161 @@ export function isJsonRpcSuccess(body: string): boolean {
   return /"result"\s*:/.test(body) && !/"error"\s*:/.test(body);
 }
 
-/** One request before the load: fail fast (and readably) if the target answers with an error. */
-async function smokeCheck(target: BenchTarget): Promise<void> {
-  const body = (target.bodyFactory ?? sendMessageBody)();
-  const res = await fetch(target.url, {
-    method: 'POST',
-    headers: { ...A2A_HEADERS, ...target.headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
+/** Blocking answers must be the completed task (so errors or timeouts are never measured as success). */
+export function isCompletedTask(body: string): boolean {
+  return isJsonRpcSuccess(body) && body.includes('TASK_STATE_COMPLETED');
+}
+
+async function smokeCheck(target: BenchTarget, blocking: boolean): Promise<void> {
+  const res = await fetch(target.url, { method: 'POST', headers: { ...A2A_HEADERS, ...target.headers }, body: JSON.stringify(sendMessageBody(blocking)) });
   const text = await res.text();
-  const ok = (target.verifyBody ?? isJsonRpcSuccess)(text);
-  if (!res.ok || !ok) {
-    throw new Error(`${target.name}: smoke SendMessage failed (HTTP ${res.status}): ${text.slice(0, 500)}`);
-  }
-  console.log(`[${target.name}] smoke OK, ${Buffer.byteLength(text)} B response: ${text.slice(0, 160)}…`);
+  const ok = (blocking ? isCompletedTask : isJsonRpcSuccess)(text);
+  if (!res.ok || !ok) throw new Error(`${target.name}: smoke SendMessage failed (HTTP ${res.status}): ${text.slice(0, 500)}`);
+  console.log(`[${target.name}${blocking ? ' blocking' : ''}] smoke OK, ${Buffer.byteLength(text)} B: ${text.slice(0, 120)}…`);
 }
 
 interface Starter {
-  key: 'bare' | 'sdk' | 'ours';
-  start(): Promise<BenchTarget | null>;
+  key: 'bare' | 'lean' | 'sdk' | 'sdkpg' | 'ours';
+  /** Modes this target supports (bare servers only answer a submitted task). */
+  modes: Array<'immediate' | 'blocking'>;
+  start(): Promise<BenchTarget>;
 }
 
 const STARTERS: Starter[] = [
-  { key: 'bare', start: async () => ({ name: 'bare', ...(await startBareFastify()) }) },
   {
-    key: 'sdk',
+    key: 'bare',
+    modes: ['immediate'],
     start: async () => {
-      const s = await startSdkInMemory();
-      return { name: 'sdk', url: s.url, close: s.close };
+      const s = await startBareFastify();
+      return { name: 'bare', url: s.url, pids: { server: s.pid ?? 0 }, close: s.close };
     },
   },
-  { key: 'ours', start: startOurs },
+  {
+    key: 'lean',
+    modes: ['immediate'],
+    start: async () => {
+      const s = await startFastifyPg();
+      return { name: 'fastify+pg', url: s.url, pids: { server: s.pid ?? 0 }, close: s.close };
+    },
+  },
+  {
+    key: 'sdk',
+    modes: ['immediate', 'blocking'],
+    start: async () => {
+      const s = await startSdkInMemory();
+      return { name: 'sdk-mem', url: s.url, pids: { server: s.pid ?? 0 }, close: s.close };
+    },
+  },
+  {
+    key: 'sdkpg',
+    modes: ['immediate', 'blocking'],
+    start: async () => {
+      const s = await startSdkPostgres();
+      return { name: 'sdk-pg', url: s.url, pids: { server: s.pid ?? 0 }, close: s.close };
+    },
+  },
+  {
+    key: 'ours',
+    modes: ['immediate', 'blocking'],
+    start: async () => {
+      const o = await startOursProcesses();
+      return { name: 'ours', url: o.url, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, close: o.close };
+    },
+  },
 ];
 
-export async function main(): Promise<LoadResult[]> {
+interface Measured extends LoadResult {
+  /** CPU ms per request by process group (server, worker, postgres, redis). */
+  cpuMsPerRequest: Record<string, number>;
+}
+
+const fmt = (n: number | undefined, digits = 2) => (n === undefined ? '–' : n.toFixed(digits));
+
+export async function main(): Promise<Measured[]> {
   const durationSeconds = envNumber('BENCH_DURATION_S', 10);
   const warmupSeconds = envNumber('BENCH_WARMUP_S', 2);
   const connections = envNumber('BENCH_CONNECTIONS', 32);
-  const wanted = new Set(
-    (process.env.BENCH_TARGETS ?? 'bare,sdk,ours')
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean),
-  );
+  const list = (v: string | undefined, d: string) => new Set((v ?? d).split(',').map((x) => x.trim()).filter(Boolean));
+  const wanted = list(process.env.BENCH_TARGETS, 'bare,lean,sdk,sdkpg,ours');
+  const modes = list(process.env.BENCH_MODES, 'immediate,blocking');
 
   console.log(
-    `SendMessage bench: ${durationSeconds}s measured (+${warmupSeconds}s warm-up) per target, ` +
-      `${connections} connections, node ${process.version}, targets=${[...wanted].join(',')}`,
+    `SendMessage bench: ${durationSeconds}s measured (+${warmupSeconds}s warm-up) per target and mode, ` +
+      `${connections} connections, node ${process.version}, ${cpus().length} CPUs, targets=${[...wanted].join(',')}, modes=${[...modes].join(',')}`,
   );
 
-  const results: LoadResult[] = [];
+  const results: Measured[] = [];
   for (const starter of STARTERS) {
     if (!wanted.has(starter.key)) continue;
     const target = await starter.start();
-    if (!target) {
-      console.log(`[${starter.key}] not configured (startOurs() returned null), skipped`);
-      continue;
-    }
     try {
-      await smokeCheck(target);
-      console.log(`[${target.name}] loading ${target.url} …`);
-      const result = await runLoad({
-        name: target.name,
-        url: target.url,
-        method: 'POST',
-        headers: { ...A2A_HEADERS, ...target.headers },
-        bodyFactory: target.bodyFactory ?? sendMessageBody,
-        verifyBody: target.verifyBody ?? isJsonRpcSuccess,
-        connections,
-        durationSeconds,
-        warmupSeconds,
-      });
-      results.push(result);
-      console.log(`[${target.name}] ${result.rps} rps, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms`);
+      for (const mode of starter.modes) {
+        if (!modes.has(mode)) continue;
+        const blocking = mode === 'blocking';
+        const name = blocking ? `${target.name} blocking` : target.name;
+        await smokeCheck(target, blocking);
+        const load = {
+          name,
+          url: target.url,
+          method: 'POST' as const,
+          headers: { ...A2A_HEADERS, ...target.headers },
+          bodyFactory: () => sendMessageBody(blocking),
+          verifyBody: blocking ? isCompletedTask : isJsonRpcSuccess,
+          connections,
+        };
+        if (warmupSeconds > 0) await runLoad({ ...load, durationSeconds: warmupSeconds });
+        const cpu = new CpuWindow({
+          ...Object.fromEntries(Object.entries(target.pids).map(([k, pid]) => [k, () => (pid ? [pid] : [])])),
+          postgres: () => pidsByName('postgres'),
+          redis: () => pidsByName('redis-server'),
+        });
+        cpu.start();
+        const result = await runLoad({ ...load, durationSeconds });
+        const used = cpu.stop();
+        const cpuMsPerRequest = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, result.requests > 0 ? ms / result.requests : 0]));
+        results.push({ ...result, cpuMsPerRequest });
+        console.log(`[${name}] ${result.rps} rps, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms, CPU ms/req ${JSON.stringify(Object.fromEntries(Object.entries(cpuMsPerRequest).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);
+      }
     } finally {
       await target.close();
     }
   }
 
   console.log('');
-  const baselines = ['sdk', 'bare'].filter((b) => results.some((r) => r.name === b));
-  printTable(results, baselines);
+  printTable(results, ['sdk-mem', 'sdk-pg'].filter((b) => results.some((r) => r.name === b)));
 
-  const by = (n: string): LoadResult | undefined => results.find((r) => r.name === n);
-  const ratio = (a: LoadResult, b: LoadResult): string =>
-    `rps ${(a.rps / b.rps).toFixed(2)}x, p50 ${(a.p50Ms / b.p50Ms).toFixed(2)}x, p99 ${(a.p99Ms / b.p99Ms).toFixed(2)}x`;
-  const ours = by('ours');
-  const sdk = by('sdk');
-  const bare = by('bare');
-  console.log('');
-  if (sdk && bare) console.log(`sdk/bare : ${ratio(sdk, bare)}`);
-  if (ours && sdk) console.log(`ours/sdk : ${ratio(ours, sdk)}`);
-  if (ours && bare) console.log(`ours/bare: ${ratio(ours, bare)}`);
+  console.log('\nCPU ms per request (measured window; postgres and redis are machine-wide):');
+  const groups = ['server', 'worker', 'postgres', 'redis'];
+  console.log(['target'.padEnd(20), ...groups.map((g) => g.padStart(9)), 'total'.padStart(9)].join(' '));
+  for (const r of results) {
+    const total = Object.values(r.cpuMsPerRequest).reduce((a, b) => a + b, 0);
+    console.log([r.name.padEnd(20), ...groups.map((g) => fmt(r.cpuMsPerRequest[g], 3).padStart(9)), fmt(total, 3).padStart(9)].join(' '));
+  }
 
-  const out =
-    process.env.BENCH_OUT ??
-    repoPath(`bench/results/send-message-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  const by = (n: string) => results.find((r) => r.name === n);
+  const targets: Array<[string, string, string, number]> = [
+    ['returnImmediately vs in-memory SDK', 'ours', 'sdk-mem', 1.0],
+    ['blocking vs in-memory SDK', 'ours blocking', 'sdk-mem blocking', 0.5],
+    ['blocking vs SDK on Postgres', 'ours blocking', 'sdk-pg blocking', 1.2],
+  ];
+  console.log('\nTargets (req/s ratio):');
+  for (const [label, a, b, want] of targets) {
+    const ra = by(a);
+    const rb = by(b);
+    if (!ra || !rb) continue;
+    const ratio = ra.rps / rb.rps;
+    console.log(`  ${label.padEnd(38)} ${ratio.toFixed(2)}x (target >= ${want.toFixed(1)}x): ${ratio >= want ? 'MET' : `NOT MET (${((want - ratio) / want * 100).toFixed(0)}% short)`}`);
+  }
+  for (const [a, b] of [['ours', 'fastify+pg'], ['ours', 'sdk-pg'], ['ours', 'bare']] as const) {
+    const ra = by(a);
+    const rb = by(b);
+    if (ra && rb) console.log(`  ${`${a} / ${b}`.padEnd(38)} ${(ra.rps / rb.rps).toFixed(2)}x`);
+  }
+
+  const out = process.env.BENCH_OUT ?? repoPath(`bench/results/send-message-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   if (out) {
     mkdirSync(path.dirname(out), { recursive: true });
-    writeFileSync(
-      out,
-      JSON.stringify({ at: new Date().toISOString(), node: process.version, durationSeconds, warmupSeconds, connections, results }, null, 2),
-    );
+    writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), node: process.version, cpus: cpus().length, durationSeconds, warmupSeconds, connections, results }, null, 2));
     console.log(`\nresults written to ${out}`);
   }
   return results;

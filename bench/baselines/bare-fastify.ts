@@ -8,7 +8,7 @@ export const BARE_FASTIFY_SCRIPT = 'bench/baselines/bare-fastify.mjs';
  * Task-sized JSON-RPC body. Runs in a child process on 127.0.0.1:0.
  * `url` is the full route URL to POST to.
  */
-export async function startBareFastify(): Promise<{ url: string; close(): Promise<void> }> {
+export async function startBareFastify(): Promise<{ url: string; pid: number | undefined; close(): Promise<void> }> {
   const child = await startChildServer({ script: BARE_FASTIFY_SCRIPT });
-  return { url: child.url, close: child.close };
+  return { url: child.url, pid: child.pid, close: child.close };
 }

@@ -10,6 +10,7 @@ export interface SdkInMemoryServer {
   restUrl: string;
   /** `GET` agent card. */
   cardUrl: string;
+  pid: number | undefined;
   close(): Promise<void>;
 }
 
@@ -23,6 +24,7 @@ export async function startSdkInMemory(): Promise<SdkInMemoryServer> {
     url: child.url,
     restUrl: String(child.info.restUrl),
     cardUrl: String(child.info.cardUrl),
+    pid: child.pid,
     close: child.close,
   };
 }

@@ -42,6 +42,7 @@ export interface OursProcesses {
   /** The environment shared by the children (DATABASE_URL, REDIS_PREFIX, …). */
   env: Record<string, string>;
   api: ChildServer;
+  worker: ChildServer | null;
   close(): Promise<void>;
 }
 
@@ -84,6 +85,7 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
     key,
     env,
     api,
+    worker,
     async close() {
       await worker?.close();
       await api.close();
