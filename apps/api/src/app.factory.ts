@@ -1,13 +1,15 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
-import { MalformedJson } from './common/malformed-json.js';
+import { MalformedJson, checkJsonValue } from './common/malformed-json.js';
 import { installHttpMetrics } from './common/http-metrics.js';
+import { installEdgeGuards } from './common/edge-errors.js';
 import { Metrics } from '#libs/metrics';
 
 export type ConfigOverrides = Partial<Record<keyof AppConfig, string>>;
@@ -30,19 +32,38 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
             redact: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie'],
           },
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => (typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : randomUUID()),
-    bodyLimit: 10 * 1024 * 1024,
+    bodyLimit: config.REQUEST_BODY_LIMIT_BYTES,
+    routerOptions: { maxParamLength: 512 },
+    // A client that sends its headers and then trickles or stops its body is cut off after
+    // REQUEST_TIMEOUT_MS (checked every second, not Node's default 30 s); slow headers after
+    // HEADERS_TIMEOUT_MS; an idle keep-alive connection after 72 s; header size is capped.
+    serverFactory: (handler: (req: IncomingMessage, res: ServerResponse) => void) =>
+      createServer(
+        {
+          requestTimeout: config.REQUEST_TIMEOUT_MS,
+          headersTimeout: Math.min(config.HEADERS_TIMEOUT_MS, config.REQUEST_TIMEOUT_MS),
+          connectionsCheckingInterval: 1_000,
+          keepAliveTimeout: 72_000,
+          maxHeaderSize: 16 * 1024,
+        },
+        handler,
+      ),
   });
   // Never reject a body at parse time: each edge answers malformed JSON in its own protocol.
   const fastify = adapter.getInstance();
+  installEdgeGuards(fastify);
   fastify.removeContentTypeParser(['application/json']);
   fastify.addContentTypeParser(JSON_CONTENT_TYPES, { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
     if (text.length === 0) return done(null, undefined);
+    let value: unknown;
     try {
-      done(null, JSON.parse(text));
+      value = JSON.parse(text);
     } catch (e) {
-      done(null, new MalformedJson(e instanceof Error ? e.message : 'invalid JSON'));
+      return done(null, new MalformedJson(e instanceof Error ? e.message : 'invalid JSON'));
     }
+    const bad = checkJsonValue(value);
+    done(null, bad ? new MalformedJson(bad.reason, 'invalid', bad.path) : value);
   });
 
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), adapter, {

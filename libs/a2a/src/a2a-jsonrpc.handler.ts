@@ -32,6 +32,8 @@ export interface JsonRpcCall {
   body: unknown;
   /** Set when the body was not valid JSON (the parser never rejects; see apps/api). */
   malformed?: string;
+  /** The body is JSON but refused before any work (too deep, NUL, unpaired surrogate): -32602 naming `path`. */
+  invalid?: { reason: string; path: string };
   /** Raw `A2A-Version` value (header, or the `A2A-Version` query parameter); absent = 0.3. */
   version?: string;
   /** Resume inputs of a streaming call: `Last-Event-ID` and the `A2A-Cursor` token. */
@@ -203,6 +205,10 @@ export class A2AJsonRpcHandler {
     try {
       const body = call.body;
       if (call.malformed !== undefined) throw new A2AError('ParseError', `invalid JSON: ${call.malformed.slice(0, 200)}`);
+      if (call.invalid !== undefined) {
+        const where = call.invalid.path.slice(0, 200);
+        throw new A2AError('InvalidParams', `${where ? `${where}: ` : ''}${call.invalid.reason}`, { metadata: { field: where } });
+      }
       if (body === undefined) throw new A2AError('ParseError', 'invalid JSON: the request body is empty');
       if (Array.isArray(body)) throw new A2AError('InvalidRequest', 'batch requests are not supported: send one JSON-RPC request object');
       if (!isPlainObject(body)) throw new A2AError('InvalidRequest', 'the request must be a JSON-RPC 2.0 request object');

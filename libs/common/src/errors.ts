@@ -8,6 +8,9 @@
 export const ERROR_CODES = {
   'request.invalid': { httpStatus: 422, when: 'the request body, query or params failed validation' },
   'request.malformed': { httpStatus: 400, when: 'the request body is not valid JSON' },
+  'request.too_large': { httpStatus: 413, when: 'the request body is larger than REQUEST_BODY_LIMIT_BYTES' },
+  'request.timeout': { httpStatus: 408, when: 'the request (headers or body) did not arrive within the server\'s timeouts' },
+  'request.rate_limited': { httpStatus: 429, when: 'the caller (API key or client address) sent more requests than its rate limit allows' },
   'request.unsupported_media_type': { httpStatus: 415, when: 'the request content type is not accepted' },
   'auth.missing_credentials': { httpStatus: 401, when: 'no API key was presented where one is required' },
   'auth.invalid_credentials': { httpStatus: 401, when: 'the API key is unknown or revoked' },

@@ -9,6 +9,12 @@ export const ConfigSchema = z.object({
   /** HTTP port of the API app. */
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().default('0.0.0.0'),
+  /** Largest request body accepted (bytes); larger ones are 413 in the surface's error shape. */
+  REQUEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(1024 * 1024),
+  /** Longest a request may take to arrive, headers and body (ms); slower ones are cut off (408). */
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
+  /** Longest the request headers may take to arrive (ms). */
+  HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(10_000),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),

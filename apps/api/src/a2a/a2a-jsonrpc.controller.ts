@@ -39,7 +39,9 @@ export class A2AJsonRpcController {
   @HttpCode(200)
   async call(@Param('org') org: string, @Param('agent') agentSlug: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     const version = requestedVersion(req);
-    const call: JsonRpcCall = isMalformedJson(req.body) ? { body: undefined, malformed: req.body.reason, version } : { body: req.body, version };
+    const call: JsonRpcCall = isMalformedJson(req.body)
+      ? { body: undefined, version, ...(req.body.kind === 'invalid' ? { invalid: { reason: req.body.reason, path: req.body.path ?? '' } } : { malformed: req.body.reason }) }
+      : { body: req.body, version };
     const fail = (status: number, e: unknown, headers: Record<string, string> = {}) =>
       sendJson(reply, status, jsonRpcErrorResponse(requestIdOf(call.body), toA2AError(e), errorShapeVersion(version)), headers);
 

@@ -245,7 +245,8 @@ export class A2ARestController {
     }
     if (opts.body) {
       if (isMalformedJson(req.body)) {
-        fail(reply, new A2AError('ParseError', `invalid JSON: ${req.body.reason.slice(0, 200)}`));
+        const b = req.body;
+        fail(reply, b.kind === 'invalid' ? new A2AError('InvalidParams', `${b.path ? `${b.path.slice(0, 200)}: ` : ''}${b.reason}`, { metadata: { field: (b.path ?? '').slice(0, 200) } }) : new A2AError('ParseError', `invalid JSON: ${b.reason.slice(0, 200)}`));
         return null;
       }
     }

@@ -23,6 +23,7 @@ export class AdminValidationPipe extends StandardSchemaValidationPipe {
 
   override async transform<T = unknown>(value: T, metadata: ArgumentMetadata): Promise<T> {
     if (metadata.type === 'body' && isMalformedJson(value)) {
+      if (value.kind === 'invalid') throw new AppError('request.invalid', `${value.path ? `${value.path}: ` : ''}${value.reason}`, { details: { issues: [{ path: value.path ?? '', message: value.reason }] } });
       throw new AppError('request.malformed', `the request body is not valid JSON: ${value.reason}`);
     }
     return super.transform(value, metadata);

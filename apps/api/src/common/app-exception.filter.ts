@@ -2,6 +2,7 @@ import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger 
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
 import { AppError, ERROR_CODES, invalidRequest } from '#libs/common';
+import { edgeErrorFor, sendEdgeError } from './edge-errors.js';
 
 /**
  * Admin API error shape: `{ error: { code, message, details }, requestId }` with the HTTP status
@@ -17,6 +18,17 @@ export class AppExceptionFilter implements ExceptionFilter {
     const http = host.switchToHttp();
     const reply = http.getResponse<FastifyReply>();
     const req = http.getRequest<FastifyRequest>();
+    // Fastify's own errors (body too large, content type, timeouts) in the surface's shape
+    const edge =
+      exception instanceof HttpException
+        ? edgeErrorFor({ statusCode: exception.getStatus() })
+        : typeof exception === 'object' && exception !== null
+          ? edgeErrorFor(exception as { code?: string; statusCode?: number })
+          : null;
+    if (edge && !(exception instanceof AppError)) {
+      void sendEdgeError(req, reply, edge.status, edge.a2a, edge.admin);
+      return;
+    }
     const { status, body } = toErrorBody(exception, this.log);
     void reply.status(status).header('content-type', 'application/json; charset=utf-8').send({ ...body, requestId: req.id });
   }

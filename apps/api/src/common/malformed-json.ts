@@ -1,12 +1,60 @@
 /**
- * Body placeholder for a request whose JSON did not parse. The body parser never rejects the
- * request itself, so each edge answers in its own protocol: the admin API with a 400
- * `request.malformed`, the A2A JSON-RPC binding with JSON-RPC error -32700 (Parse error).
+ * Body placeholder for a request whose JSON did not parse, or parsed into something we refuse to
+ * store. The body parser never rejects the request itself, so each edge answers in its own
+ * protocol:
+ * - `syntax`: not JSON — admin 400 `request.malformed`, JSON-RPC -32700 (Parse error), REST 400;
+ * - `invalid`: JSON, but nested deeper than MAX_JSON_DEPTH, or a string (or key) with a NUL
+ *   character or an unpaired surrogate (PostgreSQL cannot store either losslessly in jsonb/text) —
+ *   admin 400 `request.invalid`, JSON-RPC -32602 (Invalid params), REST 400, each naming `path`.
  */
 export class MalformedJson {
-  constructor(readonly reason: string) {}
+  constructor(
+    readonly reason: string,
+    readonly kind: 'syntax' | 'invalid' = 'syntax',
+    /** Where the offending value is, e.g. `params.message.parts.0.text` (for `invalid`). */
+    readonly path?: string,
+  ) {}
 }
 
 export function isMalformedJson(body: unknown): body is MalformedJson {
   return body instanceof MalformedJson;
+}
+
+/** Deepest JSON nesting accepted in a request body (objects and arrays). Documented in README. */
+export const MAX_JSON_DEPTH = 64;
+
+// a NUL, or a surrogate not part of a pair
+const BAD_CHARS = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function badString(s: string): string | null {
+  if (!BAD_CHARS.test(s)) return null;
+  return s.includes('\u0000') ? 'contains a NUL character (\\u0000)' : 'contains an unpaired UTF-16 surrogate';
+}
+
+/**
+ * The first reason a parsed JSON value must be refused, with its path, or null. Iterative, so a
+ * hostile body cannot exhaust the stack; stops at the first problem.
+ */
+export function checkJsonValue(value: unknown, maxDepth = MAX_JSON_DEPTH): { reason: string; path: string } | null {
+  const stack: Array<{ v: unknown; path: string[]; depth: number }> = [{ v: value, path: [], depth: 0 }];
+  while (stack.length > 0) {
+    const { v, path, depth } = stack.pop()!;
+    if (typeof v === 'string') {
+      const bad = badString(v);
+      if (bad) return { reason: `the string ${bad}`, path: path.join('.') };
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= maxDepth) return { reason: `JSON nested deeper than ${maxDepth} levels`, path: path.join('.') };
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: [...path, String(i)], depth: depth + 1 });
+    } else {
+      for (const [k, child] of Object.entries(v)) {
+        const badKey = badString(k);
+        if (badKey) return { reason: `a key ${badKey}`, path: path.join('.') };
+        stack.push({ v: child, path: [...path, k], depth: depth + 1 });
+      }
+    }
+  }
+  return null;
 }
