@@ -591,7 +591,9 @@ describe('admin API: runs', () => {
     expect(byContext.body.runs[0].contextId).toBe(contextId);
     expect((await root('GET', '/v1/runs')).body.runs.length).toBeLessThanOrEqual(20);
 
-    for (const q of ['cursor=garbage', `cursor=${Buffer.from('{"s":"x","i":"y"}').toString('base64url')}`, 'limit=0', 'limit=101', 'status=bogus', 'agentId=nope']) {
+    // a cursor with a valid shape but no (or a wrong) signature is refused like garbage
+    const forged = Buffer.from(JSON.stringify({ s: new Date().toISOString(), i: created[0], m: 'A'.repeat(22) })).toString('base64url');
+    for (const q of ['cursor=garbage', `cursor=${Buffer.from('{"s":"x","i":"y"}').toString('base64url')}`, `cursor=${forged}`, 'limit=0', 'limit=101', 'status=bogus', 'agentId=nope']) {
       const bad = await root('GET', `/v1/runs?${q}`);
       expect(bad.status, q).toBe(422);
       expect(bad.body.error.code).toBe('request.invalid');

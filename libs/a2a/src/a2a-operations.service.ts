@@ -42,6 +42,7 @@ export class A2AOperations {
   /** Parsed runtime configs by revision id (published revisions are immutable). */
   private readonly runtimes = new ParsedRuntimeCache();
   private readonly blockingTimeoutMs: number;
+  private readonly pageTokenSecret: string;
 
   constructor(
     private readonly createRun: CreateRunHandler,
@@ -53,6 +54,7 @@ export class A2AOperations {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.blockingTimeoutMs = config.A2A_BLOCKING_TIMEOUT_MS;
+    this.pageTokenSecret = config.PAGE_TOKEN_SECRET;
   }
 
   /**
@@ -148,7 +150,7 @@ export class A2AOperations {
     try {
       const orgId = agent.org.id;
       const fingerprint = listFingerprint(agent.agent.id, q);
-      const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint) : undefined;
+      const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
       const filter = {
         agentId: agent.agent.id,
         threadId: q.contextId,
@@ -163,7 +165,7 @@ export class A2AOperations {
         { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts },
       );
       const last = page.at(-1);
-      const nextPageToken = rows.length > q.pageSize && last ? encodePageToken(last, fingerprint) : '';
+      const nextPageToken = rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '';
       return { views, nextPageToken, pageSize: q.pageSize, totalSize };
     } catch (e) {
       throw toA2AError(e);

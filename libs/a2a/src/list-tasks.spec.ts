@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { BlockedReasonSchema, RunStatusSchema, type BlockedReason, type RunStatus } from '#libs/contracts';
 import { deriveTaskState, type A2ATaskState } from './task-state.js';
 import { decodePageToken, encodePageToken, listFingerprint, parseRfc3339, taskStateFilter } from './list-tasks.js';
+
+const SECRET = 'test-page-token-secret';
 import { fromV1ListTasksRequest, V1ListTasksRequestSchema } from './v1/v1-list-tasks.js';
 
 const STATES: A2ATaskState[] = [
@@ -65,14 +67,14 @@ describe('page tokens', () => {
   const last = { statusAt: new Date('2026-01-31T12:00:00.123Z'), id: '0f6c2f0a-51c5-4d36-9e62-2b8f5c2d9a11' };
 
   it('round-trips the keyset position and is URL-safe', () => {
-    const token = encodePageToken(last, fp);
+    const token = encodePageToken(last, fp, SECRET);
     expect(token).toMatch(/^[A-Za-z0-9_-]+$/);
-    expect(decodePageToken(token, fp)).toEqual(last);
-    expect(decodePageToken(encodePageToken({ statusAt: '2026-01-31T12:00:00.123Z', id: last.id }, fp), fp)).toEqual(last);
+    expect(decodePageToken(token, fp, SECRET)).toEqual(last);
+    expect(decodePageToken(encodePageToken({ statusAt: '2026-01-31T12:00:00.123Z', id: last.id }, fp, SECRET), fp, SECRET)).toEqual(last);
   });
 
   it('refuses edited, truncated and made-up tokens with InvalidParams', () => {
-    const token = encodePageToken(last, fp);
+    const token = encodePageToken(last, fp, SECRET);
     const raw = Buffer.from(token, 'base64url').toString('utf8');
     const edited = Buffer.from(raw.replace('123', '124'), 'utf8').toString('base64url');
     const bad = [
@@ -86,12 +88,17 @@ describe('page tokens', () => {
       'x'.repeat(300),
     ];
     for (const t of bad) {
-      expect(() => decodePageToken(t, fp), t).toThrow(expect.objectContaining({ type: 'InvalidParams', code: -32602, message: 'pageToken is not a token returned by ListTasks' }));
+      expect(() => decodePageToken(t, fp, SECRET), t).toThrow(expect.objectContaining({ type: 'InvalidParams', code: -32602, message: 'pageToken is not a token returned by ListTasks' }));
     }
   });
 
+  it('is signed with the server secret: a token minted with another key is refused', () => {
+    const forged = encodePageToken(last, fp, 'somebody-elses-secret-key');
+    expect(() => decodePageToken(forged, fp, SECRET)).toThrow(expect.objectContaining({ type: 'InvalidParams', code: -32602 }));
+  });
+
   it('is bound to the agent and the filters, not to pageSize / historyLength / includeArtifacts', () => {
-    const token = encodePageToken(last, fp);
+    const token = encodePageToken(last, fp, SECRET);
     const otherFilters = [
       listFingerprint('7e0c3a1e-0000-4000-8000-000000000002', { contextId: 'ctx', state: 'TASK_STATE_WORKING' }),
       listFingerprint('7e0c3a1e-0000-4000-8000-000000000001', { contextId: 'ctx2', state: 'TASK_STATE_WORKING' }),
@@ -99,7 +106,7 @@ describe('page tokens', () => {
       listFingerprint('7e0c3a1e-0000-4000-8000-000000000001', { contextId: 'ctx', state: 'TASK_STATE_WORKING', statusTimestampAfter: new Date(0) }),
     ];
     for (const other of otherFilters) {
-      expect(() => decodePageToken(token, other)).toThrow(expect.objectContaining({ type: 'InvalidParams', message: expect.stringContaining('other filters') }));
+      expect(() => decodePageToken(token, other, SECRET)).toThrow(expect.objectContaining({ type: 'InvalidParams', message: expect.stringContaining('other filters') }));
     }
   });
 });

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { BlockedReason, RunStatus } from '#libs/contracts';
 import { isUuid, type RunListFilter, type RunView } from '#libs/runs';
 import { type A2ATaskState } from './task-state.js';
@@ -117,20 +117,20 @@ export function listFingerprint(agentId: string, q: Pick<ListTasksQuery, 'contex
   return createHash('sha256').update(key).digest('base64url').slice(0, 16);
 }
 
-function mac(payload: string): string {
-  return createHash('sha256').update(MAC_DOMAIN + payload).digest('base64url').slice(0, 16);
+/** HMAC-SHA256 (truncated to 128 bits) of the payload under the server's PAGE_TOKEN_SECRET. */
+function mac(secret: string, payload: string): string {
+  return createHmac('sha256', secret).update(MAC_DOMAIN + payload).digest('base64url').slice(0, 22);
 }
 
 /**
  * The page token after `last` (the last task of a page): base64url of
- * `p1~<statusAt ms>~<task id>~<filter fingerprint>~<check>`. Opaque to clients. The check
- * detects corrupted or edited tokens; it is not a secret signature — forging one only moves the
- * start of a page within the caller's own tasks, since every query is scoped by agent and org.
+ * `p1~<statusAt ms>~<task id>~<filter fingerprint>~<hmac>`. Opaque to clients. The HMAC, keyed
+ * with the server's `secret` (PAGE_TOKEN_SECRET), makes a forged or edited token fail to decode.
  */
-export function encodePageToken(last: { statusAt: Date | string; id: string }, fingerprint: string): string {
+export function encodePageToken(last: { statusAt: Date | string; id: string }, fingerprint: string, secret: string): string {
   const statusAt = (last.statusAt instanceof Date ? last.statusAt : new Date(last.statusAt)).getTime();
   const payload = [TOKEN_VERSION, String(statusAt), last.id, fingerprint].join(SEP);
-  return Buffer.from(`${payload}${SEP}${mac(payload)}`, 'utf8').toString('base64url');
+  return Buffer.from(`${payload}${SEP}${mac(secret, payload)}`, 'utf8').toString('base64url');
 }
 
 /**
@@ -138,7 +138,7 @@ export function encodePageToken(last: { statusAt: Date | string; id: string }, f
  * the token is not one `encodePageToken` made (malformed, truncated, edited), or was made for a
  * query with other filters (`fingerprint` differs).
  */
-export function decodePageToken(token: string, fingerprint: string): { statusAt: Date; id: string } {
+export function decodePageToken(token: string, fingerprint: string, secret: string): { statusAt: Date; id: string } {
   const invalid = () => new A2AError('InvalidParams', 'pageToken is not a token returned by ListTasks', { metadata: { field: 'pageToken' } });
   if (token.length > 256 || !/^[A-Za-z0-9_-]+$/.test(token)) throw invalid();
   const text = Buffer.from(token, 'base64url').toString('utf8');
@@ -147,7 +147,7 @@ export function decodePageToken(token: string, fingerprint: string): { statusAt:
   if (fields.length !== 5) throw invalid();
   const [version, ms, id, fp, check] = fields as [string, string, string, string, string];
   const payload = [version, ms, id, fp].join(SEP);
-  const expected = Buffer.from(mac(payload));
+  const expected = Buffer.from(mac(secret, payload));
   const given = Buffer.from(check);
   if (expected.length !== given.length || !timingSafeEqual(expected, given)) throw invalid();
   if (version !== TOKEN_VERSION || !/^-?\d{1,16}$/.test(ms) || !isUuid(id)) throw invalid();

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 
 /**
@@ -15,6 +16,12 @@ export const ConfigSchema = z.object({
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
   /** Longest the request headers may take to arrive (ms). */
   HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(10_000),
+  /**
+   * Key of the HMAC that signs pagination tokens (ListTasks pageToken, admin cursors). Unset: a
+   * random key per process — set it (same value everywhere) when several API instances serve
+   * one deployment, or a token from one instance is refused by another.
+   */
+  PAGE_TOKEN_SECRET: z.string().min(16).default(() => randomBytes(32).toString('base64url')),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),

@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { AppError } from '#libs/common';
 import type {
   A2ABindingResponse,
@@ -106,15 +107,24 @@ export const toRunDetail = (v: RunView): RunDetailResponse => ({
 
 // ------------------------------------------------------------------ run list cursor
 
-const CursorSchema = z.strictObject({ s: z.iso.datetime(), i: z.uuid() });
+const CursorSchema = z.strictObject({ s: z.iso.datetime(), i: z.uuid(), m: z.string() });
+const CURSOR_DOMAIN = 'aaas.admin.runs.cursor/v1\n';
 
-/** Opaque keyset cursor of GET /v1/runs: base64url of `{ s: statusAt, i: id }` of the last run. */
-export function encodeRunCursor(run: { statusAt: Date | string; id: string }): string {
-  return Buffer.from(JSON.stringify({ s: iso(run.statusAt), i: run.id }), 'utf8').toString('base64url');
+function cursorMac(secret: string, s: string, i: string): string {
+  return createHmac('sha256', secret).update(`${CURSOR_DOMAIN}${s}\n${i}`).digest('base64url').slice(0, 22);
+}
+
+/**
+ * Opaque keyset cursor of GET /v1/runs: base64url of `{ s: statusAt, i: id, m: hmac }` of the last
+ * run, the HMAC keyed with PAGE_TOKEN_SECRET so an edited or forged cursor is refused.
+ */
+export function encodeRunCursor(run: { statusAt: Date | string; id: string }, secret: string): string {
+  const s = iso(run.statusAt);
+  return Buffer.from(JSON.stringify({ s, i: run.id, m: cursorMac(secret, s, run.id) }), 'utf8').toString('base64url');
 }
 
 /** Throws 422 `request.invalid` (path `cursor`) for anything `encodeRunCursor` did not make. */
-export function decodeRunCursor(cursor: string): { statusAt: Date; id: string } {
+export function decodeRunCursor(cursor: string, secret: string): { statusAt: Date; id: string } {
   let raw: unknown;
   try {
     raw = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
@@ -122,7 +132,9 @@ export function decodeRunCursor(cursor: string): { statusAt: Date; id: string } 
     raw = undefined;
   }
   const parsed = CursorSchema.safeParse(raw);
-  if (!parsed.success) {
+  const expected = parsed.success ? Buffer.from(cursorMac(secret, parsed.data.s, parsed.data.i)) : null;
+  const given = parsed.success ? Buffer.from(parsed.data.m) : null;
+  if (!parsed.success || !expected || !given || expected.length !== given.length || !timingSafeEqual(expected, given)) {
     throw new AppError('request.invalid', 'invalid cursor', { details: { issues: [{ path: 'cursor', message: 'not a cursor returned by this API' }] } });
   }
   return { statusAt: new Date(parsed.data.s), id: parsed.data.i };

@@ -1,4 +1,5 @@
-import { Controller, Get, Param, Query, UseGuards, UsePipes } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query, UseGuards, UsePipes } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import {
   ListRunsQuerySchema,
@@ -24,17 +25,20 @@ import { AdminValidationPipe } from './admin-validation.pipe.js';
 @UseGuards(AdminAuthGuard)
 @UsePipes(AdminValidationPipe)
 export class RunsController {
-  constructor(private readonly runs: RunQueries) {}
+  constructor(
+    private readonly runs: RunQueries,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
 
   @Get()
   @ApiOperation({ summary: "The organization's runs, newest status change first (keyset pagination)" })
   @ApiResponse({ status: 200, standardSchema: RunListSchema })
   @AdminRoute(422)
   async list(@CurrentPrincipal() principal: Principal, @Query({ schema: ListRunsQuerySchema }) q: ListRunsQuery): Promise<RunListResponse> {
-    const before = q.cursor !== undefined ? decodeRunCursor(q.cursor) : undefined;
+    const before = q.cursor !== undefined ? decodeRunCursor(q.cursor, this.config.PAGE_TOKEN_SECRET) : undefined;
     const rows = await this.runs.list(principal.orgId, { agentId: q.agentId, threadId: q.contextId, status: q.status, before, limit: q.limit });
     const page = rows.slice(0, q.limit);
-    return { runs: page.map(toRunSummary), nextCursor: rows.length > q.limit ? encodeRunCursor(page.at(-1)!) : null };
+    return { runs: page.map(toRunSummary), nextCursor: rows.length > q.limit ? encodeRunCursor(page.at(-1)!, this.config.PAGE_TOKEN_SECRET) : null };
   }
 
   @Get(':runId')
