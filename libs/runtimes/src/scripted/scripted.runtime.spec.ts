@@ -61,16 +61,38 @@ const issues = (raw: unknown) => {
   return r.error!.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
 };
 
+/** Issues of the runtime's own validation (schema + RE2 patterns). */
+const runtimeIssues = (raw: unknown) => {
+  try {
+    runtime.parseConfig(raw);
+  } catch (e) {
+    return (e as { issues: Array<{ path: PropertyKey[]; message: string }> }).issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+  }
+  throw new Error('expected the config to be refused');
+};
+
 describe('ScriptedRuntimeConfigSchema', () => {
   it('defaults rules to [] and defaultRule to echo', () => {
     expect(runtime.parseConfig({ kind: 'scripted' })).toEqual({ kind: 'scripted', rules: [], defaultRule: 'echo' });
   });
 
-  it('rejects a regex that does not compile, and flags it does not know', () => {
-    expect(issues({ kind: 'scripted', rules: [rule({ text: '(unclosed' })] })).toEqual([
-      { path: 'rules.0.match.text', message: expect.stringContaining('invalid regular expression') },
+  it('rejects a regex that does not compile, RE2-unsupported syntax, and flags it does not know', () => {
+    expect(runtimeIssues({ kind: 'scripted', rules: [rule({ text: '(unclosed' })] })).toEqual([
+      { path: 'rules.0.match.text', message: expect.stringContaining('not a supported (RE2) regular expression') },
     ]);
-    expect(issues({ kind: 'scripted', rules: [rule({ text: 'a', flags: 'q' })] })[0]!.path).toBe('rules.0.match.text');
+    expect(runtimeIssues({ kind: 'scripted', rules: [rule({ text: '(a)\\1' })] })[0]!.message).toContain('backreferences and lookaround are not available');
+    expect(runtimeIssues({ kind: 'scripted', rules: [rule({ text: 'a(?=b)' })] })[0]!.path).toBe('rules.0.match.text');
+    expect(runtimeIssues({ kind: 'scripted', rules: [rule({ text: 'a', flags: 'q' })] })[0]!.path).toBe('rules.0.match.text');
+  });
+
+  it('matches in linear time: a catastrophic-backtracking pattern answers in milliseconds', () => {
+    const config = runtime.parseConfig({ kind: 'scripted', rules: [rule({ text: '^(a+)+$' }, [{ type: 'reply', text: 'matched' }])] });
+    for (const text of ['a'.repeat(30) + 'b', 'a'.repeat(5_000) + '!']) {
+      const t0 = performance.now();
+      expect(runtime.directReply(config, { messageId: 'm', role: 'user', parts: [{ text }] })).toBeNull();
+      expect(performance.now() - t0).toBeLessThan(200);
+    }
+    expect(runtime.directReply(config, { messageId: 'm', role: 'user', parts: [{ text: 'aaa' }] })).toMatchObject({ parts: [{ text: 'matched' }] });
   });
 
   it('rejects a match with neither text nor messageIdPrefix', () => {

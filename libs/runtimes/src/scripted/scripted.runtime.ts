@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { compileSafeRegex, safeMatchLength } from './safe-regex.js';
 import { randomUUID } from 'node:crypto';
 import {
   messageText,
@@ -32,9 +34,9 @@ function echoRule(input: CanonicalMessage): ScriptedRule {
 function matchScore(match: ScriptedRule['match'], input: CanonicalMessage): number | null {
   let score = 0;
   if (match.text !== undefined) {
-    const m = new RegExp(match.text, match.flags).exec(messageText(input.parts));
-    if (!m) return null;
-    score += m[0].length;
+    const length = safeMatchLength(compileSafeRegex(match.text, match.flags), messageText(input.parts));
+    if (length === null) return null;
+    score += length;
   }
   if (match.messageIdPrefix !== undefined) {
     if (!input.messageId.startsWith(match.messageIdPrefix)) return null;
@@ -128,9 +130,23 @@ function isRunTerminal(e: unknown): boolean {
 export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
   readonly kind = 'scripted';
 
-  /** Throws a `ZodError` when `raw` is not a valid scripted config. */
+  /**
+   * Throws a `ZodError` when `raw` is not a valid scripted config, including a `match.text` that
+   * is not an RE2 pattern (the error names the rule and says what is unsupported).
+   */
   parseConfig(raw: unknown): ScriptedRuntimeConfig {
-    return ScriptedRuntimeConfigSchema.parse(raw);
+    const config = ScriptedRuntimeConfigSchema.parse(raw);
+    const issues: z.core.$ZodIssue[] = [];
+    config.rules.forEach((rule, i) => {
+      if (rule.match.text === undefined) return;
+      try {
+        compileSafeRegex(rule.match.text, rule.match.flags);
+      } catch (e) {
+        issues.push({ code: 'custom', path: ['rules', i, 'match', 'text'], message: e instanceof Error ? e.message : String(e), input: rule.match.text });
+      }
+    });
+    if (issues.length > 0) throw new z.ZodError(issues);
+    return config;
   }
 
   /** The reply of the selected rule when it is a `reply` rule, else null (a run is needed). */
