@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import helmet from '@fastify/helmet';
 import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
@@ -74,6 +75,10 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
   installHttpMetrics(fastify, app.get(Metrics));
   app.enableShutdownHooks();
 
+  // security headers (CSP off: the API serves JSON and the /docs UI, not pages of its own)
+  await app.register(helmet as never, { contentSecurityPolicy: false, crossOriginResourcePolicy: { policy: 'cross-origin' } });
+
+  if (!config.DOCS_ENABLED) return app;
   const doc = SwaggerModule.createDocument(
     app,
     new DocumentBuilder()

@@ -22,6 +22,19 @@ export const ConfigSchema = z.object({
    * one deployment, or a token from one instance is refused by another.
    */
   PAGE_TOKEN_SECRET: z.string().min(16).default(() => randomBytes(32).toString('base64url')),
+  /**
+   * Host names (no port) whose Host header may be written into Agent Cards when PUBLIC_BASE_URL
+   * is unset; comma-separated. Default: loopback names only.
+   */
+  TRUSTED_HOSTS: z
+    .string()
+    .default('localhost,127.0.0.1,[::1]')
+    .transform((v) => v.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean)),
+  /** Serve the OpenAPI UI and JSON at /docs. */
+  DOCS_ENABLED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),

@@ -24,7 +24,9 @@ export const ApiKeyScopeSchema = z.enum(['platform', 'admin', 'a2a:invoke']);
 export type ApiKeyScope = z.infer<typeof ApiKeyScopeSchema>;
 
 const IsoDate = z.string().describe('ISO-8601 timestamp');
-const NullableUrl = z.url().max(2048).nullable();
+/** Only http(s) URLs reach a card (no javascript:, data:, file: …). */
+const HttpUrl = z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).max(2048);
+const NullableUrl = HttpUrl.nullable();
 
 // ------------------------------------------------------------------ organizations
 
@@ -81,7 +83,7 @@ export type CreatedOrganizationResponse = z.infer<typeof CreatedOrganizationSche
 // ------------------------------------------------------------------ agents
 
 /** A2A AgentProvider. */
-export const AgentProviderSchema = z.strictObject({ organization: z.string().min(1).max(200), url: z.url().max(2048) });
+export const AgentProviderSchema = z.strictObject({ organization: z.string().min(1).max(200), url: HttpUrl });
 
 export const CreateAgentSchema = z.strictObject({
   slug: AgentSlugSchema,

@@ -29,10 +29,17 @@ export function presentedApiKey(req: FastifyRequest): string | undefined {
   return m ? m[1] : undefined;
 }
 
-/** Origin clients reach us at: PUBLIC_BASE_URL, else the request's protocol and Host. */
+/**
+ * Origin written into Agent Cards: PUBLIC_BASE_URL; else the request's Host when its host name is
+ * in TRUSTED_HOSTS (default: loopback names, for development); else `http://localhost:<PORT>`.
+ * An arbitrary Host header never reaches a (cacheable, possibly signed) card.
+ */
 export function publicBaseUrl(config: AppConfig, req: FastifyRequest): string {
   if (config.PUBLIC_BASE_URL) return config.PUBLIC_BASE_URL.replace(/\/+$/, '');
-  return `${req.protocol}://${req.host}`;
+  const host = req.host;
+  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
+  if (/^[A-Za-z0-9.\-\[\]:]+$/.test(host) && config.TRUSTED_HOSTS.includes(name.toLowerCase())) return `${req.protocol}://${host}`;
+  return `http://localhost:${config.PORT}`;
 }
 
 export function sendJson(reply: FastifyReply, status: number, body: unknown, headers: Record<string, string> = {}): void {

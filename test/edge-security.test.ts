@@ -1,0 +1,74 @@
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiApp } from '../apps/api/src/app.factory.js';
+import { adminRequest, publishAgent } from './support/admin-client.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** Security headers, the docs switch, card URLs that no Host header can choose, http(s)-only links. */
+let stack: Stack;
+let cardPath: string;
+
+beforeAll(async () => {
+  stack = await startStack({ worker: false });
+  const echo = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'echo' });
+  cardPath = new URL(echo.cardUrl).pathname;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+/** GET with an explicit Host header (fetch does not let a caller set it). */
+function getWithHost(path: string, host: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  const { port } = new URL(stack.baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: Number(port), path, headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('edge security', () => {
+  it('an untrusted Host header never reaches the card; a trusted one (loopback by default) does', async () => {
+    const evil = await getWithHost(cardPath, 'evil.example.com');
+    expect(evil.status).toBe(200);
+    expect(evil.body).not.toContain('evil.example.com');
+    expect(JSON.parse(evil.body).supportedInterfaces[0].url).toMatch(/^http:\/\/localhost:\d+\/a2a\//);
+    const { port } = new URL(stack.baseUrl);
+    const ok = await getWithHost(cardPath, `127.0.0.1:${port}`);
+    expect(JSON.parse(ok.body).supportedInterfaces[0].url).toBe(`http://127.0.0.1:${port}${cardPath.replace('/.well-known/agent-card.json', '')}`);
+  });
+
+  it('sends security headers (helmet)', async () => {
+    const res = await fetch(`${stack.baseUrl}${cardPath}`);
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('x-frame-options')).toBe('SAMEORIGIN');
+    expect(res.headers.get('strict-transport-security')).toMatch(/max-age=/);
+  });
+
+  it('agent links accept only http(s) URLs', async () => {
+    for (const url of ['javascript:alert(1)', 'file:///etc/passwd', 'data:text/html,x']) {
+      const res = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents', { slug: 'bad-link', name: 'x', description: 'x', documentationUrl: url });
+      expect(res.status, url).toBe(422);
+      const p = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents', { slug: 'bad-provider', name: 'x', description: 'x', provider: { organization: 'o', url } });
+      expect(p.status, url).toBe(422);
+    }
+    const good = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents', { slug: 'good-link', name: 'x', description: 'x', iconUrl: 'https://example.com/i.png' });
+    expect(good.status).toBe(201);
+  });
+
+  it('/docs can be turned off', async () => {
+    expect((await fetch(`${stack.baseUrl}/docs/openapi.json`)).status).toBe(200);
+    const app = await createApiApp({ ...stack.env, DOCS_ENABLED: 'false', BOOTSTRAP_ORG_SLUG: undefined as never, BOOTSTRAP_ADMIN_KEY: undefined as never });
+    await app.listen(0, '127.0.0.1');
+    try {
+      const { port } = app.getHttpServer().address() as { port: number };
+      expect((await fetch(`http://127.0.0.1:${port}/docs/openapi.json`)).status).toBe(404);
+    } finally {
+      await app.close();
+    }
+  });
+});
