@@ -6,6 +6,7 @@ import { RunsModule } from '#libs/runs';
 import { RuntimesModule } from '#libs/runtimes';
 import { AdminModule } from './admin/admin.module.js';
 import { A2AHttpModule } from './a2a/a2a.module.js';
+import { HealthModule } from './health/health.module.js';
 
 /** Root module of the API app. `overrides` are config values (tests and the demo use them). */
 @Module({})
@@ -13,7 +14,7 @@ export class AppModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), RunsModule, AdminModule, A2AHttpModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), RunsModule, AdminModule, A2AHttpModule, HealthModule],
     };
   }
 }

@@ -1,7 +1,20 @@
+import { loadConfig } from '#libs/config';
+import { checkSchema } from '#libs/db';
 import { createWorkerApp } from './worker.factory.js';
 
-/** Worker process entry point: executes runs from the `run-execution` queue. */
-createWorkerApp().catch((e: unknown) => {
-  console.error(e instanceof Error ? e.message : e);
+/**
+ * Worker process entry point: executes runs from the `run-execution` queue. Refuses to start
+ * (one line, exit 1) when PostgreSQL cannot be reached or its schema is behind this build.
+ */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const schema = await checkSchema(config.DATABASE_URL);
+  if (!schema.reachable) throw new Error(`cannot reach PostgreSQL at ${new URL(config.DATABASE_URL).host}: ${schema.error}`);
+  if (schema.pending.length > 0) throw new Error(`the database schema is behind this build (${schema.pending.length} migration(s) not applied: ${schema.pending.join(', ')}); run npm run db:migrate`);
+  await createWorkerApp();
+}
+
+main().catch((e: unknown) => {
+  console.error(`aaas worker: ${e instanceof Error ? e.message : String(e)}`);
   process.exit(1);
 });

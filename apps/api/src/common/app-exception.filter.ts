@@ -18,6 +18,11 @@ export class AppExceptionFilter implements ExceptionFilter {
     const http = host.switchToHttp();
     const reply = http.getResponse<FastifyReply>();
     const req = http.getRequest<FastifyRequest>();
+    // readiness (terminus) answers 503 with its own report of each check
+    if (exception instanceof HttpException && exception.getStatus() === 503 && typeof exception.getResponse() === 'object') {
+      void reply.status(503).header('content-type', 'application/json; charset=utf-8').send(exception.getResponse());
+      return;
+    }
     // Fastify's own errors (body too large, content type, timeouts) in the surface's shape
     const edge =
       exception instanceof HttpException

@@ -1,0 +1,90 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_DATABASE_URL } from './support/env.js';
+import { TestRedis, freePort } from './support/redis-server.js';
+import { startStack, type Stack } from './support/stack.js';
+
+const run = promisify(execFile);
+
+/** Liveness, readiness (PostgreSQL, migrations, a Redis the test starts and stops) and fail-fast boot. */
+describe('health', () => {
+  let redis: TestRedis;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    redis = await TestRedis.start();
+    stack = await startStack({ worker: false, env: { REDIS_URL: redis.url } });
+  });
+  afterAll(async () => {
+    await redis?.start().catch(() => undefined);
+    await stack?.close();
+    await redis?.stop();
+  });
+
+  it('liveness is 200; readiness flips to 503 while Redis is down and back to 200 when it returns', async () => {
+    expect((await fetch(`${stack.baseUrl}/healthz`)).status).toBe(200);
+    const up = await fetch(`${stack.baseUrl}/readyz`);
+    expect(up.status).toBe(200);
+    expect(await up.json()).toMatchObject({ status: 'ok', info: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up' } } });
+
+    await redis.stop();
+    const t0 = Date.now();
+    const down = await fetch(`${stack.baseUrl}/readyz`);
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(down.status).toBe(503);
+    const body = (await down.json()) as { error: Record<string, { status: string }> };
+    expect(body.error.redis!.status).toBe('down');
+    expect((await fetch(`${stack.baseUrl}/healthz`)).status).toBe(200);
+
+    await redis.start();
+    await expect.poll(async () => (await fetch(`${stack.baseUrl}/readyz`)).status, { timeout: 10_000, interval: 200 }).toBe(200);
+  });
+});
+
+describe('fail-fast boot', () => {
+  const env = (databaseUrl: string) => ({ ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', PORT: '0' });
+
+  async function boot(script: string, databaseUrl: string): Promise<{ code: number; stderr: string }> {
+    try {
+      await run(process.execPath, [script], { env: env(databaseUrl), timeout: 20_000 });
+      return { code: 0, stderr: '' };
+    } catch (e) {
+      const err = e as { code?: number; stderr?: string };
+      return { code: err.code ?? -1, stderr: err.stderr ?? '' };
+    }
+  }
+
+  it('the API and the worker refuse to start when PostgreSQL is unreachable, with one clear line', async () => {
+    const port = await freePort();
+    for (const script of ['dist/apps/api/src/main.js', 'dist/apps/worker/src/main.js']) {
+      const r = await boot(script, `postgresql://postgres@127.0.0.1:${port}/nowhere`);
+      expect(r.code, script).toBe(1);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/cannot reach PostgreSQL at 127\.0\.0\.1:\d+/);
+    }
+  });
+
+  it('they refuse to start when the schema is behind this build', async () => {
+    const name = `aaas_test_empty_${randomUUID().slice(0, 8)}`;
+    const adminUrl = new URL(TEST_DATABASE_URL);
+    adminUrl.pathname = '/postgres';
+    const admin = new pg.Client({ connectionString: adminUrl.toString() });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE "${name}"`);
+    try {
+      const url = new URL(TEST_DATABASE_URL);
+      url.pathname = `/${name}`;
+      for (const script of ['dist/apps/api/src/main.js', 'dist/apps/worker/src/main.js']) {
+        const r = await boot(script, url.toString());
+        expect(r.code, script).toBe(1);
+        expect(r.stderr).toMatch(/schema is behind this build \(\d+ migration\(s\) not applied: 20261122001211_init/);
+      }
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await admin.end();
+    }
+  });
+});
