@@ -11,6 +11,7 @@ import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson, checkJsonValue } from './common/malformed-json.js';
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
+import { installRateLimits } from './common/rate-limit.js';
 import { Metrics } from '#libs/metrics';
 
 export type ConfigOverrides = Partial<Record<keyof AppConfig, string>>;
@@ -75,6 +76,11 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
   installHttpMetrics(fastify, app.get(Metrics));
   app.enableShutdownHooks();
 
+  const stopLimiter = await installRateLimits(fastify, config);
+  fastify.addHook('onClose', (_i, done) => {
+    stopLimiter();
+    done();
+  });
   // security headers (CSP off: the API serves JSON and the /docs UI, not pages of its own)
   await app.register(helmet as never, { contentSecurityPolicy: false, crossOriginResourcePolicy: { policy: 'cross-origin' } });
 

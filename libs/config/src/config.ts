@@ -35,6 +35,12 @@ export const ConfigSchema = z.object({
     .enum(['true', 'false'])
     .default('true')
     .transform((v) => v === 'true'),
+  /** Requests per minute per API key (all instances together, counted in Redis); 0 = off. */
+  RATE_LIMIT_PER_KEY: z.coerce.number().int().min(0).default(60_000),
+  /** Requests per minute per client address for callers without an API key; 0 = off. */
+  RATE_LIMIT_PER_IP: z.coerce.number().int().min(0).default(120_000),
+  /** Failed authentications (401) per minute per client address before its credentialed requests get 429; 0 = off. */
+  RATE_LIMIT_AUTH_FAILURES_PER_IP: z.coerce.number().int().min(0).default(30),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),

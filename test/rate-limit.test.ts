@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminRequest, publishAgent } from './support/admin-client.js';
+import { TestRedis } from './support/redis-server.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** Rate limits on Redis: 429 with Retry-After in each surface's shape; wrong keys are limited; fail open without Redis. */
+describe('rate limits', () => {
+  let redis: TestRedis;
+  let stack: Stack;
+  let ep: string;
+
+  beforeAll(async () => {
+    redis = await TestRedis.start();
+    stack = await startStack({ worker: false, env: { REDIS_URL: redis.url, RATE_LIMIT_PER_KEY: '40', RATE_LIMIT_PER_IP: '15', RATE_LIMIT_AUTH_FAILURES_PER_IP: '3' } });
+    const echo = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'echo' });
+    ep = `${stack.baseUrl}${echo.basePath}`;
+  });
+  afterAll(async () => {
+    await redis?.start().catch(() => undefined);
+    await stack?.close();
+    await redis?.stop();
+  });
+
+  const get = (h: Record<string, string> = {}) =>
+    fetch(ep, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...h }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: randomUUID() } }) });
+
+  it('per client address: 429 with Retry-After and a JSON-RPC error body on the JSON-RPC endpoint', async () => {
+    const statuses: number[] = [];
+    let limited: Response | undefined;
+    for (let i = 0; i < 20; i++) {
+      const r = await get();
+      statuses.push(r.status);
+      if (r.status === 429) limited ??= r;
+      else await r.arrayBuffer();
+    }
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    expect(Number(limited!.headers.get('retry-after'))).toBeGreaterThan(0);
+    const body = (await limited!.json()) as { jsonrpc: string; error: { code: number; message: string } };
+    expect(body.jsonrpc).toBe('2.0');
+    expect(body.error.message).toContain('rate limit');
+  });
+
+  it('wrong-key attempts are limited per address; the admin surface answers 429 request.rate_limited', async () => {
+    const codes: number[] = [];
+    for (let i = 0; i < 6; i++) codes.push((await adminRequest(stack.baseUrl, 'aaas_wrongkey_000000000000000000000000', 'GET', '/v1/agents')).status);
+    expect(codes.slice(0, 3)).toEqual([401, 401, 401]);
+    expect(codes.slice(3)).toEqual([429, 429, 429]);
+    const r = await adminRequest(stack.baseUrl, stack.adminKey, 'GET', '/v1/agents');
+    expect(r.status).toBe(429);
+    expect(r.body.error.code).toBe('request.rate_limited');
+  });
+
+  it('fails open while Redis is down: requests are served, nothing waits', async () => {
+    await redis.stop();
+    const t0 = Date.now();
+    const r = await fetch(`${stack.baseUrl}${new URL(ep).pathname}/.well-known/agent-card.json`);
+    expect(r.status).toBe(200);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    await redis.start();
+  });
+});
