@@ -128,7 +128,7 @@ describe('worker executes runs from BullMQ', () => {
 
 describe('lost executions', () => {
   it('the sweeper fails a run whose job is gone, and leaves held runs with a live job alone', async () => {
-    const stack = await startStack({ worker: false, env: { RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000' } });
+    const stack = await startStack({ worker: false, env: { RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000', EXECUTION_HEARTBEAT_MS: '400' } });
     try {
       const runs = runsOf(stack.api);
       const seed = await seedAgent(stack.api.get(DatabaseService), RULES);
@@ -141,7 +141,7 @@ describe('lost executions', () => {
       await queue.remove(RunExecutionQueue.jobId(lost.id, 2));
       const held = (await mk('hold this')).run;
 
-      const worker = await createWorkerApp({ ...stack.env, RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000' });
+      const worker = await createWorkerApp({ ...stack.env, RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000', EXECUTION_HEARTBEAT_MS: '400' });
       try {
         await expect.poll(async () => (await runs.getRun(seed.orgId, held.id))!.status, { timeout: 10_000 }).toBe('working');
         await new Promise((r) => setTimeout(r, 1200));

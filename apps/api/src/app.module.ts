@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
+import { SweeperModule } from '#libs/execution';
 import { MetricsModule } from '#libs/metrics';
 import { RunsModule } from '#libs/runs';
 import { RuntimesModule } from '#libs/runtimes';
@@ -14,7 +15,7 @@ export class AppModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), RunsModule, AdminModule, A2AHttpModule, HealthModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), RunsModule, SweeperModule, AdminModule, A2AHttpModule, HealthModule],
     };
   }
 }

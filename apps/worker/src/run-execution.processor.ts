@@ -44,9 +44,11 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
   }
 
   /** Process one job as the BullMQ worker does (tests call it directly). */
-  async process(job: Pick<Job<RunExecuteJob>, 'data'> & { timestamp?: number }): Promise<void> {
+  async process(job: Pick<Job<RunExecuteJob>, 'data'> & { timestamp?: number; id?: string }): Promise<void> {
+    // job ids are <runId>-<trigger sequence> (RunExecutionQueue.jobId)
+    const seq = job.id ? Number(job.id.slice(job.id.lastIndexOf('-') + 1)) : NaN;
     try {
-      await this.executor.execute(job.data, { enqueuedAt: job.timestamp });
+      await this.executor.execute(job.data, { enqueuedAt: job.timestamp, triggerSequence: Number.isInteger(seq) ? seq : undefined });
     } catch (e) {
       if (e instanceof ExecutionError && !e.retryable) throw new UnrecoverableError(e.message);
       throw e;

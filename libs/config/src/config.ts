@@ -88,10 +88,16 @@ export const ConfigSchema = z.object({
   /** Worker: serve Prometheus metrics at http://WORKER_METRICS_HOST:<port>/metrics (unset: off). */
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
+  /**
+   * Executions running longer than a quarter of this renew a lease on their run every this many
+   * ms; a run whose lease expired (its executor died) is failed within 2 heartbeats by a sweeper
+   * (the API's or a worker's).
+   */
+  EXECUTION_HEARTBEAT_MS: z.coerce.number().int().min(200).max(600_000).default(10_000),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */
-  RUN_SWEEP_INTERVAL_MS: z.coerce.number().int().min(500).default(15_000),
+  RUN_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).default(5_000),
 });
 export type AppConfig = z.infer<typeof ConfigSchema>;
 

@@ -5,12 +5,23 @@ import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
 
 /**
+ * The lost-execution sweeper alone: the API imports it, so lost runs are detected even when no
+ * worker is alive. Needs ConfigModule and DbModule (global).
+ */
+@Module({
+  imports: [RunsModule],
+  providers: [RunSweeper],
+  exports: [RunSweeper],
+})
+export class SweeperModule {}
+
+/**
  * Execution: runs runtimes against runs (RunExecutor) and fails runs whose execution was lost
  * (RunSweeper). Needs ConfigModule, DbModule and RuntimesModule (global).
  */
 @Module({
-  imports: [RunsModule, MetricsModule],
-  providers: [RunExecutor, RunSweeper],
-  exports: [RunExecutor, RunSweeper],
+  imports: [RunsModule, MetricsModule, SweeperModule],
+  providers: [RunExecutor],
+  exports: [RunExecutor, SweeperModule],
 })
 export class ExecutionModule {}

@@ -3,7 +3,7 @@
  * triggers (apps/worker wires BullMQ to it): the executor (runtime registry, bounded config
  * cache, cancellation, the batching RuntimeContext, the lost-run policy) and the sweeper.
  */
-export { ExecutionModule } from './execution.module.js';
+export { ExecutionModule, SweeperModule } from './execution.module.js';
 export { RunExecutor, ExecutionError } from './run-executor.js';
 export { RunSweeper } from './run-sweeper.js';
 export { BatchingRuntimeContext } from './batching-runtime-context.js';

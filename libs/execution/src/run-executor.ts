@@ -1,4 +1,6 @@
-import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { hostname } from 'node:os';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
@@ -6,8 +8,6 @@ import { Metrics } from '#libs/metrics';
 import { ParsedRuntimeCache, RuntimeRegistry } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 
-/** How often a held execution re-checks its run for cancellation when no wake-up arrives (ms). */
-const CANCEL_POLL_MS = 2_000;
 /** Messages of the thread a runtime sees at most (RuntimeContext.history). */
 const HISTORY_LIMIT = 100;
 
@@ -45,14 +45,19 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
   private readonly inFlight = new Map<string, Set<AbortController>>();
   private stopCancelListener?: () => void;
+  private readonly owner = `${hostname()}:${process.pid}`;
+  private readonly heartbeatMs: number;
 
   constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
     private readonly registry: RuntimeRegistry,
     private readonly ops: RuntimeOperations,
     private readonly queries: RunQueries,
     private readonly notifier: RunNotifier,
     private readonly metrics: Metrics,
-  ) {}
+  ) {
+    this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     // one subscription for every cancellation, instead of one per executing run
@@ -84,12 +89,12 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * Execute one `run.execute` payload. Resolves when the runtime has nothing more to do for now.
    * Errors: `ExecutionError` (retryable or not); the run has been failed when it applies.
    */
-  async execute(payload: unknown, opts: { enqueuedAt?: number } = {}): Promise<void> {
+  async execute(payload: unknown, opts: { enqueuedAt?: number; triggerSequence?: number } = {}): Promise<void> {
     const t0 = process.hrtime.bigint();
     if (opts.enqueuedAt) this.metrics.jobWait.observe(Math.max(0, Date.now() - opts.enqueuedAt) / 1000);
     let outcome = 'ok';
     try {
-      await this.executeParsed(payload);
+      await this.executeParsed(payload, opts.triggerSequence ?? null);
     } catch (e) {
       outcome = e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
       throw e;
@@ -99,7 +104,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  private async executeParsed(payload: unknown): Promise<void> {
+  private async executeParsed(payload: unknown, triggerSequence: number | null): Promise<void> {
     const parsed = RunExecuteJobSchema.safeParse(payload);
     if (!parsed.success) throw new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
     const job: RunExecuteJob = parsed.data;
@@ -134,13 +139,20 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const running = this.inFlight.get(runId) ?? new Set<AbortController>();
     running.add(abort);
     this.inFlight.set(runId, running);
-    // safety net for a lost cancellation signal (long-running executions only)
-    const poll = setInterval(() => {
-      void this.queries
-        .get(orgId, runId)
-        .then((now) => (!now || isTerminal(now.status)) && abort.abort())
+    // Long executions hold a lease, renewed every heartbeat (the first a quarter in): if this
+    // process dies the lease expires and a sweeper fails the run within 2 heartbeats. The
+    // heartbeat also reads the run's status: the safety net for a lost cancellation signal.
+    // Short executions (most) never write a lease.
+    const beat = () =>
+      void this.ops
+        .heartbeat(orgId, runId, this.owner, triggerSequence, this.heartbeatMs * 1.5)
+        .then((status) => (!status || isTerminal(status)) && abort.abort())
         .catch(() => undefined);
-    }, CANCEL_POLL_MS);
+    let poll: NodeJS.Timeout | undefined;
+    const first = setTimeout(() => {
+      beat();
+      poll = setInterval(beat, this.heartbeatMs);
+    }, Math.max(1, Math.floor(this.heartbeatMs / 4)));
     const view = { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId };
     const ctx = new BatchingRuntimeContext(this.ops, view, input, abort.signal, () =>
       this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
@@ -157,6 +169,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       await this.ops.failRun(orgId, runId, 'the agent runtime failed');
       throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
     } finally {
+      clearTimeout(first);
       clearInterval(poll);
       running.delete(abort);
       if (running.size === 0 && this.inFlight.get(runId) === running) this.inFlight.delete(runId);
@@ -167,6 +180,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   async lost(payload: unknown, why: string): Promise<void> {
     const parsed = RunExecuteJobSchema.safeParse(payload);
     if (!parsed.success) return;
+    // a run waiting on its caller needs no execution: losing one changes nothing for it
+    const run = await this.queries.get(parsed.data.orgId, parsed.data.runId).catch(() => null);
+    if (!run || isTerminal(run.status) || run.blockedReason) return;
     this.log.warn(`run ${parsed.data.runId}: job failed: ${why}`);
     await this.ops.failRun(parsed.data.orgId, parsed.data.runId, 'the execution was lost').catch(() => undefined);
   }

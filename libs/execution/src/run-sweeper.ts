@@ -2,15 +2,22 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
 
-/** BullMQ job states in which an execution is still going to happen or happening. */
-const LIVE_JOB_STATES = new Set(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
+/** BullMQ job states in which an execution is still going to happen. */
+const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
 
 /**
- * Fails runs whose execution was lost: active, not blocked on the caller, unchanged for
- * RUN_STALE_AFTER_MS, and whose current `run.execute` job is no longer live in BullMQ (the job
- * was lost with Redis, or failed because its worker died). A run held by a live job (e.g. a
- * long-running agent) is left alone however old. Safe with several workers: failing is a guarded
- * append, so a run is failed once.
+ * Fails runs whose execution was lost. Only active runs that are not blocked on their caller
+ * (a run waiting for an answer needs no execution) and whose dispatch is not waiting in the
+ * outbox are considered:
+ * - the execution lease for the run's current trigger expired (its executor died while running:
+ *   detected within 2 × EXECUTION_HEARTBEAT_MS), unless the trigger's job is queued again;
+ * - or the run has been unchanged for RUN_STALE_AFTER_MS with no lease for its current trigger,
+ *   and that trigger's job is not queued (lost with Redis, failed because its worker died, or
+ *   active in a dead worker that never renewed a lease).
+ * Runs in every API process and every worker, every `RUN_SWEEP_INTERVAL_MS` (keep it at most half
+ * a heartbeat)
+ * — so also when no worker is alive. Safe with many: failing is a guarded append, so a run is
+ * failed once.
  */
 @Injectable()
 export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
@@ -44,11 +51,16 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
       for (const c of candidates) {
         const trigger = await this.runRepo.lastUserMessage(c.orgId, c.id);
         const state = trigger ? await this.queue.jobState(c.id, trigger.sequence) : 'unknown';
-        if (LIVE_JOB_STATES.has(state)) continue;
-        const run = await this.runs.failRun(c.orgId, c.id, 'the execution was lost (no live job)');
+        if (QUEUED_JOB_STATES.has(state)) continue;
+        const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger.sequence;
+        let why: string;
+        if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
+        else if (c.stale && !(leaseOfTrigger && c.leaseLive)) why = `the execution was lost (no live job: ${state})`;
+        else continue;
+        const run = await this.runs.failRun(c.orgId, c.id, why);
         if (run) {
           failed.push(c.id);
-          this.log.warn(`run ${c.id}: failed by the sweeper (job state: ${state})`);
+          this.log.warn(`run ${c.id}: failed by the sweeper: ${why}`);
         }
       }
     } catch (e) {

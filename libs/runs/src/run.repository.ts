@@ -234,14 +234,21 @@ export class RunRepository {
   }
 
   /**
-   * Active, unblocked runs whose row has not changed since `olderThan` and whose dispatch is not
-   * still waiting in the outbox (sweeper candidates).
+   * Active, unblocked runs whose row has not changed since `olderThan` or whose execution lease
+   * expired, and whose dispatch is not still waiting in the outbox (sweeper candidates).
    * Across orgs by design: the sweeper is a platform process, and it acts per run with its org.
    */
-  async staleCandidates(olderThan: Date, limit = 100): Promise<Array<{ id: string; orgId: string; lastSequence: number; status: RunStatus; blockedReason: BlockedReason | null }>> {
+  async staleCandidates(
+    olderThan: Date,
+    limit = 100,
+  ): Promise<Array<{ id: string; orgId: string; lastSequence: number; status: RunStatus; blockedReason: BlockedReason | null; stale: boolean; leaseTrigger: number | null; leaseExpired: boolean; leaseLive: boolean }>> {
     return this.db.query(
-      `SELECT id, org_id AS "orgId", last_sequence AS "lastSequence", status, blocked_reason AS "blockedReason"
-         FROM runs WHERE status IN ('submitted', 'working') AND blocked_reason IS NULL AND updated_at < $1
+      `SELECT id, org_id AS "orgId", last_sequence AS "lastSequence", status, blocked_reason AS "blockedReason",
+              updated_at < $1 AS stale, lease_trigger AS "leaseTrigger",
+              COALESCE(lease_expires_at < now(), false) AS "leaseExpired",
+              COALESCE(lease_expires_at >= now(), false) AS "leaseLive"
+         FROM runs WHERE status IN ('submitted', 'working') AND blocked_reason IS NULL
+          AND (updated_at < $1 OR lease_expires_at < now())
           AND NOT EXISTS (SELECT 1 FROM run_dispatches d WHERE d.run_id = runs.id)
         ORDER BY updated_at LIMIT $2`,
       [olderThan, limit],

@@ -7,6 +7,7 @@ import { RespondInteractionHandler } from './commands/respond-interaction.comman
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository } from './event-log.repository.js';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
+import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunExecutionQueue } from './run-execution.queue.js';
 import { RunNotifier } from './run-notifier.js';
 import { RunQueries } from './run-queries.service.js';
@@ -26,6 +27,7 @@ const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandle
     EventLogRepository,
     RunRepository,
     RunDispatchRepository,
+    RunLeaseRepository,
     RunNotifier,
     RunExecutionQueue,
     DispatchRelay,

@@ -13,6 +13,7 @@ import {
 } from '#libs/contracts';
 import { runNotFound } from './commands/command-support.js';
 import { EventLogRepository, type AppendGuard, type RunRecord } from './event-log.repository.js';
+import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunNotifier } from './run-notifier.js';
 import { RunRepository, type RunState } from './run.repository.js';
 import { ACTIVE_STATUSES, isTerminal, statusUpdateSources } from './run-state.js';
@@ -52,7 +53,17 @@ export class RuntimeOperations {
     private readonly events: EventLogRepository,
     private readonly runs: RunRepository,
     private readonly notifier: RunNotifier,
+    private readonly leases: RunLeaseRepository,
   ) {}
+
+  /**
+   * An execution's heartbeat: take or renew its lease on the run for `triggerSequence` until
+   * now + `ttlMs` (ms), and return the run's status (terminal: the execution should stop). Null
+   * when the run is gone. Writes no event (a lease is not run state).
+   */
+  heartbeat(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number): Promise<RunStatus | null> {
+    return this.leases.renew(orgId, runId, owner, triggerSequence, ttlMs);
+  }
 
   /** Move a run to `status` (runtimes never cancel). */
   setStatus(orgId: string, runId: string, status: RuntimeStatus, opts: { message?: AgentMessageDraft; reason?: string } = {}): Promise<RunRecord> {

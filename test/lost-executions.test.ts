@@ -1,0 +1,73 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DatabaseService } from '#libs/db';
+import { publishAgent, type PublishedAgent } from './support/admin-client.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * Execution leases: a worker process killed with SIGKILL mid-execution. With no worker alive, the
+ * API's sweeper fails the run whose lease expired within 2 heartbeats; a run waiting on its caller
+ * is never failed for it.
+ */
+const HEARTBEAT_MS = 600;
+const RULES = {
+  kind: 'scripted',
+  rules: [
+    { match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] },
+    { match: { text: '^ask' }, steps: [{ type: 'status', status: 'input-required', message: 'Which city?' }] },
+  ],
+};
+
+let stack: Stack;
+let agent: PublishedAgent;
+let worker: ChildProcess;
+
+beforeAll(async () => {
+  // only leases detect losses here: the stale rule is pushed far away
+  stack = await startStack({ worker: false, env: { EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS), RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2), RUN_STALE_AFTER_MS: '600000' } });
+  agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'holder', runtime: RULES });
+  worker = spawn(process.execPath, ['dist/apps/worker/src/main.js'], { env: { ...process.env, ...stack.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] });
+});
+afterAll(async () => {
+  if (worker && worker.exitCode === null) worker.kill('SIGKILL');
+  await stack?.close();
+});
+
+async function send(text: string): Promise<string> {
+  const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] }, configuration: { returnImmediately: true } } }),
+  });
+  return ((await res.json()) as { result: { task: { id: string } } }).result.task.id;
+}
+
+const runRow = async (id: string) =>
+  (await stack.api.get(DatabaseService).query<{ status: string; blocked_reason: string | null; lease_expires_at: Date | null }>('SELECT status, blocked_reason, lease_expires_at FROM runs WHERE id = $1', [id]))[0]!;
+
+describe('lost executions', () => {
+  it('a killed worker: the held run is failed within 2 heartbeats, the run waiting on its caller is left alone', async () => {
+    const held = await send('hold on');
+    const asking = await send('ask me');
+    await expect.poll(async () => (await runRow(asking)).blocked_reason, { timeout: 20_000, interval: 100 }).toBe('input_required');
+    await expect.poll(async () => (await runRow(held)).lease_expires_at !== null, { timeout: 20_000, interval: 100 }).toBe(true);
+    expect((await runRow(held)).status).toBe('working');
+
+    worker.kill('SIGKILL');
+    const killedAt = Date.now();
+    await expect.poll(async () => (await runRow(held)).status, { timeout: 10_000, interval: 50 }).toBe('failed');
+    // the lease was renewed at most one heartbeat before the kill and lasts 1.5 heartbeats; one
+    // sweep interval (half a heartbeat) later it is failed: within 2 heartbeats, plus slack
+    expect(Date.now() - killedAt).toBeLessThan(2 * HEARTBEAT_MS + 1_000);
+    const events = (await stack.api.get(DatabaseService).query<{ payload: { reason?: string } }>(
+      `SELECT payload FROM run_events WHERE run_id = $1 ORDER BY sequence DESC LIMIT 1`,
+      [held],
+    ))[0]!;
+    expect(events.payload.reason).toContain('lease expired');
+
+    // the run that waits on its caller is not "lost": nothing runs for it, nothing is needed
+    await new Promise((r) => setTimeout(r, 3 * HEARTBEAT_MS));
+    expect(await runRow(asking)).toMatchObject({ status: 'working', blocked_reason: 'input_required' });
+  });
+});
