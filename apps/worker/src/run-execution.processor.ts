@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import { RUN_EXECUTION_QUEUE, type RunExecuteJob } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { ExecutionError, RunExecutor, bullConnection } from '#libs/execution';
+import { ExecutionDeferred, ExecutionError, RunExecutor, bullConnection } from '#libs/execution';
 
 /**
  * BullMQ wiring for `run.execute`: hand each job's payload to RunExecutor and map its errors
@@ -21,7 +21,7 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
   ) {}
 
   onApplicationBootstrap(): void {
-    this.worker = new Worker<RunExecuteJob>(RUN_EXECUTION_QUEUE, (job) => this.process(job), {
+    this.worker = new Worker<RunExecuteJob>(RUN_EXECUTION_QUEUE, (job, token) => this.process(job, token), {
       connection: bullConnection(this.config.REDIS_URL),
       prefix: this.config.REDIS_PREFIX,
       concurrency: this.config.WORKER_CONCURRENCY,
@@ -44,12 +44,17 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
   }
 
   /** Process one job as the BullMQ worker does (tests call it directly). */
-  async process(job: Pick<Job<RunExecuteJob>, 'data'> & { timestamp?: number; id?: string }): Promise<void> {
+  async process(job: Pick<Job<RunExecuteJob>, 'data'> & Partial<Pick<Job<RunExecuteJob>, 'moveToDelayed'>> & { timestamp?: number; id?: string }, token?: string): Promise<void> {
     // job ids are <runId>-<trigger sequence> (RunExecutionQueue.jobId)
     const seq = job.id ? Number(job.id.slice(job.id.lastIndexOf('-') + 1)) : NaN;
     try {
       await this.executor.execute(job.data, { enqueuedAt: job.timestamp, triggerSequence: Number.isInteger(seq) ? seq : undefined });
     } catch (e) {
+      // the tenant is at its concurrency limit: back to the queue, delayed, without an attempt used
+      if (e instanceof ExecutionDeferred && job.moveToDelayed && token) {
+        await job.moveToDelayed(Date.now() + e.delayMs, token);
+        throw new DelayedError();
+      }
       if (e instanceof ExecutionError && !e.retryable) throw new UnrecoverableError(e.message);
       throw e;
     }

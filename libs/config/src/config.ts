@@ -94,6 +94,10 @@ export const ConfigSchema = z.object({
    * (the API's or a worker's).
    */
   EXECUTION_HEARTBEAT_MS: z.coerce.number().int().min(200).max(600_000).default(10_000),
+  /** Executions of one organization running at once across all workers (default: half of WORKER_CONCURRENCY; 0 = no limit). */
+  EXECUTION_MAX_PER_ORG: z.coerce.number().int().min(0).optional(),
+  /** Executions of one agent running at once across all workers (default: half of WORKER_CONCURRENCY; 0 = no limit). */
+  EXECUTION_MAX_PER_AGENT: z.coerce.number().int().min(0).optional(),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { MetricsModule } from '#libs/metrics';
 import { RunsModule } from '#libs/runs';
+import { ExecutionSlots } from './execution-slots.js';
 import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
 
@@ -21,7 +22,7 @@ export class SweeperModule {}
  */
 @Module({
   imports: [RunsModule, MetricsModule, SweeperModule],
-  providers: [RunExecutor],
+  providers: [RunExecutor, ExecutionSlots],
   exports: [RunExecutor, SweeperModule],
 })
 export class ExecutionModule {}

@@ -7,6 +7,8 @@ import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/ru
 import { Metrics } from '#libs/metrics';
 import { ParsedRuntimeCache, RuntimeRegistry } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
+import { ExecutionDeferred, ExecutionSlots } from './execution-slots.js';
+import { randomUUID } from 'node:crypto';
 
 /** Messages of the thread a runtime sees at most (RuntimeContext.history). */
 const HISTORY_LIMIT = 100;
@@ -55,6 +57,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly queries: RunQueries,
     private readonly notifier: RunNotifier,
     private readonly metrics: Metrics,
+    private readonly slots: ExecutionSlots,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
   }
@@ -96,7 +99,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     try {
       await this.executeParsed(payload, opts.triggerSequence ?? null);
     } catch (e) {
-      outcome = e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
+      outcome = e instanceof ExecutionDeferred ? 'deferred' : e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
       throw e;
     } finally {
       this.metrics.executions.inc({ outcome });
@@ -135,6 +138,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       this.configs.set(run.revisionId, entry);
     }
 
+    // fairness: one tenant cannot take every slot; over its limit the execution waits its turn
+    const executionId = randomUUID();
+    const slotTtl = this.heartbeatMs * 1.5;
+    if (!(await this.slots.acquire(orgId, run.agentId, executionId, slotTtl))) {
+      throw new ExecutionDeferred(200 + Math.floor(Math.random() * 300));
+    }
+
     const abort = new AbortController();
     const running = this.inFlight.get(runId) ?? new Set<AbortController>();
     running.add(abort);
@@ -143,11 +153,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     // process dies the lease expires and a sweeper fails the run within 2 heartbeats. The
     // heartbeat also reads the run's status: the safety net for a lost cancellation signal.
     // Short executions (most) never write a lease.
-    const beat = () =>
+    const beat = () => {
+      void this.slots.acquire(orgId, run.agentId, executionId, slotTtl);
       void this.ops
         .heartbeat(orgId, runId, this.owner, triggerSequence, this.heartbeatMs * 1.5)
         .then((status) => (!status || isTerminal(status)) && abort.abort())
         .catch(() => undefined);
+    };
     let poll: NodeJS.Timeout | undefined;
     const first = setTimeout(() => {
       beat();
@@ -169,6 +181,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       await this.ops.failRun(orgId, runId, 'the agent runtime failed');
       throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
     } finally {
+      this.slots.release(orgId, run.agentId, executionId);
       clearTimeout(first);
       clearInterval(poll);
       running.delete(abort);

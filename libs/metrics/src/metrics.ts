@@ -65,7 +65,7 @@ export class Metrics {
   });
   readonly executions = new Counter({
     name: 'aaas_executions_total',
-    help: 'Run executions finished in this worker, by outcome (ok | failed | invalid)',
+    help: 'Run executions finished in this worker, by outcome (ok | failed | invalid | deferred)',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
