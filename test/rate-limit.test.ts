@@ -60,3 +60,49 @@ describe('rate limits', () => {
     await redis.start();
   });
 });
+
+describe('concurrent streams per caller', () => {
+  let stack: Stack;
+  let ep: string;
+  beforeAll(async () => {
+    stack = await startStack({ env: { MAX_STREAMS_PER_CALLER: '2' } });
+    const agent = await publishAgent(stack.baseUrl, stack.adminKey, {
+      slug: 'streamer',
+      transports: ['JSONRPC', 'HTTP+JSON'],
+      a2a: { capabilities: { streaming: true } },
+      runtime: { kind: 'scripted', rules: [{ match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] }] },
+    });
+    ep = `${stack.baseUrl}${agent.basePath}`;
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const stream = (ac: AbortController) =>
+    fetch(ep, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', accept: 'text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold' }] } } }),
+    });
+
+  it('the caller over its limit gets a protocol error (429); closing a stream frees its place', async () => {
+    const acs = [new AbortController(), new AbortController()];
+    const open = await Promise.all(acs.map(stream));
+    for (const r of open) expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const third = await stream(new AbortController());
+    expect(third.status).toBe(429);
+    const body = (await third.json()) as { jsonrpc: string; error: { message: string } };
+    expect(body.error.message).toContain('too many open streams');
+    acs[0]!.abort();
+    await expect
+      .poll(async () => {
+        const ac = new AbortController();
+        const r = await stream(ac);
+        ac.abort();
+        return r.status;
+      }, { timeout: 5_000, interval: 100 })
+      .toBe(200);
+    acs[1]!.abort();
+  });
+});

@@ -41,6 +41,8 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_PER_IP: z.coerce.number().int().min(0).default(120_000),
   /** Failed authentications (401) per minute per client address before its credentialed requests get 429; 0 = off. */
   RATE_LIMIT_AUTH_FAILURES_PER_IP: z.coerce.number().int().min(0).default(30),
+  /** Concurrent SSE streams per API key (or client address) per API process; 0 = no limit. */
+  MAX_STREAMS_PER_CALLER: z.coerce.number().int().min(0).default(200),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),

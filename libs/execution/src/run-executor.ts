@@ -47,6 +47,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
   private readonly inFlight = new Map<string, Set<AbortController>>();
   private stopCancelListener?: () => void;
+  /** Set once the process stops: executions that start after that are aborted at once. */
+  private stopping = false;
   private readonly owner = `${hostname()}:${process.pid}`;
   private readonly heartbeatMs: number;
 
@@ -76,6 +78,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * they are; the sweeper decides). A transport calls this before it waits for its active jobs.
    */
   abortAll(): void {
+    this.stopping = true;
     this.stopCancelListener?.();
     this.stopCancelListener = undefined;
     for (const set of this.inFlight.values()) for (const c of set) c.abort();
@@ -149,6 +152,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const running = this.inFlight.get(runId) ?? new Set<AbortController>();
     running.add(abort);
     this.inFlight.set(runId, running);
+    // the process began stopping while this execution was getting ready: do not start holding
+    if (this.stopping) abort.abort();
     // Long executions hold a lease, renewed every heartbeat (the first a quarter in): if this
     // process dies the lease expires and a sweeper fails the run within 2 heartbeats. The
     // heartbeat also reads the run's status: the safety net for a lost cancellation signal.

@@ -15,6 +15,7 @@ import {
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AAdmission } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
+import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { JSON_RPC_CONTENT_TYPES, WWW_AUTHENTICATE, mediaTypeOf, requestedVersion, sendJson } from './a2a-http.js';
 
@@ -74,7 +75,16 @@ export class A2AJsonRpcController {
       reply.raw.off('close', onClose);
       return sendJson(reply, 200, result);
     }
-    await this.pipe(reply, result, ac);
+    const release = this.sse.reserve(callerKey(req));
+    if (!release) {
+      ac.abort();
+      return fail(429, new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with Last-Event-ID'));
+    }
+    try {
+      await this.pipe(reply, result, ac);
+    } finally {
+      release();
+    }
   }
 
   /**

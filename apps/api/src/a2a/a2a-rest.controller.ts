@@ -13,6 +13,7 @@ import {
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AAdmission } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
+import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { WWW_AUTHENTICATE, requestedVersion, sendJson } from './a2a-http.js';
 import { A2ARestBodyRoute, hasBody } from './a2a-rest-content-type.js';
@@ -192,6 +193,9 @@ export class A2ARestController {
   ): Promise<void> {
     const agent = await this.admit(p, req, reply, opts);
     if (!agent) return;
+    const release = this.sse.reserve(callerKey(req));
+    if (!release) return fail(reply, new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with Last-Event-ID'), {}, 429);
+    reply.raw.once('close', release);
     const ac = new AbortController();
     reply.raw.once('close', () => ac.abort());
     let iterator: AsyncIterator<StreamItem>;

@@ -10,7 +10,7 @@ import { sendEdgeError } from './edge-errors.js';
 const EXEMPT = new Set(['/healthz', '/readyz', '/metrics']);
 
 /** The key a caller is limited by: its API key's public prefix when it shows one, else its address. */
-function callerKey(req: FastifyRequest): string {
+export function callerKey(req: FastifyRequest): string {
   const x = req.headers['x-api-key'];
   const auth = req.headers.authorization;
   const key = typeof x === 'string' ? x : typeof auth === 'string' ? /^Bearer\s+(\S+)/i.exec(auth)?.[1] : undefined;

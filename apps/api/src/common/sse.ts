@@ -102,11 +102,14 @@ export class SseStream {
 export class SseHeartbeat implements OnModuleDestroy {
   private readonly streams = new Set<SseStream>();
   private readonly timer: NodeJS.Timeout;
+  private readonly perCaller = new Map<string, number>();
+  private readonly maxPerCaller: number;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: Metrics,
   ) {
+    this.maxPerCaller = config.MAX_STREAMS_PER_CALLER;
     this.timer = setInterval(() => {
       for (const s of this.streams) s.ping();
     }, config.SSE_HEARTBEAT_MS);
@@ -125,6 +128,25 @@ export class SseHeartbeat implements OnModuleDestroy {
 
   get size(): number {
     return this.streams.size;
+  }
+
+  /**
+   * Reserve one of the MAX_STREAMS_PER_CALLER concurrent streams of `caller` (an API key prefix
+   * or a client address) in this process; null when it has them all. Call the returned function
+   * when the stream ends.
+   */
+  reserve(caller: string): (() => void) | null {
+    const n = this.perCaller.get(caller) ?? 0;
+    if (this.maxPerCaller > 0 && n >= this.maxPerCaller) return null;
+    this.perCaller.set(caller, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.perCaller.get(caller) ?? 1) - 1;
+      if (left <= 0) this.perCaller.delete(caller);
+      else this.perCaller.set(caller, left);
+    };
   }
 
   /** Open a stream on `reply` (status 200, `text/event-stream`). */
