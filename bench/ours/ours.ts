@@ -17,6 +17,8 @@ async function admin(base: string, key: string, method: string, path: string, bo
 }
 
 export interface OursOptions {
+  /** Binding transports of the echo agent (default JSON-RPC only). */
+  transports?: string[];
   /** Start the worker child too (default true). */
   worker?: boolean;
   /** Database to reset and use (default: BENCH_DATABASE_URL, else `aaas_bench`). */
@@ -78,7 +80,7 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
   });
   await admin(base, key, 'POST', `/v1/agents/echo/revisions/${rev.id}/publish`);
   await admin(base, key, 'PUT', '/v1/agents/echo/active-revision', { revisionId: rev.id });
-  await admin(base, key, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC'] });
+  await admin(base, key, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: opts.transports ?? ['JSONRPC'] });
   return {
     url: `${base}/a2a/bench/echo`,
     base,
