@@ -39,6 +39,16 @@ afterAll(async () => {
   await stack?.close();
 });
 
+describe('worker health', () => {
+  it('the worker port also answers /healthz and /readyz', async () => {
+    const base = workerMetricsUrl.replace(/\/metrics$/, '');
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${base}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ status: 'ok', details: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up' } } });
+  });
+});
+
 describe('metrics', () => {
   it('exposes the named series on the API and the worker, and they move when a task runs', async () => {
     const apiBefore = await scrape(`${stack.baseUrl}/metrics`);

@@ -131,7 +131,7 @@ app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: U
 app.use('/a2a/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
 
 // The SDK logs every handler-level error with console.error; keep the bench output readable.
-if (!process.env.BENCH_CHILD_VERBOSE) console.error = () => {};
+if (!process.env.BENCH_CHILD_VERBOSE) console.error = console.warn = () => {};
 
 const shutdown = () => {
   server.closeAllConnections?.();

@@ -1,11 +1,15 @@
 import { createServer, type Server } from 'node:http';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { DatabaseHealth } from '#libs/db';
 import { Metrics } from '#libs/metrics';
+import { Redis } from 'ioredis';
 
 /**
- * The worker's `GET /metrics` (Prometheus text) on `WORKER_METRICS_PORT` (127.0.0.1 unless
- * `WORKER_METRICS_HOST` says otherwise); off when the port is unset. Wiring only.
+ * The worker's small HTTP port (`WORKER_METRICS_PORT` on `WORKER_METRICS_HOST`, 127.0.0.1 by
+ * default; off when the port is unset): `GET /metrics` (Prometheus text), `GET /healthz`
+ * (liveness) and `GET /readyz` (PostgreSQL reachable and migrated, Redis answering; 503 with the
+ * failing checks), the same checks as the API's. Wiring only.
  */
 @Injectable()
 export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -15,7 +19,19 @@ export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicatio
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly metrics: Metrics,
+    private readonly db: DatabaseHealth,
   ) {}
+
+  private async readiness(): Promise<{ ok: boolean; body: Record<string, unknown> }> {
+    const [schema, redis] = await Promise.all([this.db.status(), pingRedis(this.config.REDIS_URL)]);
+    const checks = {
+      postgresql: schema.reachable ? { status: 'up' } : { status: 'down', message: schema.error },
+      migrations: schema.reachable && schema.pending.length === 0 ? { status: 'up' } : { status: 'down', pending: schema.pending },
+      redis: redis.up ? { status: 'up' } : { status: 'down', message: redis.error },
+    };
+    const ok = Object.values(checks).every((c) => c.status === 'up');
+    return { ok, body: { status: ok ? 'ok' : 'error', details: checks } };
+  }
 
   /** The port it listens on (when started; 0 in the config picks a free one). */
   get port(): number | undefined {
@@ -26,6 +42,12 @@ export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicatio
   async onApplicationBootstrap(): Promise<void> {
     if (this.config.WORKER_METRICS_PORT === undefined) return;
     this.server = createServer((req, res) => {
+      const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+      if (req.method === 'GET' && req.url === '/healthz') return json(200, { status: 'ok', details: { process: { status: 'up', uptimeSeconds: Math.round(process.uptime()) } } });
+      if (req.method === 'GET' && req.url === '/readyz') {
+        this.readiness().then(({ ok, body }) => json(ok ? 200 : 503, body), () => json(503, { status: 'error' }));
+        return;
+      }
       if (req.method !== 'GET' || req.url !== '/metrics') {
         res.writeHead(404).end();
         return;
@@ -44,5 +66,19 @@ export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicatio
 
   async onApplicationShutdown(): Promise<void> {
     await new Promise((r) => (this.server ? this.server.close(r) : r(undefined)));
+  }
+}
+
+/** One PING on a short-lived connection that never queues (answers within ~1 s whatever Redis does). */
+async function pingRedis(url: string): Promise<{ up: boolean; error?: string }> {
+  const client = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1_000, commandTimeout: 1_000, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return { up: (await client.ping()) === 'PONG' };
+  } catch (e) {
+    return { up: false, error: e instanceof Error ? e.message : String(e) };
+  } finally {
+    client.disconnect();
   }
 }
