@@ -13,7 +13,7 @@ let agentPath: string;
 
 beforeAll(async () => {
   stack = await startStack({ env: { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_IP: '0', RATE_LIMIT_AUTH_FAILURES_PER_IP: '0', A2A_BLOCKING_TIMEOUT_MS: '2000' } });
-  const agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'fuzzed', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: { streaming: true } } });
+  const agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'fuzzed', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false } } });
   agentPath = agent.basePath;
 });
 afterAll(async () => {

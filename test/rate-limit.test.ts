@@ -69,7 +69,7 @@ describe('concurrent streams per caller', () => {
     const agent = await publishAgent(stack.baseUrl, stack.adminKey, {
       slug: 'streamer',
       transports: ['JSONRPC', 'HTTP+JSON'],
-      a2a: { capabilities: { streaming: true } },
+      a2a: { capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false } },
       runtime: { kind: 'scripted', rules: [{ match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] }] },
     });
     ep = `${stack.baseUrl}${agent.basePath}`;
