@@ -37,6 +37,7 @@ module.exports = {
       ['common', ['config', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
       ['config', ['common', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
       ['metrics', ['common', 'config', 'db', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
+      ['trust', ['common', 'config', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
       ['db', ['metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a']],
       ['runtimes', ['db', 'metrics', 'runs', 'registry', 'execution', 'a2a']],
       ['runs', ['runtimes', 'registry', 'execution', 'a2a']],
