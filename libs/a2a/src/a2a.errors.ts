@@ -99,6 +99,8 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'org.conflict': 'InvalidRequest',
   'api_key.not_found': 'TaskNotFound',
   'api_key.prefix_taken': 'InternalError',
+  'signing.disabled': 'UnsupportedOperation',
+  'signing_key.not_found': 'TaskNotFound',
   'agent.not_found': 'TaskNotFound',
   'agent.conflict': 'InvalidRequest',
   'agent.not_published': 'TaskNotFound',

@@ -17,6 +17,8 @@ export const ERROR_CODES = {
   'auth.forbidden': { httpStatus: 403, when: 'the API key lacks the scope for this operation' },
   'org.not_found': { httpStatus: 404, when: 'the organization does not exist (or is not the caller\'s)' },
   'org.conflict': { httpStatus: 409, when: 'an organization with that slug exists' },
+  'signing.disabled': { httpStatus: 409, when: 'a signing key was asked for, but SIGNING_KEY_ENCRYPTION_SECRET is not configured' },
+  'signing_key.not_found': { httpStatus: 404, when: 'no signing key with that id in the caller\'s organization' },
   'api_key.prefix_taken': { httpStatus: 409, when: 'a new API key drew a prefix that exists (retried with another)' },
   'api_key.not_found': { httpStatus: 404, when: 'no API key with that id in the caller\'s organization' },
   'agent.not_found': { httpStatus: 404, when: 'no agent with that id/slug in the caller\'s organization' },

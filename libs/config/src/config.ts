@@ -43,6 +43,12 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_AUTH_FAILURES_PER_IP: z.coerce.number().int().min(0).default(30),
   /** Concurrent SSE streams per API key (or client address) per API process; 0 = no limit. */
   MAX_STREAMS_PER_CALLER: z.coerce.number().int().min(0).default(200),
+  /**
+   * Secret that encrypts Agent Card signing keys at rest (AES-256-GCM); unset: signing is off
+   * (no keys can be made, cards are served unsigned). Keep it stable: rotating it makes stored
+   * keys unreadable.
+   */
+  SIGNING_KEY_ENCRYPTION_SECRET: z.string().min(16).optional(),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),

@@ -280,3 +280,22 @@ export const ErrorResponseSchema = z.object({
   error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
   requestId: z.string(),
 });
+
+// ------------------------------------------------------------------ signing keys
+
+/** POST /v1/signing-keys: a new Agent Card signing key for the caller's organization. */
+export const CreateSigningKeySchema = z.strictObject({ alg: z.enum(['ES256', 'EdDSA']).default('ES256') });
+export type CreateSigningKey = z.infer<typeof CreateSigningKeySchema>;
+
+export const SigningKeySchema = z.object({
+  id: z.string(),
+  kid: z.string(),
+  alg: z.string(),
+  status: z.enum(['active', 'retired']),
+  /** The public key (JWK); the private key never leaves the service. */
+  publicJwk: z.record(z.string(), z.unknown()),
+  createdAt: z.string(),
+  retiredAt: z.string().nullable(),
+});
+export type SigningKeyResponse = z.infer<typeof SigningKeySchema>;
+export const SigningKeyListSchema = z.object({ signingKeys: z.array(SigningKeySchema) });

@@ -12,3 +12,4 @@ export { BOOTSTRAP_KEY_SCOPES } from './bootstrap.service.js';
 export { NEW_ORG_ADMIN_SCOPES, OrganizationService } from './organization.service.js';
 export { RevisionService } from './revision.service.js';
 export { RegistryModule } from './registry.module.js';
+export { SigningKeyService, type ActiveSigningKey, type SigningKeyInfo } from './signing-key.service.js';

@@ -12,6 +12,8 @@ import { OrganizationRepository } from './organization.repository.js';
 import { OrganizationService } from './organization.service.js';
 import { RevisionRepository } from './revision.repository.js';
 import { RevisionService } from './revision.service.js';
+import { SigningKeyRepository } from './signing-key.repository.js';
+import { SigningKeyService } from './signing-key.service.js';
 
 /**
  * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
@@ -33,7 +35,9 @@ import { RevisionService } from './revision.service.js';
     BindingService,
     AgentDirectory,
     BootstrapService,
+    SigningKeyRepository,
+    SigningKeyService,
   ],
-  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory],
+  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory, SigningKeyService],
 })
 export class RegistryModule {}

@@ -4,3 +4,4 @@
  */
 export { canonicalCard, CARD_PRESENCE } from './card-canonical.js';
 export { signAgentCard, verifyAgentCard, CARD_SIGNING_ALGORITHMS, type AgentCardSignature, type CardSigningAlgorithm, type SignatureCheck, type SigningKey } from './card-signature.js';
+export { AesGcmKeyCipher, type KeyCipher } from './key-cipher.js';

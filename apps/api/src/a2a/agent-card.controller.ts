@@ -5,7 +5,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { negotiateVersion, projectAgentCard, toV03AgentCard } from '#libs/a2a';
 import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { AgentDirectory, SigningKeyService, type ResolvedA2AAgent } from '#libs/registry';
+import { signAgentCard } from '#libs/trust';
 import { publicBaseUrl, requestedVersion, sendJson } from './a2a-http.js';
 
 /** Cards change when a revision is activated or a binding edited: cache briefly, revalidate by ETag. */
@@ -25,24 +26,39 @@ const CARD_CACHE_CONTROL = 'public, max-age=60';
 @ApiExcludeController()
 @Controller()
 export class AgentCardController {
+  /** Signed cards by (unsigned body, signing key ids): signing costs a few ms; bounded. */
+  private readonly signed = new Map<string, Record<string, unknown>>();
+
   constructor(
     private readonly directory: AgentDirectory,
+    private readonly keys: SigningKeyService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
+  /**
+   * The organization's public signing keys (JWKS, RFC 7517): every active key, so verifiers of
+   * its cards find the `kid` of each signature (`jku` of the signatures points here).
+   */
+  @Get('a2a/:org/.well-known/jwks.json')
+  async jwks(@Param('org') org: string, @Res() reply: FastifyReply): Promise<void> {
+    sendJson(reply, 200, await this.keys.jwks(org), { 'cache-control': 'public, max-age=60' });
+  }
+
   @Get('a2a/:org/:agent/.well-known/agent-card.json')
   async agentCard(@Param('org') org: string, @Param('agent') agent: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    this.send(await this.directory.resolve(org, agent), req, reply);
+    await this.send(await this.directory.resolve(org, agent), req, reply);
   }
 
   @Get('.well-known/agent-card.json')
   async defaultAgentCard(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    this.send(await this.directory.resolveDefault(), req, reply);
+    await this.send(await this.directory.resolveDefault(), req, reply);
   }
 
-  private send(resolved: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply): void {
-    const v1 = projectAgentCard(resolved, publicBaseUrl(this.config, req));
-    const card = v1 && wantsV03(req) ? toV03AgentCard(v1) : v1;
+  private async send(resolved: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const base = publicBaseUrl(this.config, req);
+    const projected = projectAgentCard(resolved, base);
+    const v1 = projected ? await this.sign(projected as unknown as Record<string, unknown>, resolved, base) : null;
+    const card = v1 && wantsV03(req) ? toV03AgentCard(projected!) : v1;
     if (!card) {
       throw new AppError('agent.not_published', `agent ${resolved.org.slug}/${resolved.agent.slug} has no A2A transport this deployment serves`);
     }
@@ -56,7 +72,29 @@ export class AgentCardController {
     }
     sendJson(reply, 200, card, headers);
   }
+
+  /**
+   * The v1.0 card signed by every active key of its organization (A2A v1.0 §8.4: detached JWS
+   * over the canonical card; `jku` = the org's JWKS). Unsigned when the org has no key or signing
+   * is off.
+   */
+  private async sign(card: Record<string, unknown>, resolved: ResolvedA2AAgent, base: string): Promise<Record<string, unknown>> {
+    const keys = await this.keys.activeKeys(resolved.org.id);
+    if (keys.length === 0) return card;
+    const cacheKey = `${createHash('sha256').update(JSON.stringify(card)).digest('base64url')}:${keys.map((k) => k.kid).join(',')}`;
+    const hit = this.signed.get(cacheKey);
+    if (hit) return hit;
+    let out: Record<string, unknown> = { ...card, signatures: [] };
+    const jku = `${base}/a2a/${resolved.org.slug}/.well-known/jwks.json`;
+    for (const k of keys) out = await signAgentCard(out, { privateKey: k.privateKey, kid: k.kid, alg: k.alg, jku });
+    if (this.signed.size >= SIGNED_CACHE_MAX) this.signed.delete(this.signed.keys().next().value!);
+    this.signed.set(cacheKey, out);
+    return out;
+  }
 }
+
+/** Cap of the signed-card cache (entries). */
+const SIGNED_CACHE_MAX = 1_000;
 
 /** True when the caller explicitly asked for A2A 0.3 (an absent header gets the v1.0 card). */
 function wantsV03(req: FastifyRequest): boolean {

@@ -11,6 +11,7 @@ import { IdempotencyRepository } from './idempotency.repository.js';
 import { OrganizationsController } from './organizations.controller.js';
 import { RevisionsController } from './revisions.controller.js';
 import { RunsController } from './runs.controller.js';
+import { SigningKeysController } from './signing-keys.controller.js';
 import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 /**
@@ -20,7 +21,7 @@ import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
  */
 @Module({
   imports: [RegistryModule, RunsModule],
-  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController],
+  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, SigningKeysController],
   providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor],
 })
 export class AdminModule {}

@@ -1,0 +1,80 @@
+import { AgentCard, verifyAgentCardSignature } from '@a2a-js/sdk';
+import { ClientFactory } from '@a2a-js/sdk/client';
+import { createLocalJWKSet, importJWK, type JWK } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyAgentCard } from '#libs/trust';
+import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** Signed Agent Cards: per-organization keys, the JWKS, rotation, verification by us and by the SDK. */
+let stack: Stack;
+let agent: PublishedAgent;
+
+beforeAll(async () => {
+  stack = await startStack({ worker: false, env: { SIGNING_KEY_ENCRYPTION_SECRET: 'test-signing-secret-0123456789' } });
+  agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'signed', a2a: { identityProjection: { name: 'Signed Ünïcode Agent', version: '1.0.0' } } });
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+const card = async () => (await (await fetch(agent.cardUrl)).json()) as Record<string, unknown> & { signatures?: Array<{ protected: string }> };
+const jwksUrl = () => `${stack.baseUrl}/a2a/${agent.orgSlug}/.well-known/jwks.json`;
+const jwks = async () => (await (await fetch(jwksUrl())).json()) as { keys: JWK[] };
+const verifyOurs = async (c: Record<string, unknown>) => {
+  const set = await jwks();
+  return verifyAgentCard(c, async (kid, _jku, alg) => {
+    const jwk = set.keys.find((k) => k.kid === kid);
+    return jwk ? ((await importJWK(jwk, alg)) as never) : null;
+  }, { trustedJku: [`${stack.baseUrl}/a2a/`] });
+};
+
+describe('signed Agent Cards', () => {
+  it('unsigned until the organization has a key; then signed, verifiable through its JWKS, by us and by the SDK', async () => {
+    expect((await card()).signatures).toBeUndefined();
+    const created = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'ES256' });
+    expect(created.status).toBe(201);
+    expect(created.body.publicJwk).toMatchObject({ kty: 'EC', crv: 'P-256', kid: created.body.kid });
+    expect(JSON.stringify(created.body)).not.toMatch(/"d"/);
+
+    const signed = await card();
+    expect(signed.signatures).toHaveLength(1);
+    const header = JSON.parse(Buffer.from(signed.signatures![0]!.protected, 'base64url').toString()) as Record<string, string>;
+    expect(header).toMatchObject({ alg: 'ES256', typ: 'JOSE', kid: created.body.kid, jku: jwksUrl() });
+    expect(await verifyOurs(signed)).toMatchObject({ valid: true });
+
+    const set = createLocalJWKSet(await jwks());
+    await expect(verifyAgentCardSignature((kid) => set({ alg: 'ES256', kid }) as never)(AgentCard.fromJSON(signed))).resolves.toBeUndefined();
+    // the official client still resolves and uses the signed card
+    const client = await new ClientFactory().createFromUrl(`${stack.baseUrl}${agent.basePath}/`);
+    expect((await client.getAgentCard()).name).toBe('Signed Ünïcode Agent');
+  });
+
+  it('rotation: old and new keys sign side by side; retiring the old one leaves one signature and drops it from the JWKS', async () => {
+    const before = (await adminRequest(stack.baseUrl, stack.adminKey, 'GET', '/v1/signing-keys')).body.signingKeys as Array<{ id: string; kid: string }>;
+    const next = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'EdDSA' });
+    const both = await card();
+    expect(both.signatures).toHaveLength(before.length + 1);
+    expect((await verifyOurs(both)).checks.every((c) => c.valid)).toBe(true);
+    for (const old of before) expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/signing-keys/${old.id}/retire`)).status).toBe(200);
+    // other instances may use the old key set for a few seconds; this one dropped it at once
+    const after = await card();
+    expect(after.signatures).toHaveLength(1);
+    expect((await jwks()).keys.map((k) => k.kid)).toEqual([next.body.kid]);
+    expect(await verifyOurs(after)).toMatchObject({ valid: true });
+    // a tampered card fails against the published keys
+    expect((await verifyOurs({ ...after, description: 'changed' })).valid).toBe(false);
+  });
+
+  it('errors: an unknown key is 404; signing off (no secret) is 409 signing.disabled', async () => {
+    expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys/00000000-0000-4000-8000-000000000000/retire')).status).toBe(404);
+    const plain = await startStack({ worker: false });
+    try {
+      const r = await adminRequest(plain.baseUrl, plain.adminKey, 'POST', '/v1/signing-keys', {});
+      expect(r.status).toBe(409);
+      expect(r.body.error.code).toBe('signing.disabled');
+    } finally {
+      await plain.close();
+    }
+  });
+});
