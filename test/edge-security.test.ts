@@ -72,3 +72,17 @@ describe('edge security', () => {
     }
   });
 });
+
+describe('trailing slashes', () => {
+  it('the JSON-RPC endpoint and the card also answer under a URL ending in /', async () => {
+    const base = new URL(cardPath.replace('/.well-known/agent-card.json', ''), stack.baseUrl).toString();
+    const res = await fetch(`${base}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: '00000000-0000-4000-8000-000000000000' } }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32001);
+    expect((await fetch(`${base}/.well-known/agent-card.json/`)).status).toBe(200);
+  });
+});

@@ -35,7 +35,8 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
           },
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => (typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : randomUUID()),
     bodyLimit: config.REQUEST_BODY_LIMIT_BYTES,
-    routerOptions: { maxParamLength: 512 },
+    // `/a2a/<org>/<agent>/` answers like `/a2a/<org>/<agent>` (the TCK posts JSON-RPC to `<url>/`)
+    routerOptions: { maxParamLength: 512, ignoreTrailingSlash: true },
     // A client that sends its headers and then trickles or stops its body is cut off after
     // REQUEST_TIMEOUT_MS (checked every second, not Node's default 30 s); slow headers after
     // HEADERS_TIMEOUT_MS; an idle keep-alive connection after 72 s; header size is capped.

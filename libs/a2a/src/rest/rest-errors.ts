@@ -5,7 +5,9 @@ import { A2A_ERROR_DOMAIN, ERROR_INFO_TYPE, type A2AError, type A2AErrorType, ty
  * `{"error":{"code":<HTTP status>,"status":"<google.rpc.Code name>","message":"…","details":[ErrorInfo]}}`,
  * with the A2A error named by `details[0].reason` (domain `a2a-protocol.org`).
  *
- * HTTP status and status name per A2A error are those of the official SDK's REST server
+ * HTTP status and status name per A2A error follow A2A v1.0 §5.4's table (e.g. TaskNotCancelable 409,
+ * ContentTypeNotSupported 415, InvalidAgentResponse 502, UNIMPLEMENTED 501 for unsupported operations,
+ * push and versions); the `reason` is the one of the official SDK's REST server
  * (`@a2a-js/sdk@1.3.0`, `src/errors/rest.ts`: `REST_ERROR_HTTP_STATUS`, `REST_ERROR_STATUS_NAME`,
  * `toRestErrorBody`), so its REST client raises the same typed errors it would against the SDK
  * server (the client picks the class by `details[].reason`, and reports the HTTP status as
@@ -32,14 +34,14 @@ export const REST_ERROR_MAPPING: Readonly<Record<A2AErrorType, RestErrorMapping>
   MethodNotFound: { httpStatus: 404, status: 'NOT_FOUND' },
   InternalError: { httpStatus: 500, status: 'INTERNAL' },
   TaskNotFound: { httpStatus: 404, status: 'NOT_FOUND' },
-  TaskNotCancelable: { httpStatus: 400, status: 'FAILED_PRECONDITION' },
-  PushNotificationNotSupported: { httpStatus: 400, status: 'FAILED_PRECONDITION' },
-  UnsupportedOperation: { httpStatus: 400, status: 'FAILED_PRECONDITION' },
-  ContentTypeNotSupported: { httpStatus: 400, status: 'INVALID_ARGUMENT' },
-  InvalidAgentResponse: { httpStatus: 500, status: 'INTERNAL' },
+  TaskNotCancelable: { httpStatus: 409, status: 'FAILED_PRECONDITION' },
+  PushNotificationNotSupported: { httpStatus: 501, status: 'UNIMPLEMENTED' },
+  UnsupportedOperation: { httpStatus: 501, status: 'UNIMPLEMENTED' },
+  ContentTypeNotSupported: { httpStatus: 415, status: 'INVALID_ARGUMENT' },
+  InvalidAgentResponse: { httpStatus: 502, status: 'INTERNAL' },
   ExtendedAgentCardNotConfigured: { httpStatus: 400, status: 'FAILED_PRECONDITION' },
   ExtensionSupportRequired: { httpStatus: 400, status: 'FAILED_PRECONDITION' },
-  VersionNotSupported: { httpStatus: 400, status: 'FAILED_PRECONDITION' },
+  VersionNotSupported: { httpStatus: 501, status: 'UNIMPLEMENTED' },
   Unauthenticated: { httpStatus: 401, status: 'UNAUTHENTICATED' },
   Unauthorized: { httpStatus: 403, status: 'PERMISSION_DENIED' },
 };
