@@ -9,6 +9,8 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import { loadConfig } from '#libs/config';
+import { importJWK, type JWK } from 'jose';
+import { verifyAgentCard } from '#libs/trust';
 import { createApiApp } from '../apps/api/src/app.factory.js';
 import { createWorkerApp } from '../apps/worker/src/worker.factory.js';
 
@@ -101,6 +103,26 @@ async function publishDemoAgent(base: string): Promise<void> {
   await must(admin(base, 'PATCH', '/v1/agents/echo', { isDefault: true }), 'make default');
   await must(admin(base, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC', 'HTTP+JSON'], security: { scheme: 'none' } }), 'bind A2A');
   console.log(`published agent "echo", revision ${revision.number} (${revision.id})`);
+  const keys = await must(admin(base, 'GET', '/v1/signing-keys'), 'list signing keys');
+  if (!keys.signingKeys.some((k: { status: string }) => k.status === 'active')) await must(admin(base, 'POST', '/v1/signing-keys', { alg: 'ES256' }), 'create signing key');
+}
+
+/** Fetch the default agent's card and verify its signatures against the org's JWKS (libs/trust). */
+async function verifyCard(base: string): Promise<void> {
+  const card = (await (await fetch(`${base}/.well-known/agent-card.json`)).json()) as Record<string, unknown>;
+  // the org's JWKS sits beside its agents: /a2a/<org>/.well-known/jwks.json
+  const iface = (card.supportedInterfaces as Array<{ url: string }>)[0]!.url;
+  const org = new URL(iface).pathname.split('/')[2];
+  const jwks = (await (await fetch(`${base}/a2a/${org}/.well-known/jwks.json`)).json()) as { keys: JWK[] };
+  const result = await verifyAgentCard(
+    card,
+    async (kid, _jku, alg) => {
+      const jwk = jwks.keys.find((k) => k.kid === kid);
+      return jwk ? ((await importJWK(jwk, alg)) as never) : null;
+    },
+    { trustedJku: [`${base}/a2a/`] },
+  );
+  for (const c of result.checks) console.log(`  card signature ${c.alg} kid=${c.kid}: ${c.valid ? 'verified against the JWKS' : `NOT verified (${c.reason})`}`);
 }
 
 async function conversation(base: string): Promise<void> {
@@ -108,6 +130,7 @@ async function conversation(base: string): Promise<void> {
   const card = await client.getAgentCard();
   console.log(`\nA2A client resolved ${base}/.well-known/agent-card.json: "${card.name}"`);
   for (const i of card.supportedInterfaces ?? []) console.log(`  interface ${i.protocolBinding} ${i.protocolVersion} ${i.url}`);
+  await verifyCard(base);
 
   const say = async (text: string, taskId?: string, contextId?: string) => {
     console.log(`\n> user: ${text}`);
@@ -181,6 +204,8 @@ async function main(): Promise<void> {
     BOOTSTRAP_ADMIN_KEY: config.BOOTSTRAP_ADMIN_KEY ?? DEMO_KEY,
     PUBLIC_BASE_URL: base,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    // local demo only: encrypts the demo organization's card-signing key at rest
+    SIGNING_KEY_ENCRYPTION_SECRET: config.SIGNING_KEY_ENCRYPTION_SECRET ?? 'demo-only-signing-key-secret',
   };
   const api = await createApiApp(env);
   await api.listen(port, config.HOST);
