@@ -27,6 +27,25 @@ const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1'
 if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${dbName}"`);
 await client.end();
 
+// Nothing pending: skip the Prisma CLI (its schema engine takes seconds to start)
+if (!reset && exists.rowCount > 0) {
+  const { readdirSync } = await import('node:fs');
+  const shipped = readdirSync(new URL('../prisma/migrations/', import.meta.url), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  const db = new pg.Client({ connectionString: url });
+  try {
+    await db.connect();
+    const applied = await db.query('SELECT migration_name FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL');
+    const done = new Set(applied.rows.map((r) => r.migration_name));
+    if (shipped.every((m) => done.has(m))) {
+      await db.end();
+      process.exit(0);
+    }
+  } catch {
+    // no migrations table yet: let Prisma apply everything
+  }
+  await db.end().catch(() => undefined);
+}
+
 try {
   runPrisma(['migrate', 'deploy'], { quiet: !process.env.MIGRATE_VERBOSE, env: { DATABASE_URL: url } });
 } catch (e) {
