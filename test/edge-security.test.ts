@@ -86,3 +86,18 @@ describe('trailing slashes', () => {
     expect((await fetch(`${base}/.well-known/agent-card.json/`)).status).toBe(200);
   });
 });
+
+describe('capabilities the deployment does not serve', () => {
+  it('a revision declaring push notifications is refused at publish with a clear error', async () => {
+    const agentRes = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents', { slug: 'pusher', name: 'P', description: 'p' });
+    expect(agentRes.status).toBe(201);
+    const rev = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents/pusher/revisions', {
+      protocolProfiles: { a2a: { skillsProjection: [{ id: 's', name: 'S', description: 'd', tags: ['t'] }], capabilities: { streaming: true, pushNotifications: true, extendedAgentCard: false } } },
+      runtime: { kind: 'scripted', rules: [] },
+    });
+    expect(rev.status).toBe(201);
+    const pub = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/agents/pusher/revisions/${rev.body.id}/publish`);
+    expect(pub.status).toBe(422);
+    expect(pub.body.error).toMatchObject({ code: 'revision.unsupported_capability', details: { capabilities: 'pushNotifications' } });
+  });
+});

@@ -108,6 +108,7 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'revision.immutable': 'InvalidRequest',
   'revision.not_published': 'InvalidRequest',
   'revision.invalid_transition': 'InvalidRequest',
+  'revision.unsupported_capability': 'InvalidParams',
   'binding.not_found': 'TaskNotFound',
   'binding.conflict': 'InvalidRequest',
   // §3.1.1: a task in a terminal state cannot accept further messages

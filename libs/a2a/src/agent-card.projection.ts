@@ -1,3 +1,4 @@
+import { SERVED_A2A_CAPABILITIES } from '#libs/contracts';
 import type { A2AExtension, A2ATransport } from '#libs/contracts';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { A2AProtocolVersion } from './a2a.types.js';
@@ -23,7 +24,7 @@ export const SERVED_PROTOCOL_VERSIONS: Readonly<Record<A2ATransport, readonly A2
  * Optional capabilities this deployment implements; a revision's declared capabilities are
  * capped by these (A2A v1.0 §3.3.4: a capability on the card obliges the agent to serve it).
  */
-export const SERVED_CAPABILITIES = { streaming: true, pushNotifications: false, extendedAgentCard: false } as const;
+export const SERVED_CAPABILITIES = SERVED_A2A_CAPABILITIES;
 
 /** Header an apiKey-secured binding reads the key from (also accepted: `Authorization: Bearer`). */
 export const API_KEY_HEADER = 'X-API-Key';

@@ -27,6 +27,7 @@ export const ERROR_CODES = {
   'revision.not_found': { httpStatus: 404, when: 'no revision with that id for the agent' },
   'revision.immutable': { httpStatus: 409, when: 'a published or retired revision was to be modified' },
   'revision.not_published': { httpStatus: 409, when: 'only a published revision can be made active' },
+  'revision.unsupported_capability': { httpStatus: 422, when: 'a revision to publish declares an A2A capability this deployment does not serve' },
   'revision.invalid_transition': { httpStatus: 409, when: 'the revision lifecycle does not allow that step (e.g. retiring the active revision)' },
   'binding.not_found': { httpStatus: 404, when: 'the agent has no binding for that protocol' },
   'binding.conflict': { httpStatus: 409, when: 'the agent already has a binding for that protocol, or the path is taken' },

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError, invalidRequest } from '#libs/common';
-import { ProtocolProfilesSchema, type ProtocolProfiles } from '#libs/contracts';
+import { ProtocolProfilesSchema, SERVED_A2A_CAPABILITIES, type ProtocolProfiles } from '#libs/contracts';
 import { RuntimeRegistry } from '#libs/runtimes';
 import { ZodError } from 'zod';
 import { AgentService } from './agent.service.js';
@@ -74,6 +74,13 @@ export class RevisionService {
     const current = await this.require(agent, revisionId);
     if (current.status === 'draft') {
       this.validate({ runtime: current.runtime });
+      const declared = (current.protocolProfiles as { a2a?: { capabilities?: Record<string, unknown> } }).a2a?.capabilities ?? {};
+      const unserved = Object.entries(SERVED_A2A_CAPABILITIES).filter(([name, served]) => declared[name] === true && !served).map(([name]) => name);
+      if (unserved.length > 0) {
+        throw new AppError('revision.unsupported_capability', `this deployment does not serve ${unserved.join(', ')}: remove it from protocolProfiles.a2a.capabilities`, {
+          details: { revisionId, capabilities: unserved.join(',') },
+        });
+      }
       const published = await this.revisions.publish(orgId, agent.id, revisionId);
       if (published) return published;
     }
