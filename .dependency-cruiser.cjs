@@ -4,6 +4,7 @@ module.exports = {
     { name: 'libs-not-apps', severity: 'error', comment: 'libs never import apps', from: { path: '^libs/' }, to: { path: '^apps/' } },
     { name: 'apps-independent', severity: 'error', comment: 'the api and worker apps share only libs', from: { path: '^apps/api/' }, to: { path: '^apps/worker/' } },
     { name: 'worker-not-api', severity: 'error', from: { path: '^apps/worker/' }, to: { path: '^apps/api/' } },
+    { name: 'cli-independent', severity: 'error', comment: 'the CLI talks to the service over HTTP and uses only framework-free libs', from: { path: '^apps/cli/' }, to: { path: ['^apps/(api|worker)/', '^libs/(db|runs|registry|execution|a2a|metrics)/'] } },
     {
       name: 'lib-surface-only',
       severity: 'error',

@@ -1,3 +1,7 @@
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { AgentCard, verifyAgentCardSignature } from '@a2a-js/sdk';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import { createLocalJWKSet, importJWK, type JWK } from 'jose';
@@ -64,6 +68,24 @@ describe('signed Agent Cards', () => {
     expect(await verifyOurs(after)).toMatchObject({ valid: true });
     // a tampered card fails against the published keys
     expect((await verifyOurs({ ...after, description: 'changed' })).valid).toBe(false);
+  });
+
+  it('the CLI verifies a served card (exit 0), refuses a tampered one (exit 1), and reports bad input (exit 2)', async () => {
+    const cli = (...args: string[]) =>
+      new Promise<{ code: number; out: string }>((resolve) => {
+        execFile(process.execPath, ['dist/apps/cli/src/main.js', ...args], { timeout: 20_000 }, (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+        );
+      });
+    const ok = await cli('verify-card', agent.cardUrl);
+    expect(ok.code, ok.out).toBe(0);
+    expect(ok.out).toContain('signature verified');
+    const tamperedFile = join(tmpdir(), `card-${process.pid}.json`);
+    writeFileSync(tamperedFile, JSON.stringify({ ...(await card()), name: 'Forged' }));
+    const bad = await cli('verify-card', tamperedFile, '--jwks', jwksUrl());
+    expect(bad.code, bad.out).toBe(1);
+    expect(bad.out).toContain('does not match the canonical card');
+    expect((await cli('verify-card', 'http://127.0.0.1:1/nothing')).code).toBe(2);
   });
 
   it('errors: an unknown key is 404; signing off (no secret) is 409 signing.disabled', async () => {
