@@ -88,3 +88,28 @@ describe('fail-fast boot', () => {
     }
   });
 });
+
+describe('one log format', () => {
+  it("the API's lines — Nest's bootstrap and Fastify's requests — are all pino JSON, and the request id is echoed", async () => {
+    const { spawn } = await import('node:child_process');
+    const port = await freePort();
+    const child = spawn(process.execPath, ['dist/apps/api/src/main.js'], { env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL, REDIS_PREFIX: `aaas-test-log-${randomUUID().slice(0, 8)}`, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout!.on('data', (c) => (out += c));
+    try {
+      await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status, { timeout: 20_000, interval: 200 }).toBe(200);
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`, { headers: { 'x-request-id': 'trace-me-42' } });
+      expect(res.headers.get('x-request-id')).toBe('trace-me-42');
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+    const lines = out.split('\n').filter(Boolean);
+    expect(lines.length).toBeGreaterThan(2);
+    const parsed = lines.map((l) => JSON.parse(l) as { name?: string; context?: string; reqId?: string; msg?: string });
+    expect(parsed.every((l) => l.name === 'aaas-api')).toBe(true);
+    expect(parsed.some((l) => l.context !== undefined)).toBe(true);
+    expect(parsed.some((l) => l.reqId === 'trace-me-42')).toBe(true);
+  });
+});

@@ -5,7 +5,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import helmet from '@fastify/helmet';
-import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
+import { createLogger, loadConfig, NestPinoLogger, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson, checkJsonValue } from './common/malformed-json.js';
@@ -25,14 +25,11 @@ export const JSON_CONTENT_TYPES = ['application/json', 'application/a2a+json'];
  */
 export async function createApiApp(overrides: ConfigOverrides = {}): Promise<NestFastifyApplication> {
   const config = loadConfig({ ...process.env, ...overrides });
+  // one JSON log for everything: Fastify's request lines and Nest's own, through one pino logger
+  const logger = createLogger(config, 'aaas-api');
   const adapter = new FastifyAdapter({
-    logger:
-      config.LOG_LEVEL === 'silent'
-        ? false
-        : {
-            level: config.LOG_LEVEL,
-            redact: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie'],
-          },
+    loggerInstance: logger,
+    disableRequestLogging: config.LOG_LEVEL === 'silent',
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => (typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : randomUUID()),
     bodyLimit: config.REQUEST_BODY_LIMIT_BYTES,
     // `/a2a/<org>/<agent>/` answers like `/a2a/<org>/<agent>` (the TCK posts JSON-RPC to `<url>/`)
@@ -71,9 +68,14 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
 
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), adapter, {
     bodyParser: false,
-    logger: nestLogLevels(config.LOG_LEVEL),
+    logger: config.LOG_LEVEL === 'silent' ? false : new NestPinoLogger(logger),
   });
   app.useGlobalFilters(new AppExceptionFilter());
+  // the request id (X-Request-Id when the caller sent one) goes back on every response
+  fastify.addHook('onSend', (req, reply, payload, done) => {
+    reply.header('x-request-id', req.id);
+    done(null, payload);
+  });
   installHttpMetrics(fastify, app.get(Metrics));
   app.enableShutdownHooks();
 

@@ -1,14 +1,15 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplicationContext } from '@nestjs/common';
-import { loadConfig, nestLogLevels, type AppConfig } from '#libs/config';
+import { createLogger, loadConfig, NestPinoLogger, type AppConfig } from '#libs/config';
 import { WorkerModule } from './worker.module.js';
 
 /** Build and start the worker (BullMQ consumers start on bootstrap). Used by main.ts, the demo and tests. */
 export async function createWorkerApp(overrides: Partial<Record<keyof AppConfig, string>> = {}): Promise<INestApplicationContext> {
   const config = loadConfig({ ...process.env, ...overrides });
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(overrides), {
-    logger: nestLogLevels(config.LOG_LEVEL),
+    // Nest's lines as pino JSON, like the API's
+    logger: config.LOG_LEVEL === 'silent' ? false : new NestPinoLogger(createLogger(config, 'aaas-worker')),
   });
   app.enableShutdownHooks();
   return app;
