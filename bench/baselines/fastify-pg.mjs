@@ -8,18 +8,10 @@
 import Fastify from 'fastify';
 import pg from 'pg';
 import { randomUUID } from 'node:crypto';
+import { recreateDatabase } from './recreate-database.mjs';
 
 const databaseUrl = process.env.BENCH_LEAN_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench_lean';
-{
-  const admin = new URL(databaseUrl);
-  const dbName = admin.pathname.slice(1);
-  admin.pathname = '/postgres';
-  const c = new pg.Client({ connectionString: admin.toString() });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-  await c.query(`CREATE DATABASE "${dbName}"`);
-  await c.end();
-}
+await recreateDatabase(databaseUrl);
 const pool = new pg.Pool({ connectionString: databaseUrl, max: Number(process.env.BENCH_POOL_MAX ?? 20) });
 await pool.query(`CREATE TABLE tasks (id uuid PRIMARY KEY, context_id text NOT NULL, state text NOT NULL,
   message jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`);

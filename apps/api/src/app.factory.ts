@@ -29,7 +29,6 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
   const logger = createLogger(config, 'aaas-api');
   const adapter = new FastifyAdapter({
     loggerInstance: logger,
-    disableRequestLogging: config.LOG_LEVEL === 'silent',
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => (typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : randomUUID()),
     bodyLimit: config.REQUEST_BODY_LIMIT_BYTES,
     // `/a2a/<org>/<agent>/` answers like `/a2a/<org>/<agent>` (the TCK posts JSON-RPC to `<url>/`)

@@ -1,5 +1,8 @@
 import { AppError } from '#libs/common';
 import type { CanonicalMessage } from '#libs/contracts';
+import type { DispatchRelay } from '../dispatch.relay.js';
+import type { AppendResult, RunRecord } from '../event-log.repository.js';
+import type { RunNotifier } from '../run-notifier.js';
 import type { RunState } from '../run.repository.js';
 import { isTerminal } from '../run-state.js';
 
@@ -32,4 +35,22 @@ export function refuseInput(run: RunState, requestedThreadId: string | undefined
     return new AppError('run.terminal', `run ${run.id} is ${run.status} and accepts no more input`, { details: { runId: run.id, status: run.status } });
   }
   return blocked();
+}
+
+/**
+ * Run the append of a caller's input; when it committed, wake the run's readers and hand its
+ * dispatch to the relay. Null when the guard refused it or the messageId is already recorded
+ * (the caller then says which: replay or refusal).
+ */
+export async function commitInput(append: () => Promise<AppendResult | null>, notifier: RunNotifier, relay: DispatchRelay): Promise<RunRecord | null> {
+  try {
+    const result = await append();
+    if (!result) return null;
+    notifier.notify(result.run.id, result.run.lastSequence, result.run);
+    if (result.dispatch) relay.relay(result.dispatch);
+    return result.run;
+  } catch (e) {
+    if (e instanceof AppError && e.code === 'run.duplicate_message') return null;
+    throw e;
+  }
 }

@@ -6,7 +6,7 @@ import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
 import { RunRepository } from '../run.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
-import { messageConflict, refuseInput, runNotFound, userMessage } from './command-support.js';
+import { commitInput, messageConflict, refuseInput, runNotFound, userMessage } from './command-support.js';
 
 /** More input on a run that is not waiting on an interaction (A2A: a message carrying taskId). */
 export interface ContinueRunCommand {
@@ -37,22 +37,19 @@ export class ContinueRunHandler {
 
   async execute(cmd: ContinueRunCommand): Promise<RunRecord> {
     const message = userMessage(cmd.message);
-    try {
-      const result = await this.events.append(
-        cmd.orgId,
-        cmd.runId,
-        { from: ACTIVE_STATUSES, blocked: false, threadId: cmd.threadId, agentId: cmd.agentId },
-        [{ type: 'message.added', payload: { message } }],
-        { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
-      );
-      if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
-        if (result.dispatch) this.relay.relay(result.dispatch);
-        return result.run;
-      }
-    } catch (e) {
-      if (!(e instanceof AppError && e.code === 'run.duplicate_message')) throw e;
-    }
+    const committed = await commitInput(
+      () =>
+        this.events.append(
+          cmd.orgId,
+          cmd.runId,
+          { from: ACTIVE_STATUSES, blocked: false, threadId: cmd.threadId, agentId: cmd.agentId },
+          [{ type: 'message.added', payload: { message } }],
+          { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
+        ),
+      this.notifier,
+      this.relay,
+    );
+    if (committed) return committed;
     return replayOrRefuse(this.runs, cmd, (run) =>
       new AppError('run.awaiting_interaction', `run ${run.id} is waiting on interaction ${run.openInteractionId}`, {
         details: { runId: run.id, interactionId: run.openInteractionId ?? '', blockedReason: run.blockedReason ?? '' },

@@ -6,7 +6,7 @@ import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
 import { RunRepository } from '../run.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
-import { userMessage } from './command-support.js';
+import { commitInput, userMessage } from './command-support.js';
 import { replayOrRefuse } from './continue-run.command.js';
 
 /** The caller's answer to an open InteractionRequest (input, auth, confirmation). */
@@ -42,25 +42,22 @@ export class RespondInteractionHandler {
 
   async execute(cmd: RespondInteractionCommand): Promise<RunRecord> {
     const message = userMessage(cmd.message);
-    try {
-      const result = await this.events.append(
-        cmd.orgId,
-        cmd.runId,
-        { from: ACTIVE_STATUSES, blocked: true, openInteractionId: cmd.interactionId, threadId: cmd.threadId, agentId: cmd.agentId, blockedReason: null },
-        [
-          { type: 'message.added', payload: { message } },
-          { type: 'interaction.resolved', payload: { interactionId: cmd.interactionId, resolution: 'answered', messageId: message.messageId } },
-        ],
-        { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
-      );
-      if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
-        if (result.dispatch) this.relay.relay(result.dispatch);
-        return result.run;
-      }
-    } catch (e) {
-      if (!(e instanceof AppError && e.code === 'run.duplicate_message')) throw e;
-    }
+    const committed = await commitInput(
+      () =>
+        this.events.append(
+          cmd.orgId,
+          cmd.runId,
+          { from: ACTIVE_STATUSES, blocked: true, openInteractionId: cmd.interactionId, threadId: cmd.threadId, agentId: cmd.agentId, blockedReason: null },
+          [
+            { type: 'message.added', payload: { message } },
+            { type: 'interaction.resolved', payload: { interactionId: cmd.interactionId, resolution: 'answered', messageId: message.messageId } },
+          ],
+          { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
+        ),
+      this.notifier,
+      this.relay,
+    );
+    if (committed) return committed;
     return replayOrRefuse(this.runs, cmd, (run) =>
       new AppError('interaction.not_open', `interaction ${cmd.interactionId} of run ${run.id} is not open`, {
         details: { runId: run.id, interactionId: cmd.interactionId },
