@@ -17,8 +17,12 @@ import { API_KEY_HEADER } from './agent-card.projection.js';
 export class A2AAccessService {
   constructor(private readonly apiKeys: ApiKeyService) {}
 
-  async authorize(agent: ResolvedA2AAgent, presentedKey: string | undefined): Promise<void> {
-    if (agent.binding.security.scheme === 'none') return;
+  /**
+   * `required`: demand a valid key of the organization even when the binding is open (the
+   * authenticated extended card, §3.1.11).
+   */
+  async authorize(agent: ResolvedA2AAgent, presentedKey: string | undefined, opts: { required?: boolean } = {}): Promise<void> {
+    if (agent.binding.security.scheme === 'none' && !opts.required) return;
     if (!presentedKey) {
       throw new A2AError('Unauthenticated', `this agent requires an API key in header ${API_KEY_HEADER} or Authorization: Bearer`);
     }

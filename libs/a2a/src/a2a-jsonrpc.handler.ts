@@ -1,3 +1,4 @@
+import { toV03AgentCard, type AgentCard } from './agent-card.projection.js';
 import { Injectable, Logger } from '@nestjs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { ZodType } from 'zod';
@@ -40,6 +41,11 @@ export interface JsonRpcCall {
   resume?: { lastEventId?: string; token?: string };
   /** Aborted when the caller goes away (ends a stream). */
   signal?: AbortSignal;
+  /**
+   * The authenticated extended card (v1.0 shape) for this caller: the edge authenticates the caller
+   * (Unauthenticated otherwise) and projects it (UnsupportedOperation / ExtendedAgentCardNotConfigured).
+   */
+  extendedCard?: () => Promise<AgentCard>;
 }
 
 /**
@@ -102,7 +108,6 @@ const V1_NOT_OFFERED: Record<string, () => A2AError> = {
   GetTaskPushNotificationConfig: pushNotSupported,
   ListTaskPushNotificationConfigs: pushNotSupported,
   DeleteTaskPushNotificationConfig: pushNotSupported,
-  GetExtendedAgentCard: () => new A2AError('UnsupportedOperation', 'this agent has no extended agent card (capabilities.extendedAgentCard is false)'),
 };
 
 /** v0.3 methods (spec/v0.3/a2a.json) that exist but are not offered (yet). */
@@ -111,8 +116,10 @@ const V03_NOT_OFFERED: Record<string, () => A2AError> = {
   'tasks/pushNotificationConfig/get': pushNotSupported,
   'tasks/pushNotificationConfig/list': pushNotSupported,
   'tasks/pushNotificationConfig/delete': pushNotSupported,
-  'agent/getAuthenticatedExtendedCard': () => new A2AError('UnsupportedOperation', 'this agent has no authenticated extended card'),
 };
+
+/** The extended-card methods (§3.1.11; v0.3 `agent/getAuthenticatedExtendedCard`): params are optional. */
+const EXTENDED_CARD_METHODS: Record<string, A2AProtocolVersion> = { GetExtendedAgentCard: '1.0', 'agent/getAuthenticatedExtendedCard': '0.3' };
 
 function pushNotSupported(): A2AError {
   return new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)');
@@ -217,6 +224,11 @@ export class A2AJsonRpcHandler {
       version = negotiateVersion(call.version);
 
       const method = body.method as string;
+      if (EXTENDED_CARD_METHODS[method] === version) {
+        if (!call.extendedCard) throw new A2AError('UnsupportedOperation', 'this binding serves no extended agent card');
+        const card = await call.extendedCard();
+        return { jsonrpc: '2.0', id, result: version === '1.0' ? card : toV03AgentCard(card) };
+      }
       const impl = own(version === '1.0' ? this.v1 : this.v03, method);
       if (!impl) {
         const notOffered = own(version === '1.0' ? V1_NOT_OFFERED : V03_NOT_OFFERED, method);

@@ -1,7 +1,8 @@
 import { SERVED_A2A_CAPABILITIES } from '#libs/contracts';
-import type { A2AExtension, A2ATransport } from '#libs/contracts';
+import type { A2AExtension, A2AProfile, A2ATransport } from '#libs/contracts';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { A2AProtocolVersion } from './a2a.types.js';
+import { A2AError } from './a2a.errors.js';
 
 /**
  * Transports this deployment actually serves: JSON-RPC (§9) and HTTP+JSON (§11), both at the
@@ -137,15 +138,7 @@ export function projectAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: stri
     },
     defaultInputModes: profile.defaultInputModes,
     defaultOutputModes: profile.defaultOutputModes,
-    skills: profile.skillsProjection.map((s) => ({
-      id: s.id,
-      name: s.name,
-      description: s.description,
-      tags: s.tags,
-      ...(s.examples?.length ? { examples: s.examples } : {}),
-      ...(s.inputModes?.length ? { inputModes: s.inputModes } : {}),
-      ...(s.outputModes?.length ? { outputModes: s.outputModes } : {}),
-    })),
+    skills: profile.skillsProjection.map(skillOf),
     ...(agent.iconUrl ? { iconUrl: agent.iconUrl } : {}),
   };
   if (binding.security.scheme === 'apiKey') {
@@ -252,5 +245,39 @@ export function toV03AgentCard(card: AgentCard): V03AgentCard | null {
     defaultOutputModes: card.defaultOutputModes,
     skills: card.skills,
     supportsAuthenticatedExtendedCard: false,
+  };
+}
+
+/**
+ * The authenticated extended Agent Card (A2A v1.0 §3.1.11): the public card with the revision's
+ * `extendedCard` description and extra skills. Errors: UnsupportedOperation when the revision does
+ * not declare `capabilities.extendedAgentCard`; ExtendedAgentCardNotConfigured when it declares it
+ * without an `extendedCard`.
+ */
+export function projectExtendedAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: string): AgentCard {
+  const profile = resolved.revision.a2a;
+  if (!profile.capabilities.extendedAgentCard) {
+    throw new A2AError('UnsupportedOperation', 'this agent has no extended agent card (capabilities.extendedAgentCard is false)');
+  }
+  if (!profile.extendedCard) throw new A2AError('ExtendedAgentCardNotConfigured', 'this agent declares an extended agent card but has none configured');
+  const card = projectAgentCard(resolved, publicBaseUrl);
+  if (!card) throw new A2AError('UnsupportedOperation', 'this agent has no A2A transport this deployment serves');
+  return {
+    ...card,
+    ...(profile.extendedCard.description ? { description: profile.extendedCard.description } : {}),
+    skills: [...card.skills, ...profile.extendedCard.skillsProjection.map(skillOf)],
+  };
+}
+
+/** A card skill from a profile skill (empty optional lists left out). */
+function skillOf(s: A2AProfile['skillsProjection'][number]): AgentSkill {
+  return {
+    id: s.id,
+    name: s.name,
+    description: s.description,
+    tags: s.tags,
+    ...(s.examples?.length ? { examples: s.examples } : {}),
+    ...(s.inputModes?.length ? { inputModes: s.inputModes } : {}),
+    ...(s.outputModes?.length ? { outputModes: s.outputModes } : {}),
   };
 }

@@ -44,6 +44,13 @@ export const A2AProfileSchema = z.object({
     })
     .default({ streaming: false, pushNotifications: false, extendedAgentCard: false }),
   extensions: z.array(A2AExtensionSchema).default([]),
+  /**
+   * What the authenticated extended card (A2A v1.0 §3.1.11, `capabilities.extendedAgentCard`) adds
+   * to the public one: its own description and more skills. Served only to authenticated callers.
+   */
+  extendedCard: z
+    .object({ description: z.string().min(1).optional(), skillsProjection: z.array(A2ASkillSchema).default([]) })
+    .optional(),
   defaultInputModes: z.array(z.string().min(1)).min(1).default(['text/plain']),
   defaultOutputModes: z.array(z.string().min(1)).min(1).default(['text/plain']),
 });
@@ -72,4 +79,4 @@ export type BindingSecurity = z.infer<typeof BindingSecuritySchema>;
  * The optional A2A capabilities this deployment serves. A revision declaring one it does not
  * serve is refused at publish (`revision.unsupported_capability`), and cards never claim more.
  */
-export const SERVED_A2A_CAPABILITIES = { streaming: true, pushNotifications: false, extendedAgentCard: false } as const;
+export const SERVED_A2A_CAPABILITIES = { streaming: true, pushNotifications: false, extendedAgentCard: true } as const;

@@ -1,10 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { A2AAccessService, A2AError, servedTransports, toA2AError } from '#libs/a2a';
+import { A2AAccessService, A2AError, projectExtendedAgentCard, servedTransports, toA2AError, type AgentCard } from '#libs/a2a';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
 import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
-import { presentedApiKey } from './a2a-http.js';
+import { presentedApiKey, publicBaseUrl } from './a2a-http.js';
 
 /**
  * The checks every A2A call shares, whatever its binding: the agent at `/a2a/<org>/<agent>`
@@ -36,5 +36,22 @@ export class A2AAdmission {
       throw toA2AError(e);
     }
     return agent;
+  }
+
+  /**
+   * The authenticated extended card of `agent` for this request (A2A v1.0 §3.1.11): the caller
+   * must present a valid API key of the agent's organization (a2a:invoke or admin), whatever the
+   * binding's security. Throws A2AError: Unauthenticated / Unauthorized, UnsupportedOperation,
+   * ExtendedAgentCardNotConfigured.
+   */
+  async extendedCard(agent: ResolvedA2AAgent, req: FastifyRequest): Promise<AgentCard> {
+    // not declared / not configured is said to anyone; the card itself only to the authenticated
+    const card = projectExtendedAgentCard(agent, publicBaseUrl(this.config, req));
+    try {
+      await this.access.authorize(agent, presentedApiKey(req), { required: true });
+    } catch (e) {
+      throw toA2AError(e);
+    }
+    return card;
   }
 }

@@ -70,6 +70,7 @@ export class A2AJsonRpcController {
       ...call,
       resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
       signal: ac.signal,
+      extendedCard: () => this.admission.extendedCard(agent, req),
     });
     if (!isJsonRpcStream(result)) {
       reply.raw.off('close', onClose);

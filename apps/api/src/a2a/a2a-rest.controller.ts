@@ -95,6 +95,17 @@ export class A2ARestController {
     return this.sendStreamingMessage(p, req, reply);
   }
 
+  /** GET /extendedAgentCard (§3.1.11): the authenticated extended card, to a caller with a key of the org. */
+  @Get(':org/:agent/extendedAgentCard')
+  extendedAgentCard(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, {}, (agent) => this.admission.extendedCard(agent, req));
+  }
+
+  @Get(':org/:agent/:tenant/extendedAgentCard')
+  extendedAgentCardInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.extendedAgentCard(p, req, reply);
+  }
+
   @Get(':org/:agent/tasks')
   listTasks(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.unary(p, req, reply, {}, (agent) => this.handler.listTasks(agent, req.query as RestQuery));

@@ -61,11 +61,6 @@ const NOT_OFFERED: Array<{ methods: readonly string[]; path: RegExp; error: () =
     path: /^tasks\/[^/]+\/pushNotificationConfigs\/[^/]+$/,
     error: () => new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)'),
   },
-  {
-    methods: ['GET'],
-    path: /^extendedAgentCard$/,
-    error: () => new A2AError('UnsupportedOperation', 'this agent has no extended agent card (capabilities.extendedAgentCard is false)'),
-  },
 ];
 
 function parse<T>(schema: ZodType<T>, value: unknown): T {

@@ -91,8 +91,6 @@ describe('A2ARestHandler', () => {
     ['GET', 'tasks/t1/pushNotificationConfigs/c1', 'PushNotificationNotSupported', undefined],
     ['DELETE', 'tasks/t1/pushNotificationConfigs/c1', 'PushNotificationNotSupported', undefined],
     ['DELETE', 'acme/tasks/t1/pushNotificationConfigs/c1', 'PushNotificationNotSupported', 'acme'],
-    ['GET', 'extendedAgentCard', 'UnsupportedOperation', undefined],
-    ['GET', 'acme/extendedAgentCard', 'UnsupportedOperation', 'acme'],
     ['POST', 'extendedAgentCard', 'MethodNotFound', undefined],
     ['DELETE', 'tasks/t1', 'MethodNotFound', undefined],
     ['GET', 'nothing/here', 'MethodNotFound', undefined],

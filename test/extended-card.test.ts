@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** The authenticated extended card (A2A v1.0 §3.1.11) on JSON-RPC v1.0, v0.3 and HTTP+JSON. */
+let stack: Stack;
+let rich: PublishedAgent;
+let empty: PublishedAgent;
+let plain: PublishedAgent;
+let invokeKey: string;
+
+const SKILL = { id: 'secret', name: 'Secret skill', description: 'Only for members', tags: ['private'] };
+
+beforeAll(async () => {
+  stack = await startStack({ worker: false });
+  const caps = { streaming: false, pushNotifications: false, extendedAgentCard: true };
+  rich = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'rich', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: caps, extendedCard: { description: 'The members-only card', skillsProjection: [SKILL] } } as never });
+  empty = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'declared-empty', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: caps } });
+  plain = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'plain', transports: ['JSONRPC', 'HTTP+JSON'] });
+  invokeKey = (await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] })).body.key;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+const rpc = async (agent: PublishedAgent, method: string, key?: string, version = '1.0') => {
+  const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(version ? { 'a2a-version': version } : {}), ...(key ? { authorization: `Bearer ${key}` } : {}) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: {} }),
+  });
+  return (await res.json()) as { result?: Record<string, any>; error?: { code: number; message: string } };
+};
+const rest = async (agent: PublishedAgent, key?: string) => {
+  const res = await fetch(`${stack.baseUrl}${agent.basePath}/extendedAgentCard`, { headers: { 'a2a-version': '1.0', ...(key ? { 'x-api-key': key } : {}) } });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+};
+
+describe('extended agent card', () => {
+  it('the public card declares it; an authenticated caller gets the richer card on every binding and version', async () => {
+    const publicCard = (await (await fetch(rich.cardUrl)).json()) as { capabilities: { extendedAgentCard: boolean }; skills: Array<{ id: string }> };
+    expect(publicCard.capabilities.extendedAgentCard).toBe(true);
+    expect(publicCard.skills.map((s) => s.id)).toEqual(['echo']);
+
+    const v1 = await rpc(rich, 'GetExtendedAgentCard', invokeKey);
+    expect(v1.result!.description).toBe('The members-only card');
+    expect(v1.result!.skills.map((s: { id: string }) => s.id)).toEqual(['echo', 'secret']);
+    const v03 = await rpc(rich, 'agent/getAuthenticatedExtendedCard', invokeKey, '');
+    expect(v03.result!.skills.map((s: { id: string }) => s.id)).toEqual(['echo', 'secret']);
+    expect(v03.result!.url).toBeDefined();
+    const r = await rest(rich, invokeKey);
+    expect(r.status).toBe(200);
+    expect(r.body.skills.map((s: { id: string }) => s.id)).toEqual(['echo', 'secret']);
+  });
+
+  it('only to an authenticated caller: no key or a wrong key is Unauthenticated (REST 401)', async () => {
+    expect((await rpc(rich, 'GetExtendedAgentCard')).error!.code).toBe(-32000);
+    expect((await rpc(rich, 'GetExtendedAgentCard', 'aaas_AAAAAAAA_forgedforgedforgedforged00')).error!.code).toBe(-32000);
+    const r = await rest(rich);
+    expect(r.status).toBe(401);
+    expect(r.body.error.status).toBe('UNAUTHENTICATED');
+  });
+
+  it('UnsupportedOperation when not declared; ExtendedAgentCardNotConfigured when declared but absent', async () => {
+    expect((await rpc(plain, 'GetExtendedAgentCard', invokeKey)).error!.code).toBe(-32004);
+    expect((await rest(plain, invokeKey)).status).toBe(501);
+    expect((await rpc(empty, 'GetExtendedAgentCard', invokeKey)).error!.code).toBe(-32007);
+    expect((await rpc(empty, 'agent/getAuthenticatedExtendedCard', invokeKey, '')).error!.code).toBe(-32007);
+  });
+});
