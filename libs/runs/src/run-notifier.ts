@@ -110,7 +110,11 @@ export class RunNotifier implements OnApplicationShutdown {
         .psubscribe(`${this.prefix}*`)
         .then(
           () => (this.patternConfirmed = true),
-          (e: Error) => this.log.warn(`subscribe to wake-ups failed: ${e.message}`),
+          (e: Error) => {
+            // not subscribed at all (ioredis will not resubscribe it): the next listener tries again
+            this.patternReady = undefined;
+            this.log.warn(`subscribe to wake-ups failed: ${e.message}`);
+          },
         );
     }
     if (this.patternConfirmed) return;
