@@ -63,4 +63,32 @@ export class AgentDirectoryRepository {
     });
     return res.rows[0] ?? null;
   }
+
+  /**
+   * Servable agents of an organization (published active revision, enabled A2A binding) matching
+   * every given filter, ordered by slug, after `afterSlug`, at most `limit` (+1 to tell a next page).
+   * `q` matches the agent's name or description, or a skill's name, description or tag
+   * (case-insensitive substring); `skill` a skill id; `tag` a skill tag; `inputMode` /
+   * `outputMode` the revision's default modes.
+   */
+  async search(orgSlug: string, f: { q?: string; skill?: string; tag?: string; inputMode?: string; outputMode?: string; afterSlug?: string; limit: number }): Promise<DirectoryRow[]> {
+    const like = f.q ? `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
+    const res = await this.db.pool.query<DirectoryRow>({
+      text: `${SELECT}
+        WHERE o.slug = $1 AND r.id IS NOT NULL AND b.id IS NOT NULL
+          AND ($2::text IS NULL OR a.name ILIKE $2 OR a.description ILIKE $2 OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements(r.protocol_profiles->'a2a'->'skillsProjection') s
+                 WHERE s->>'name' ILIKE $2 OR s->>'description' ILIKE $2
+                    OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(s->'tags') t WHERE t ILIKE $2)))
+          AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM jsonb_array_elements(r.protocol_profiles->'a2a'->'skillsProjection') s WHERE s->>'id' = $3))
+          AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM jsonb_array_elements(r.protocol_profiles->'a2a'->'skillsProjection') s
+                                            WHERE s->'tags' ? $4))
+          AND ($5::text IS NULL OR COALESCE(r.protocol_profiles->'a2a'->'defaultInputModes', '["text/plain"]'::jsonb) ? $5)
+          AND ($6::text IS NULL OR COALESCE(r.protocol_profiles->'a2a'->'defaultOutputModes', '["text/plain"]'::jsonb) ? $6)
+          AND ($7::text IS NULL OR a.slug > $7)
+        ORDER BY a.slug LIMIT $8`,
+      values: [orgSlug, like, f.skill ?? null, f.tag ?? null, f.inputMode ?? null, f.outputMode ?? null, f.afterSlug ?? null, f.limit + 1],
+    });
+    return res.rows;
+  }
 }

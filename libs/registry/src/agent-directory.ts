@@ -53,6 +53,28 @@ export class AgentDirectory {
   }
 
   /**
+   * Search an organization's servable agents (the curated registry): filters as
+   * AgentDirectoryRepository.search, ordered by slug, keyset after `afterSlug`. Returns at most
+   * `limit` agents and whether another page follows. Agents whose stored profile no longer
+   * parses are left out rather than failing the search.
+   */
+  async search(
+    orgSlug: string,
+    f: { q?: string; skill?: string; tag?: string; inputMode?: string; outputMode?: string; afterSlug?: string; limit: number },
+  ): Promise<{ agents: ResolvedA2AAgent[]; more: boolean }> {
+    const rows = await this.repo.search(orgSlug, f);
+    const agents: ResolvedA2AAgent[] = [];
+    for (const row of rows.slice(0, f.limit)) {
+      try {
+        agents.push(toResolved(row));
+      } catch {
+        // a revision stored before a schema change: not searchable, still resolvable elsewhere
+      }
+    }
+    return { agents, more: rows.length > f.limit };
+  }
+
+  /**
    * The agent marked `isDefault` (served at the host root), when it has an active published
    * revision and an enabled A2A binding. Throws `agent.not_published` otherwise.
    */

@@ -1,3 +1,4 @@
+import { RegistryController } from './registry.controller.js';
 import { Module } from '@nestjs/common';
 import { A2AModule } from '#libs/a2a';
 import { A2AJsonRpcController } from './a2a-jsonrpc.controller.js';
@@ -15,7 +16,7 @@ import { A2AAdmission } from './a2a-admission.js';
  */
 @Module({
   imports: [A2AModule],
-  controllers: [A2AJsonRpcController, A2ARestController, AgentCardController],
+  controllers: [A2AJsonRpcController, A2ARestController, AgentCardController, RegistryController],
   providers: [A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard],
 })
 export class A2AHttpModule {}
