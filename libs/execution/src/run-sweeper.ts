@@ -2,6 +2,10 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
 
+/** Candidates read per query, and at most per sweep. */
+const PAGE = 100;
+const MAX_PER_SWEEP = 5_000;
+
 /** BullMQ job states in which an execution is still going to happen. */
 const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
 
@@ -47,7 +51,17 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     this.sweeping = true;
     const failed: string[] = [];
     try {
-      const candidates = await this.runRepo.staleCandidates(new Date(now.getTime() - this.config.RUN_STALE_AFTER_MS));
+      // page through every candidate (runs whose job is only queued stay candidates: paging keeps
+      // them from hiding the rest), up to MAX_PER_SWEEP per pass
+      const olderThan = new Date(now.getTime() - this.config.RUN_STALE_AFTER_MS);
+      const candidates: Awaited<ReturnType<RunQueries['staleCandidates']>> = [];
+      for (let after: { updatedAt: Date; id: string } | undefined; candidates.length < MAX_PER_SWEEP; ) {
+        const page = await this.runRepo.staleCandidates(olderThan, PAGE, after);
+        candidates.push(...page);
+        if (page.length < PAGE) break;
+        const last = page.at(-1)!;
+        after = { updatedAt: last.updatedAt, id: last.id };
+      }
       for (const c of candidates) {
         const trigger = await this.runRepo.lastUserMessage(c.orgId, c.id);
         const state = trigger ? await this.queue.jobState(c.id, trigger.sequence) : 'unknown';

@@ -80,8 +80,8 @@ export class RunQueries {
   }
 
   /** Active, unblocked runs unchanged since `olderThan`, all orgs (the lost-execution sweeper's candidates). */
-  staleCandidates(olderThan: Date, limit?: number) {
-    return this.runs.staleCandidates(olderThan, limit);
+  staleCandidates(olderThan: Date, limit?: number, after?: { updatedAt: Date; id: string }) {
+    return this.runs.staleCandidates(olderThan, limit, after);
   }
 
   /** The newest user message of a run and its sequence (the trigger of its current execution). */

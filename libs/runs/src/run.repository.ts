@@ -241,17 +241,19 @@ export class RunRepository {
   async staleCandidates(
     olderThan: Date,
     limit = 100,
-  ): Promise<Array<{ id: string; orgId: string; lastSequence: number; status: RunStatus; blockedReason: BlockedReason | null; stale: boolean; leaseTrigger: number | null; leaseExpired: boolean; leaseLive: boolean }>> {
+    after?: { updatedAt: Date; id: string },
+  ): Promise<Array<{ id: string; orgId: string; lastSequence: number; status: RunStatus; blockedReason: BlockedReason | null; stale: boolean; leaseTrigger: number | null; leaseExpired: boolean; leaseLive: boolean; updatedAt: Date }>> {
     return this.db.query(
-      `SELECT id, org_id AS "orgId", last_sequence AS "lastSequence", status, blocked_reason AS "blockedReason",
+      `SELECT id, org_id AS "orgId", last_sequence AS "lastSequence", status, blocked_reason AS "blockedReason", updated_at AS "updatedAt",
               updated_at < $1 AS stale, lease_trigger AS "leaseTrigger",
               COALESCE(lease_expires_at < now(), false) AS "leaseExpired",
               COALESCE(lease_expires_at >= now(), false) AS "leaseLive"
          FROM runs WHERE status IN ('submitted', 'working') AND blocked_reason IS NULL
           AND (updated_at < $1 OR lease_expires_at < now())
           AND NOT EXISTS (SELECT 1 FROM run_dispatches d WHERE d.run_id = runs.id)
-        ORDER BY updated_at LIMIT $2`,
-      [olderThan, limit],
+          AND ($3::timestamptz IS NULL OR (updated_at, id) > ($3, $4::uuid))
+        ORDER BY updated_at, id LIMIT $2`,
+      [olderThan, limit, after?.updatedAt ?? null, after?.id ?? null],
     );
   }
 
