@@ -164,18 +164,26 @@ describe('RespondInteractionHandler', () => {
     const now = await queries.requireRun(seed.orgId, run.id);
     expect([now.status, now.blockedReason, now.openInteractionId]).toEqual(['working', null, null]);
     const types = (await queries.readEvents(seed.orgId, run.id, 0)).map((e) => e.event.type);
-    expect(types.filter((t) => t === 'interaction.resolved')).toHaveLength(1);
+    expect(types.filter((t) => t === 'interaction.responded')).toHaveLength(1);
     expect((await dispatches(run.id)).at(-1)).toMatchObject({ job: { trigger: 'continued', inputMessageId: answer.messageId } });
   });
 
-  it('refuses an interaction that is not open, and a terminal run', async () => {
+  it('refuses an unknown or closed interaction, an answer that chooses no option, and a terminal run', async () => {
     const { run } = await newRun();
     const base = { orgId: seed.orgId, agentId: seed.agentId, runId: run.id };
-    expect(await codeOf(respond.execute({ ...base, interactionId: randomUUID(), message: msg('x') }))).toBe('interaction.not_open');
+    expect(await codeOf(respond.execute({ ...base, interactionId: randomUUID(), message: msg('x') }))).toBe('interaction.not_found');
+    await ops.requestInteraction(seed.orgId, run.id, 'confirmation');
+    const first = (await queries.requireRun(seed.orgId, run.id)).openInteractionId!;
+    expect(await codeOf(respond.execute({ ...base, interactionId: first, message: msg('maybe') }))).toBe('interaction.invalid_answer');
+    await respond.execute({ ...base, interactionId: first, message: msg('approve') });
+    const [closed] = await queries.interactions(seed.orgId, run.id, first);
+    expect([closed!.status, closed!.response?.decision, closed!.response?.optionId]).toEqual(['resolved', 'approved', 'approve']);
+    expect(await codeOf(respond.execute({ ...base, interactionId: first, message: msg('again') }))).toBe('interaction.not_open');
     await ops.requestInteraction(seed.orgId, run.id, 'auth');
-    expect(await codeOf(respond.execute({ ...base, interactionId: randomUUID(), message: msg('x') }))).toBe('interaction.not_open');
+    const second = (await queries.requireRun(seed.orgId, run.id)).openInteractionId!;
     await cancel.execute({ orgId: seed.orgId, runId: run.id });
-    expect(await codeOf(respond.execute({ ...base, interactionId: randomUUID(), message: msg('x') }))).toBe('run.terminal');
+    expect(await codeOf(respond.execute({ ...base, interactionId: second, message: msg('x') }))).toBe('run.terminal');
+    expect((await queries.interactions(seed.orgId, run.id)).map((i) => i.status)).toEqual(['resolved', 'canceled']);
   });
 });
 
@@ -186,8 +194,8 @@ describe('CancelRunHandler', () => {
     const canceled = await cancel.execute({ orgId: seed.orgId, runId: run.id, agentId: seed.agentId });
     expect([canceled.status, canceled.blockedReason]).toEqual(['canceled', null]);
     const tail = (await queries.readEvents(seed.orgId, run.id, 0)).slice(-2);
-    expect(tail.map((e) => e.event.type)).toEqual(['interaction.resolved', 'run.status_changed']);
-    expect(tail[0]!.event.payload).toMatchObject({ resolution: 'canceled' });
+    expect(tail.map((e) => e.event.type)).toEqual(['interaction.canceled', 'run.status_changed']);
+    expect(tail[0]!.event.payload).toMatchObject({ blocking: true });
     expect(await codeOf(cancel.execute({ orgId: seed.orgId, runId: run.id }))).toBe('run.not_cancelable');
     expect(await codeOf(cancel.execute({ orgId: seed.orgId, runId: randomUUID() }))).toBe('run.not_found');
     expect(await codeOf(cancel.execute({ orgId: randomUUID(), runId: run.id }))).toBe('run.not_found');
@@ -211,11 +219,17 @@ function checkLog(events: Array<{ sequence: number; event: { type: string; paylo
       case 'interaction.requested':
         expect(blocked, 'an interaction opens only on an unblocked run').toBeNull();
         status = 'working';
-        blocked = p.blockedReason!;
+        blocked = p.blockedReason ?? null;
         break;
-      case 'interaction.resolved':
-        expect(blocked, 'only an open interaction is resolved').not.toBeNull();
-        blocked = null;
+      case 'interaction.responded':
+      case 'interaction.expired':
+        if ((p as { blocking?: boolean }).blocking) {
+          expect(blocked, 'only an open blocking interaction lifts the overlay').not.toBeNull();
+          blocked = null;
+        }
+        break;
+      case 'interaction.canceled':
+        expect(events[i + 1]?.event.type, 'a canceled interaction goes with the run ending').toMatch(/^(interaction\.canceled|run\.status_changed)$/);
         break;
     }
   });
@@ -228,17 +242,19 @@ describe('property: random command sequences never store an illegal transition',
     | { kind: 'respond'; retry: boolean }
     | { kind: 'cancel' }
     | { kind: 'status'; status: 'working' | 'completed' | 'failed' | 'rejected' }
-    | { kind: 'interaction'; interaction: 'input' | 'auth' | 'confirmation' }
+    | { kind: 'interaction'; interaction: 'input' | 'auth' | 'confirmation'; blocking: boolean }
+    | { kind: 'answerAny' }
     | { kind: 'message' };
   const step: fc.Arbitrary<Step> = fc.oneof(
     fc.record({ kind: fc.constant('continue' as const), retry: fc.boolean() }),
     fc.record({ kind: fc.constant('respond' as const), retry: fc.boolean() }),
     fc.record({ kind: fc.constant('cancel' as const) }),
     fc.record({ kind: fc.constant('status' as const), status: fc.constantFrom('working' as const, 'completed' as const, 'failed' as const, 'rejected' as const) }),
-    fc.record({ kind: fc.constant('interaction' as const), interaction: fc.constantFrom('input' as const, 'auth' as const, 'confirmation' as const) }),
+    fc.record({ kind: fc.constant('interaction' as const), interaction: fc.constantFrom('input' as const, 'auth' as const, 'confirmation' as const), blocking: fc.boolean() }),
+    fc.record({ kind: fc.constant('answerAny' as const) }),
     fc.record({ kind: fc.constant('message' as const) }),
   );
-  const EXPECTED_REFUSALS = new Set(['run.terminal', 'run.not_cancelable', 'run.invalid_transition', 'run.awaiting_interaction', 'interaction.not_open']);
+  const EXPECTED_REFUSALS = new Set(['run.terminal', 'run.not_cancelable', 'run.invalid_transition', 'run.awaiting_interaction', 'interaction.not_open', 'interaction.not_found']);
 
   it('holds for 40 random sequences (fixed seed), sequential and concurrent', async () => {
     await fc.assert(
@@ -254,14 +270,20 @@ describe('property: random command sequences never store an illegal transition',
             case 'respond': {
               const now = await queries.requireRun(seed.orgId, run.id);
               last = s.retry && last ? last : msg('r');
-              return void (await respond.execute({ ...base, interactionId: now.openInteractionId ?? randomUUID(), message: last }));
+              return void (await respond.execute({ ...base, interactionId: now.openInteractionId ?? randomUUID(), message: last, optionId: 'approve' }));
             }
             case 'cancel':
               return void (await cancel.execute({ orgId: seed.orgId, runId: run.id }));
             case 'status':
               return void (await ops.setStatus(seed.orgId, run.id, s.status));
             case 'interaction':
-              return void (await ops.requestInteraction(seed.orgId, run.id, s.interaction));
+              return void (await ops.requestInteraction(seed.orgId, run.id, s.interaction, { blocking: s.blocking }));
+            case 'answerAny': {
+              // answer the oldest open interaction, blocking or not, naming it
+              const now = await queries.requireRun(seed.orgId, run.id);
+              const target = now.openInteractionIds?.[0] ?? randomUUID();
+              return void (await respond.execute({ ...base, interactionId: target, message: msg('any'), optionId: 'reject' }));
+            }
             case 'message':
               return void (await ops.emitMessage(seed.orgId, run.id, { parts: [{ text: 'm' }] }));
           }
@@ -282,6 +304,16 @@ describe('property: random command sequences never store an illegal transition',
         const row = await queries.requireRun(seed.orgId, run.id);
         expect([row.status, row.blockedReason, row.lastSequence]).toEqual([folded.status, folded.blockedReason, events.length]);
         expect(row.openInteractionId !== null).toBe(folded.blockedReason !== null);
+        // the open interactions the log implies are the projection's and the run row's count
+        const open = new Set<string>();
+        for (const e of events) {
+          const id = (e.event.payload as { interactionId?: string }).interactionId;
+          if (e.event.type === 'interaction.requested') open.add(id!);
+          else if (e.event.type.startsWith('interaction.')) open.delete(id!);
+        }
+        expect(new Set(row.openInteractionIds)).toEqual(open);
+        expect(row.openInteractions).toBe(open.size);
+        if (isTerminal(row.status)) expect(open.size, 'a run ends with no interaction open').toBe(0);
       }),
       { numRuns: 40, seed: 20261123 },
     );

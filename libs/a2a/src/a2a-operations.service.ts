@@ -174,22 +174,30 @@ export class A2AOperations {
 
   /**
    * A message on an existing task. A2A answers an input-required / auth-required task with a
-   * message on it (§3.1.1, §6.3): when the task's run is blocked on an InteractionRequest the
-   * message is RespondInteractionCommand for it, otherwise ContinueRunCommand. If the run changed
-   * between the read and the command (an interaction opened or closed meanwhile), the mapping is
-   * made again from the new state, once.
+   * message on it (§3.1.1, §6.3). The message is RespondInteractionCommand when it names an open
+   * interaction (`metadata.interactionId`, as the prompt's `metadata.interaction.id` gives it;
+   * needed when several are open) or when the run is blocked on one (the blocking one is
+   * answered); otherwise it is ContinueRunCommand. A confirmation's option is chosen by
+   * `metadata.optionId`, a data part `{ optionId }`, or the option's id or label as text. If the
+   * run changed between the read and the command (an interaction opened or closed meanwhile),
+   * the mapping is made again from the new state, once.
    */
-  private async messageOnTask(orgId: string, agentId: string, inbound: InboundMessage): Promise<RunRecord> {
+  private async messageOnTask(orgId: string, agentId: string, inbound: InboundMessage, submittedBy?: string): Promise<RunRecord> {
     const runId = inbound.taskId!;
+    const named = inbound.message.metadata?.interactionId;
+    if (named !== undefined && typeof named !== 'string') {
+      throw new A2AError('InvalidParams', 'message metadata.interactionId must be a string');
+    }
     for (let attempt = 0; ; attempt++) {
       const run = await this.runs.requireRun(orgId, runId, agentId);
       const base = { orgId, agentId, runId, threadId: inbound.contextId, message: inbound.message };
+      const interactionId = named ?? (run.blockedReason ? run.openInteractionId : null);
       try {
-        return run.openInteractionId && run.blockedReason
-          ? await this.respondInteraction.execute({ ...base, interactionId: run.openInteractionId })
+        return interactionId
+          ? await this.respondInteraction.execute({ ...base, interactionId, ...(submittedBy !== undefined && { submittedBy }) })
           : await this.continueRun.execute(base);
       } catch (e) {
-        const raced = e instanceof AppError && (e.code === 'run.awaiting_interaction' || e.code === 'interaction.not_open');
+        const raced = named === undefined && e instanceof AppError && (e.code === 'run.awaiting_interaction' || e.code === 'interaction.not_open');
         if (!raced || attempt > 0) throw e;
       }
     }

@@ -18,6 +18,8 @@ function view(over: Partial<RunView['run']> = {}, rest: Partial<Omit<RunView, 'r
       threadId: 'ctx-1',
       status: 'completed',
       blockedReason: null,
+      openInteractions: 0,
+      interactionVersion: 0,
       lastSequence: 5,
       originMessageId: 'm1',
       metadata: null,

@@ -1,5 +1,5 @@
 import type { ArtifactChunk, BlockedReason, CanonicalMessage, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
-import { foldState, isTerminal } from '#libs/runs';
+import { foldState, isStatusEvent, isTerminal } from '#libs/runs';
 import { deriveTaskState, type A2ATaskState } from './task-state.js';
 import type { A2AProtocolVersion } from './a2a.types.js';
 import { isoTimestamp, toV1Artifact, toV1Message, type V1Artifact, type V1Message, type V1Task, type V1TaskStatus } from './v1/v1.mapper.js';
@@ -16,7 +16,7 @@ export type V1StreamResponse =
 export type V03StreamResult =
   | V03Task
   | V03Message
-  | { kind: 'status-update'; taskId: string; contextId: string; status: { state: string; message?: V03Message; timestamp?: string }; final: boolean }
+  | { kind: 'status-update'; taskId: string; contextId: string; status: { state: string; message?: V03Message; timestamp?: string }; final: boolean; metadata?: Record<string, unknown> }
   | { kind: 'artifact-update'; taskId: string; contextId: string; artifact: V03Artifact; append?: boolean; lastChunk?: boolean };
 
 export type StreamResult = V1StreamResponse | V03StreamResult;
@@ -50,9 +50,11 @@ export function closesStream(state: A2ATaskState): boolean {
  * | `run.created`, user `message.added` | none (the Task snapshot / the caller's own input) |
  * | agent `message.added` | status update (current state) carrying the message |
  * | `run.status_changed` | status update |
- * | `interaction.requested` | status update: input-required / auth-required, with the question |
- * | `interaction.resolved` (answered) | status update: working |
- * | `interaction.resolved` (canceled) | none (the `canceled` status event follows) |
+ * | `interaction.requested` | status update: input-required / auth-required (blocking) or the current state, with the prompt (its message's `metadata.interaction` names it) |
+ * | `interaction.responded` / `interaction.expired` (blocking, continue) | status update: working |
+ * | other interaction closings | none (a status event follows, or nothing changed) |
+ * | `run.linked` | status update (current state) with the delegation notice (`referenceTaskIds`), `metadata.runLink` |
+ * | `run.link_updated` | status update (current state), `metadata.runLink.childState` |
  * | `artifact.updated` | artifact update with append / lastChunk |
  *
  * Returns the state after the event and whether the stream ends with it.
@@ -67,6 +69,7 @@ export function projectEnvelope(
   let state = before;
   let message: CanonicalMessage | undefined;
   let emitStatus = false;
+  let metadata: Record<string, unknown> | undefined;
 
   switch (event.type) {
     case 'run.created':
@@ -82,9 +85,26 @@ export function projectEnvelope(
       message = event.payload.message;
       emitStatus = true;
       break;
-    case 'interaction.resolved':
+    case 'interaction.responded':
+    case 'interaction.expired':
+      // a blocking interaction's answer (or expiry with outcome continue) resumes the task; an
+      // expiry that fails the run is followed by its status change
+      if (!isStatusEvent(event)) return { result: null, state, final: false };
       state = foldState(event);
-      emitStatus = event.payload.resolution === 'answered';
+      emitStatus = event.type === 'interaction.responded' || event.payload.outcome === 'continue';
+      break;
+    case 'interaction.canceled':
+      return { result: null, state, final: false };
+    case 'run.linked':
+      message = event.payload.message;
+      metadata = { runLink: { linkId: event.payload.linkId, kind: event.payload.kind, childTaskId: event.payload.childRunId, childContextId: event.payload.childThreadId, agent: event.payload.agentSlug } };
+      emitStatus = true;
+      break;
+    case 'run.link_updated':
+      metadata = {
+        runLink: { linkId: event.payload.linkId, kind: event.payload.kind, childTaskId: event.payload.childRunId, childState: deriveTaskState(event.payload.status, event.payload.blockedReason) },
+      };
+      emitStatus = true;
       break;
     case 'artifact.updated':
       return { result: artifactUpdate(event.payload, ids, version), state, final: false };
@@ -97,11 +117,11 @@ export function projectEnvelope(
   if (version === '1.0') {
     const status: V1TaskStatus = { state: taskState, timestamp };
     if (message) status.message = toV1Message(message, ids);
-    return { result: { statusUpdate: { ...ids, status } }, state, final };
+    return { result: { statusUpdate: { ...ids, status, ...(metadata && { metadata }) } }, state, final };
   }
   const status: { state: string; message?: V03Message; timestamp?: string } = { state: toV03State(taskState), timestamp };
   if (message) status.message = toV03Message(message, ids);
-  return { result: { kind: 'status-update', ...ids, status, final }, state, final };
+  return { result: { kind: 'status-update', ...ids, status, final, ...(metadata && { metadata }) }, state, final };
 }
 
 function artifactUpdate(chunk: ArtifactChunk, ids: { taskId: string; contextId: string }, version: A2AProtocolVersion): StreamResult {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { A2AExtensionSchema, A2ATransportSchema, BindingSecuritySchema, ProtocolProfilesSchema } from './agent-profile.schema.js';
 import { RunStatusSchema } from './run-events.schema.js';
+import { PartSchema } from './parts.schema.js';
 
 /**
  * Admin REST API contracts (`/v1/...`): request bodies and queries (validated at the edge) and
@@ -247,6 +248,38 @@ export const RunListSchema = z.object({
 });
 export type RunListResponse = z.infer<typeof RunListSchema>;
 
+/** An InteractionRequest with its whole request and response (audit). */
+export const InteractionSchema = z.object({
+  id: z.uuid(),
+  kind: z.enum(['input', 'auth', 'confirmation']),
+  blocking: z.boolean(),
+  blockedReason: z.string().nullable(),
+  /** open | resolved | rejected | expired | canceled */
+  status: z.string(),
+  /** The `interaction.requested` payload: prompt message, title, description, options, expiresAt, onExpire, origin. */
+  request: z.record(z.string(), z.unknown()),
+  /** The closing event's payload (decision, optionId, the answer message, submittedBy) with its `type` and `at`. */
+  response: z.record(z.string(), z.unknown()).nullable(),
+  expiresAt: IsoDate.nullable(),
+  sequence: z.int(),
+  createdAt: IsoDate,
+  closedAt: IsoDate.nullable(),
+});
+export type InteractionResponse = z.infer<typeof InteractionSchema>;
+
+/** A RunLink seen from one end: the other run's id, agent and current status. */
+export const RunLinkSchema = z.object({
+  id: z.uuid(),
+  kind: z.enum(['delegation', 'subtask', 'handoff']),
+  parentRunId: z.uuid(),
+  childRunId: z.uuid(),
+  awaiting: z.boolean(),
+  /** The parent's sequence of its `run.linked` event. */
+  sequence: z.int(),
+  createdAt: IsoDate,
+  other: z.object({ runId: z.uuid(), agentId: z.uuid(), status: RunStatusSchema, blockedReason: z.string().nullable() }),
+});
+
 export const RunDetailSchema = z.object({
   run: RunSummarySchema.extend({ openInteractionId: z.string().nullable() }),
   /** Message of the newest status event (A2A TaskStatus.message). */
@@ -254,7 +287,27 @@ export const RunDetailSchema = z.object({
   /** Messages, oldest first. */
   history: z.array(z.unknown()),
   artifacts: z.array(z.unknown()),
+  /** Every InteractionRequest of the run, open and closed, oldest first. */
+  interactions: z.array(InteractionSchema),
+  /** RunLinks: runs this one delegated to (children) and runs that delegated to it (parents). */
+  links: z.object({ children: z.array(RunLinkSchema), parents: z.array(RunLinkSchema) }),
 });
+
+/**
+ * POST /v1/runs/{runId}/interactions/{interactionId}/responses: answer an interaction (the same
+ * RespondInteractionCommand as an A2A message on the task). Give `text`, `parts` or `optionId`
+ * (at least one); `messageId` defaults to a new UUID (send `Idempotency-Key` to retry safely).
+ */
+export const RespondInteractionBodySchema = z
+  .strictObject({
+    messageId: z.string().min(1).max(200).optional(),
+    text: z.string().max(100_000).optional(),
+    parts: z.array(PartSchema).min(1).max(100).optional(),
+    optionId: z.string().min(1).max(64).optional(),
+  })
+  .refine((b) => b.text !== undefined || b.parts !== undefined || b.optionId !== undefined, { message: 'give text, parts or optionId' })
+  .refine((b) => b.text === undefined || b.parts === undefined, { message: 'give text or parts, not both' });
+export type RespondInteractionBody = z.infer<typeof RespondInteractionBodySchema>;
 export type RunDetailResponse = z.infer<typeof RunDetailSchema>;
 
 export const RunEventsQuerySchema = z.strictObject({

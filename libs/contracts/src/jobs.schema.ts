@@ -6,8 +6,11 @@ export const RUN_EXECUTION_QUEUE = 'run-execution';
 
 /**
  * Job `run.execute`: execute (or continue) a run with its revision's runtime.
- * `trigger` says why: the run was created, or a caller added input to it.
- * `inputMessageId` is the user message that triggered this execution.
+ * `trigger` says why: the run was created, a caller added input to it (an answer to an
+ * InteractionRequest names it in `interactionId`), an interaction expired with outcome `continue`
+ * (`interactionId`), or a child run the run awaits settled (`linkId`, `childRunId`).
+ * `inputMessageId` is the user message that triggered this execution; absent for the last two
+ * (the runtime then sees the run's newest user message).
  * `context` (optional) carries what the worker would otherwise read first: the run's identity and
  * the input message, as committed (small messages only). The log stays the truth: the runtime's
  * first append is guarded, so a run canceled meanwhile still stops it.
@@ -15,8 +18,11 @@ export const RUN_EXECUTION_QUEUE = 'run-execution';
 export const RunExecuteJobSchema = z.object({
   orgId: z.string().uuid(),
   runId: z.string().uuid(),
-  trigger: z.enum(['created', 'continued']),
-  inputMessageId: z.string(),
+  trigger: z.enum(['created', 'continued', 'interaction_expired', 'link_settled']),
+  inputMessageId: z.string().optional(),
+  interactionId: z.string().uuid().optional(),
+  linkId: z.string().uuid().optional(),
+  childRunId: z.string().uuid().optional(),
   context: z
     .object({
       threadId: z.string(),

@@ -19,6 +19,27 @@ export const BLOCKED_REASON_BY_KIND: Record<InteractionKind, BlockedReason> = {
   confirmation: 'confirmation_required',
 };
 
+/** One choice offered by an InteractionRequest (e.g. approve / reject of a confirmation). */
+export const InteractionOptionSchema = z.strictObject({
+  id: z.string().min(1).max(64),
+  label: z.string().min(1).max(200),
+  /** What choosing it means: approve and reject decide a confirmation; other is a plain choice. */
+  kind: z.enum(['approve', 'reject', 'other']).default('other'),
+});
+export type InteractionOption = z.infer<typeof InteractionOptionSchema>;
+
+/** What happens when an open InteractionRequest expires: the run fails, or continues without an answer. */
+export const InteractionExpiryOutcomeSchema = z.enum(['fail', 'continue']);
+export type InteractionExpiryOutcome = z.infer<typeof InteractionExpiryOutcomeSchema>;
+
+/** How the caller decided an interaction: a plain answer, or the kind of the option chosen. */
+export const InteractionDecisionSchema = z.enum(['answered', 'approved', 'rejected']);
+export type InteractionDecision = z.infer<typeof InteractionDecisionSchema>;
+
+/** Kind of a RunLink between a parent run and a child run. */
+export const RunLinkKindSchema = z.enum(['delegation', 'subtask', 'handoff']);
+export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;
+
 /**
  * Canonical run events: the payload of every row of the event log, discriminated by `type`.
  * Types are `<aggregate>.<past tense>` (house style).
@@ -30,8 +51,18 @@ export const BLOCKED_REASON_BY_KIND: Record<InteractionKind, BlockedReason> = {
  * `messages` projection), so a message is recorded exactly once.
  * - `message.added`: a user or agent message joined the run's history.
  * - `artifact.updated`: an artifact was created or a chunk appended.
- * - `interaction.requested`: the run is blocked on its caller (input, auth, confirmation).
- * - `interaction.resolved`: the caller answered (or the block was lifted by cancel/finish).
+ * - `interaction.requested`: an InteractionRequest opened (input, auth, confirmation). A blocking
+ *   one sets the run's `blockedReason` (at most one blocks at a time); a non-blocking one leaves
+ *   the run as it is.
+ * - `interaction.responded`: the caller answered; `message` is the answer (it joins the history);
+ *   a blocking interaction's answer clears `blockedReason`.
+ * - `interaction.expired`: nobody answered before `expiresAt`; `outcome` says what the runtime
+ *   declared (`fail`: a `run.status_changed` to failed follows in the same append).
+ * - `interaction.canceled`: the run ended (cancel, failure, completion) with it still open.
+ * - `run.linked`: this run delegated to a child run (RunLink); `message` tells the caller, with
+ *   the child's id in `referenceTaskIds`.
+ * - `run.link_updated`: a linked child run changed status (written with the child's change, in
+ *   the same statement).
  */
 export const RunEventSchema = z.discriminatedUnion('type', [
   z.object({
@@ -62,20 +93,69 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     payload: z.object({
       interactionId: z.string(),
       kind: InteractionKindSchema,
-      blockedReason: BlockedReasonSchema,
-      /** Agent message that asks the question (A2A TaskStatus.message); joins the history. */
+      /** Set when blocking: the run's overlay while the interaction is open. */
+      blockedReason: BlockedReasonSchema.nullable(),
+      blocking: z.boolean().default(true),
+      /** The prompt as an agent message (A2A TaskStatus.message); joins the history. */
       message: CanonicalMessageSchema.optional(),
-      details: z.record(z.string(), z.unknown()).optional(),
+      title: z.string().optional(),
+      description: z.string().optional(),
+      options: z.array(InteractionOptionSchema).optional(),
+      /** ISO-8601; absent = never expires. */
+      expiresAt: z.string().optional(),
+      onExpire: InteractionExpiryOutcomeSchema.optional(),
+      /** Who opened it (the runtime kind). */
+      origin: z.string().optional(),
+      /** The runtime's own resume state, handed back when the interaction closes (opaque). */
+      state: z.unknown().optional(),
+      metadata: z.record(z.string(), z.unknown()).optional(),
     }),
   }),
   z.object({
-    type: z.literal('interaction.resolved'),
+    type: z.literal('interaction.responded'),
     payload: z.object({
       interactionId: z.string(),
-      /** answered: the caller replied; canceled: the run ended first. */
-      resolution: z.enum(['answered', 'canceled']),
-      /** messageId of the caller's answer, when it was a message. */
-      messageId: z.string().optional(),
+      blocking: z.boolean(),
+      decision: InteractionDecisionSchema,
+      optionId: z.string().optional(),
+      /** The answer (role user); joins the history. */
+      message: CanonicalMessageSchema,
+      /** Who answered (API key id), when known. */
+      submittedBy: z.string().optional(),
+    }),
+  }),
+  z.object({
+    type: z.literal('interaction.expired'),
+    payload: z.object({ interactionId: z.string(), blocking: z.boolean(), outcome: InteractionExpiryOutcomeSchema }),
+  }),
+  z.object({
+    type: z.literal('interaction.canceled'),
+    payload: z.object({ interactionId: z.string(), blocking: z.boolean(), reason: z.string() }),
+  }),
+  z.object({
+    type: z.literal('run.linked'),
+    payload: z.object({
+      linkId: z.string(),
+      childRunId: z.string(),
+      childThreadId: z.string(),
+      agentId: z.string(),
+      agentSlug: z.string(),
+      kind: RunLinkKindSchema,
+      /** The parent waits for the child: its settlement dispatches the parent again. */
+      awaiting: z.boolean(),
+      /** The runtime's resume state, handed back when the child settles (opaque). */
+      state: z.unknown().optional(),
+      message: CanonicalMessageSchema.optional(),
+    }),
+  }),
+  z.object({
+    type: z.literal('run.link_updated'),
+    payload: z.object({
+      linkId: z.string(),
+      childRunId: z.string(),
+      kind: RunLinkKindSchema,
+      status: RunStatusSchema,
+      blockedReason: BlockedReasonSchema.nullable(),
     }),
   }),
 ]);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PartSchema } from './parts.schema.js';
+import { InteractionExpiryOutcomeSchema, InteractionKindSchema, RunLinkKindSchema } from './run-events.schema.js';
 
 /**
  * Runtime configs: the `runtime` object of an agent revision, discriminated by `kind`.
@@ -58,10 +59,37 @@ export const ScriptedArtifactContentSchema = z.union([
 ]);
 export type ScriptedArtifactContent = z.infer<typeof ScriptedArtifactContentSchema>;
 
+/** Placeholder in `text` fields after a `delegate` step: the child run's result as text. */
+export const SCRIPTED_RESULT_PLACEHOLDER = '{{result}}';
+
+/** Longest expiry a scripted interaction may declare (ms): 7 days. */
+export const SCRIPTED_INTERACTION_MAX_EXPIRY_MS = 7 * 24 * 3600 * 1000;
+
+/**
+ * An `interaction` step: open an InteractionRequest and, when it blocks (the default), end this
+ * execution; the answer (or an expiry with `onExpire: continue`) resumes the script right here:
+ * first the steps of the matching branch, then the steps after this one. Branch keys, tried in
+ * order: the chosen option's id, the decision (`approved`, `rejected`, `answered`), `expired`.
+ */
+export interface ScriptedInteractionStep {
+  type: 'interaction';
+  kind: 'input' | 'auth' | 'confirmation';
+  /** The prompt (`{{input}}`, `{{result}}` allowed); default: title / description. */
+  text?: string;
+  title?: string;
+  description?: string;
+  options?: Array<{ id: string; label: string; kind?: 'approve' | 'reject' | 'other' }>;
+  blocking?: boolean;
+  expiresInMs?: number;
+  onExpire?: 'fail' | 'continue';
+  branches?: Record<string, ScriptedStep[]>;
+}
+
 /**
  * One step of a scripted rule, run in order by the scripted runtime:
  * - `status`: set the run's status, optionally with an agent message (`{{input}}` allowed);
- *   `input-required` / `auth-required` ask the caller and end this execution.
+ *   `input-required` / `auth-required` ask the caller and end this execution (the answer selects
+ *   a rule again).
  * - `message`: emit an agent message from `text` (`{{input}}` allowed) or from `parts`.
  * - `artifact`: emit an artifact (text content may use `{{input}}`), in `chunks` pieces (default 1) with append/lastChunk set;
  *   text is split by code points, bytes by decoded bytes; `url`/`data` cannot be chunked.
@@ -69,8 +97,41 @@ export type ScriptedArtifactContent = z.infer<typeof ScriptedArtifactContentSche
  * - `wait`: sleep `ms` milliseconds (0..600000); cut short by cancellation.
  * - `holdUntilCanceled`: keep the run open until it is canceled.
  * - `reply`: answer with a message only and create no task; must be its rule's only step.
+ * - `interaction`: see ScriptedInteractionStep.
+ * - `delegate`: hand `text` (default `{{input}}`) to the published agent `agent` of the same
+ *   organization as a child run (RunLink of `kind`) and end this execution; when the child
+ *   settles the script resumes after this step. A completed child's artifacts are adopted
+ *   (`adopt`, default true) and its result is `{{result}}`; a child that did not complete fails
+ *   this run (`onFailure: fail`, the default) or the script goes on (`continue`).
  */
-export const ScriptedStepSchema = z.discriminatedUnion('type', [
+export type ScriptedStep =
+  | { type: 'status'; status: ScriptedStatus; message?: string }
+  | { type: 'message'; text?: string; parts?: z.infer<typeof PartSchema>[] }
+  | { type: 'artifact'; artifactId?: string; name?: string; description?: string; content: ScriptedArtifactContent; chunks?: number }
+  | { type: 'wait'; ms: number }
+  | { type: 'holdUntilCanceled' }
+  | { type: 'reply'; text?: string; parts?: z.infer<typeof PartSchema>[] }
+  | ScriptedInteractionStep
+  | { type: 'delegate'; agent: string; text?: string; kind?: 'delegation' | 'subtask' | 'handoff'; onFailure?: 'fail' | 'continue'; adopt?: boolean };
+
+const InteractionStepSchema = z.strictObject({
+  type: z.literal('interaction'),
+  kind: InteractionKindSchema,
+  text: z.string().optional(),
+  title: z.string().max(200).optional(),
+  description: z.string().max(2000).optional(),
+  options: z
+    .array(z.strictObject({ id: z.string().min(1).max(64), label: z.string().min(1).max(200), kind: z.enum(['approve', 'reject', 'other']).optional() }))
+    .min(1)
+    .max(20)
+    .optional(),
+  blocking: z.boolean().optional(),
+  expiresInMs: z.int().min(1).max(SCRIPTED_INTERACTION_MAX_EXPIRY_MS).optional(),
+  onExpire: InteractionExpiryOutcomeSchema.optional(),
+  branches: z.record(z.string().min(1), z.array(z.lazy((): z.ZodType<ScriptedStep> => ScriptedStepSchema)).min(1)).optional(),
+});
+
+export const ScriptedStepSchema: z.ZodType<ScriptedStep> = z.discriminatedUnion('type', [
   z.strictObject({
     type: z.literal('status'),
     status: ScriptedStatusSchema,
@@ -105,12 +166,38 @@ export const ScriptedStepSchema = z.discriminatedUnion('type', [
       parts: z.array(PartSchema).min(1).optional(),
     })
     .refine(...exactlyTextOrParts),
+  InteractionStepSchema,
+  z.strictObject({
+    type: z.literal('delegate'),
+    agent: z.string().min(1).max(200),
+    text: z.string().optional(),
+    kind: RunLinkKindSchema.optional(),
+    onFailure: z.enum(['fail', 'continue']).optional(),
+    adopt: z.boolean().optional(),
+  }),
 ]);
-export type ScriptedStep = z.infer<typeof ScriptedStepSchema>;
 
-/** True when nothing can run after `step` in the same execution. */
+/** True when nothing can run after `step` in the same rule (not even on a resumption). */
 export function endsScriptedExecution(step: ScriptedStep): boolean {
   return step.type === 'holdUntilCanceled' || step.type === 'reply' || (step.type === 'status' && step.status !== 'working');
+}
+
+/** Issues of a step list: unreachable steps, replies and misplaced branches, recursively. */
+function checkSteps(steps: readonly ScriptedStep[], path: Array<string | number>, ctx: z.RefinementCtx, top: boolean): void {
+  if (!top && steps.some((s) => s.type === 'reply')) {
+    ctx.addIssue({ code: 'custom', path, message: 'a reply step cannot be in a branch' });
+  }
+  const end = steps.findIndex(endsScriptedExecution);
+  if (end !== -1 && end < steps.length - 1) {
+    ctx.addIssue({ code: 'custom', path: [...path, end + 1], message: `unreachable step: step ${end} (${steps[end]!.type}) ends the execution` });
+  }
+  steps.forEach((step, i) => {
+    if (step.type !== 'interaction' || !step.branches) return;
+    if (step.blocking === false) {
+      ctx.addIssue({ code: 'custom', path: [...path, i, 'branches'], message: 'a non-blocking interaction cannot branch (nothing waits for its answer)' });
+    }
+    for (const [key, branch] of Object.entries(step.branches)) checkSteps(branch, [...path, i, 'branches', key], ctx, false);
+  });
 }
 
 /**
@@ -132,14 +219,7 @@ export const ScriptedRuleSchema = z
       });
       return;
     }
-    const end = rule.steps.findIndex(endsScriptedExecution);
-    if (end !== -1 && end < rule.steps.length - 1) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['steps', end + 1],
-        message: `unreachable step: step ${end} (${rule.steps[end]!.type}) ends the execution`,
-      });
-    }
+    checkSteps(rule.steps, ['steps'], ctx, true);
   });
 export type ScriptedRule = z.infer<typeof ScriptedRuleSchema>;
 

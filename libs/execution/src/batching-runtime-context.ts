@@ -1,6 +1,24 @@
+import { randomUUID } from 'node:crypto';
 import { isTerminal, type RuntimeOperations, type RuntimeOp } from '#libs/runs';
-import type { AgentMessageInput, RuntimeContext, RuntimeRunView, RuntimeSettableStatus } from '#libs/runtimes';
+import type {
+  AgentMessageInput,
+  ChildRunResult,
+  DelegationInput,
+  InteractionRequestInput,
+  RuntimeContext,
+  RuntimeRunView,
+  RuntimeSettableStatus,
+  RuntimeTrigger,
+} from '#libs/runtimes';
 import type { ArtifactChunkInput, CanonicalMessage, InteractionKind } from '#libs/contracts';
+
+/** What a BatchingRuntimeContext reads lazily, and the key that makes delegations idempotent. */
+export interface RuntimeContextReads {
+  history(): Promise<CanonicalMessage[]>;
+  childResult(childRunId: string): Promise<ChildRunResult | null>;
+  /** Identifies this trigger of the run (same on a re-delivery of the same job). */
+  triggerKey: string;
+}
 
 /**
  * The RuntimeContext an execution hands a runtime. Operations a runtime makes back to back (with no
@@ -19,26 +37,46 @@ export class BatchingRuntimeContext implements RuntimeContext {
 
   private historyRead?: Promise<CanonicalMessage[]>;
 
+  private delegations = 0;
+
   constructor(
     private readonly runs: RuntimeOperations,
     readonly run: RuntimeRunView,
     readonly input: CanonicalMessage,
     readonly signal: AbortSignal,
-    private readonly readHistory: () => Promise<CanonicalMessage[]>,
+    private readonly reads: RuntimeContextReads,
+    readonly trigger: RuntimeTrigger = { kind: 'created' },
   ) {}
 
   /** Read once, on first use (most runtimes never ask, so the hot path pays nothing). */
   history(): Promise<CanonicalMessage[]> {
-    this.historyRead ??= this.readHistory();
+    this.historyRead ??= this.reads.history();
     return this.historyRead;
+  }
+
+  /**
+   * Commits what is pending, then the delegation (its own transaction). The n-th delegation of an
+   * execution is keyed by the trigger and n, so a re-delivered job yields the same child.
+   */
+  async delegate(input: DelegationInput): Promise<{ linkId: string; childRunId: string; childContextId: string }> {
+    await this.flush();
+    const key = `${this.reads.triggerKey}:${this.delegations++}`;
+    const d = await this.runs.delegate(this.run.orgId, this.run.runId, { ...input, key });
+    return { linkId: d.linkId, childRunId: d.childRunId, childContextId: d.childThreadId };
+  }
+
+  childResult(childRunId: string): Promise<ChildRunResult | null> {
+    return this.reads.childResult(childRunId);
   }
 
   async setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput): Promise<void> {
     await this.push({ op: 'status', status, message }, isTerminal(status));
   }
 
-  async requestInteraction(kind: InteractionKind, message?: AgentMessageInput): Promise<void> {
-    await this.push({ op: 'interaction', kind, message }, true);
+  async requestInteraction(kind: InteractionKind, message?: AgentMessageInput, options: InteractionRequestInput = {}): Promise<string> {
+    const interactionId = randomUUID();
+    await this.push({ op: 'interaction', kind, message, interactionId, origin: 'runtime', ...options }, options.blocking !== false);
+    return interactionId;
   }
 
   async emitMessage(message: AgentMessageInput): Promise<void> {

@@ -5,7 +5,7 @@ import { AppError } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
-import { ParsedRuntimeCache, RuntimeRegistry } from '#libs/runtimes';
+import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedInteraction, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionDeferred, ExecutionSlots } from './execution-slots.js';
 import { randomUUID } from 'node:crypto';
@@ -114,7 +114,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const parsed = RunExecuteJobSchema.safeParse(payload);
     if (!parsed.success) throw new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
     const job: RunExecuteJob = parsed.data;
-    const { orgId, runId, inputMessageId } = job;
+    const { orgId, runId } = job;
+    const inputMessageId = job.inputMessageId ?? null;
 
     // the job usually carries the run's identity and input; otherwise read them (one query)
     let run: { threadId: string; agentId: string; revisionId: string };
@@ -124,10 +125,12 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     } else {
       const found = await this.queries.executionInput(orgId, runId, inputMessageId);
       if (!found || isTerminal(found.run.status)) return;
-      if (!found.message) throw new ExecutionError(`run ${runId}: input message ${inputMessageId} not found`, false);
+      if (!found.message) throw new ExecutionError(`run ${runId}: input message ${inputMessageId ?? '(newest)'} not found`, false);
       run = found.run;
       input = found.message;
     }
+    const trigger = await this.triggerOf(job);
+    if (!trigger) return;
 
     let entry = this.configs.get(run.revisionId);
     if (!entry) {
@@ -171,8 +174,18 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       poll = setInterval(beat, this.heartbeatMs);
     }, Math.max(1, Math.floor(this.heartbeatMs / 4)));
     const view = { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId };
-    const ctx = new BatchingRuntimeContext(this.ops, view, input, abort.signal, () =>
-      this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
+    const ctx = new BatchingRuntimeContext(
+      this.ops,
+      view,
+      input,
+      abort.signal,
+      {
+        history: () =>
+          this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
+        childResult: (childRunId) => this.childResult(orgId, runId, childRunId),
+        triggerKey: String(triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
+      },
+      trigger,
     );
     try {
       await entry.runtime.execute(entry.config, ctx);
@@ -192,6 +205,54 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       running.delete(abort);
       if (running.size === 0 && this.inFlight.get(runId) === running) this.inFlight.delete(runId);
     }
+  }
+
+  /**
+   * The RuntimeTrigger of a job: for an answer or an expiry the closed interaction (with the
+   * runtime's state), for a settled child the link and the child's status (with the state given
+   * at delegation, read from the parent's `run.linked` event). Null when that is gone.
+   */
+  private async triggerOf(job: RunExecuteJob): Promise<RuntimeTrigger | null> {
+    const { orgId, runId } = job;
+    if (job.trigger === 'created') return { kind: 'created' };
+    if ((job.trigger === 'continued' || job.trigger === 'interaction_expired') && job.interactionId) {
+      const [ir] = await this.queries.interactions(orgId, runId, job.interactionId);
+      if (!ir) return null;
+      const response = (ir.response ?? {}) as { decision?: ClosedInteraction['decision']; optionId?: string };
+      const interaction: ClosedInteraction = {
+        id: ir.id,
+        kind: ir.kind,
+        blocking: ir.blocking,
+        status: ir.status,
+        ...(response.decision && { decision: response.decision }),
+        ...(response.optionId && { optionId: response.optionId }),
+        ...(ir.request.state !== undefined && { state: ir.request.state }),
+      };
+      return { kind: job.trigger === 'continued' ? 'interaction_responded' : 'interaction_expired', interaction };
+    }
+    if (job.trigger === 'link_settled' && job.linkId) {
+      const link = (await this.queries.links(orgId, runId)).children.find((l) => l.id === job.linkId);
+      if (!link) return null;
+      const [linked] = await this.queries.readEvents(orgId, runId, link.sequence - 1, 1);
+      const state = linked?.event.type === 'run.linked' ? linked.event.payload.state : undefined;
+      return { kind: 'link_settled', link: { linkId: link.id, childRunId: link.childRunId, kind: link.kind, status: link.other.status, ...(state !== undefined && { state }) } };
+    }
+    return { kind: 'continued' };
+  }
+
+  /** What a child of `runId` produced (null when `childRunId` is not its child). */
+  private async childResult(orgId: string, runId: string, childRunId: string): Promise<ChildRunResult | null> {
+    const { children } = await this.queries.links(orgId, runId);
+    if (!children.some((l) => l.childRunId === childRunId)) return null;
+    const view = await this.queries.view(orgId, childRunId);
+    return {
+      runId: childRunId,
+      status: view.run.status,
+      blockedReason: view.run.blockedReason,
+      statusMessage: view.statusMessage,
+      messages: view.history.filter((m) => m.role === 'agent'),
+      artifacts: view.artifacts.map(({ complete: _c, extensions: _e, ...a }) => a),
+    };
   }
 
   /** The transport lost an execution (its worker died): fail the run ("the execution was lost"). */

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
+import { AppError } from '#libs/common';
+import { CancelRunHandler, RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
 
 /** Candidates read per query, and at most per sweep. */
 const PAGE = 100;
@@ -18,6 +19,8 @@ const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting
  * - or the run has been unchanged for RUN_STALE_AFTER_MS with no lease for its current trigger,
  *   and that trigger's job is not queued (lost with Redis, failed because its worker died, or
  *   active in a dead worker that never renewed a lease).
+ * Each pass also expires open interactions past their `expiresAt` and finishes cancel cascades
+ * (active children of canceled or failed parents).
  * Runs in every API process and every worker, every `RUN_SWEEP_INTERVAL_MS` (keep it at most half
  * a heartbeat)
  * — so also when no worker is alive. Safe with many: failing is a guarded append, so a run is
@@ -34,6 +37,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly runs: RuntimeOperations,
     private readonly runRepo: RunQueries,
     private readonly queue: RunExecutionQueue,
+    private readonly cancel: CancelRunHandler,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -63,10 +67,10 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
         after = { updatedAt: last.updatedAt, id: last.id };
       }
       for (const c of candidates) {
-        const trigger = await this.runRepo.lastUserMessage(c.orgId, c.id);
-        const state = trigger ? await this.queue.jobState(c.id, trigger.sequence) : 'unknown';
+        const trigger = await this.runRepo.lastTrigger(c.orgId, c.id);
+        const state = trigger !== null ? await this.queue.jobState(c.id, trigger) : 'unknown';
         if (QUEUED_JOB_STATES.has(state)) continue;
-        const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger.sequence;
+        const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger;
         let why: string;
         if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
         else if (c.stale && !(leaseOfTrigger && c.leaseLive)) why = `the execution was lost (no live job: ${state})`;
@@ -77,11 +81,40 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
           this.log.warn(`run ${c.id}: failed by the sweeper: ${why}`);
         }
       }
+      await this.expireInteractions();
+      await this.finishCascades();
     } catch (e) {
       this.log.warn(`sweep failed: ${e instanceof Error ? e.message : String(e)}`);
     } finally {
       this.sweeping = false;
     }
     return failed;
+  }
+
+  /** Expire open interactions whose `expiresAt` passed (each as its runtime declared). */
+  private async expireInteractions(): Promise<void> {
+    for (const ir of await this.runRepo.expiredInteractions(PAGE)) {
+      try {
+        if (await this.runs.expireInteraction(ir.orgId, ir.runId, ir.id)) this.log.log(`run ${ir.runId}: interaction ${ir.id} expired`);
+      } catch (e) {
+        this.log.warn(`run ${ir.runId}: expiring interaction ${ir.id} failed: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+  }
+
+  /**
+   * Cancel active children of canceled or failed parents (RunLink): a cascade the canceling
+   * process did not finish (it died half way), or a parent failed by the platform.
+   */
+  private async finishCascades(): Promise<void> {
+    for (const c of await this.runRepo.orphanedChildren(PAGE)) {
+      try {
+        await this.cancel.execute({ orgId: c.orgId, runId: c.runId, reason: `parent run ${c.parentRunId} ${c.parentStatus}` });
+      } catch (e) {
+        if (!(e instanceof AppError && (e.code === 'run.not_cancelable' || e.code === 'run.not_found'))) {
+          this.log.warn(`run ${c.runId}: cascading cancel failed: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+    }
   }
 }

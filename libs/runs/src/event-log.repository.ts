@@ -21,6 +21,10 @@ export interface RunRecord {
   createdAt: Date;
   updatedAt: Date;
   statusAt: Date;
+  /** Open InteractionRequests (blocking or not). */
+  openInteractions: number;
+  /** Bumped by every interaction event: the optimistic guard of commands that close them. */
+  interactionVersion: number;
 }
 
 /** The run and the envelopes one append committed (and the dispatch it recorded, if asked). */
@@ -28,6 +32,10 @@ export interface AppendResult {
   run: RunRecord;
   envelopes: SequencedOutputEnvelope[];
   dispatch: (RecordedDispatch & { job: RunExecuteJob }) | null;
+  /** Parent runs that got a `run.link_updated` in the same statement (their new last sequence). */
+  parents: Array<{ runId: string; lastSequence: number }>;
+  /** Dispatches of awaiting parents whose child settled with this append. */
+  parentDispatches: Array<RecordedDispatch & { job: RunExecuteJob }>;
 }
 
 export interface NewRun {
@@ -74,6 +82,10 @@ export interface AppendGuard {
   openInteractionId?: string;
   /** The run must belong to this agent. */
   agentId?: string;
+  /** The run's interaction version must be this (no interaction opened or closed since it was read). */
+  interactionVersion?: number;
+  /** The run must have exactly this many open interactions. */
+  openInteractions?: number;
   status?: RunStatus;
   blockedReason?: BlockedReason | null;
 }
@@ -81,7 +93,8 @@ export interface AppendGuard {
 const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id AS "revisionId",
   thread_id AS "threadId", status, blocked_reason AS "blockedReason", last_sequence AS "lastSequence",
   origin_message_id AS "originMessageId", metadata, created_at AS "createdAt",
-  updated_at AS "updatedAt", status_at AS "statusAt"`;
+  updated_at AS "updatedAt", status_at AS "statusAt", open_interactions AS "openInteractions",
+  interaction_version AS "interactionVersion"`;
 
 /*
  * The tail shared by create and append: given CTE `r` (the run row after the change, with its new
@@ -97,10 +110,11 @@ const TAIL = `
   FROM r CROSS JOIN LATERAL jsonb_array_elements($EVJ::jsonb) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, sequence, created_at)
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
          ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
          ev.sequence, ev.created_at
   FROM ev, r WHERE ev.payload ? 'message'
   RETURNING 1
@@ -121,35 +135,73 @@ const TAIL = `
     updated_sequence = EXCLUDED.updated_sequence
   RETURNING 1
 ), ir_new AS (
-  INSERT INTO interaction_requests (id, org_id, run_id, kind, blocked_reason, status, request, sequence, created_at)
+  INSERT INTO interaction_requests (id, org_id, run_id, kind, blocked_reason, blocking, expires_at, status, request, sequence, created_at)
   SELECT (ev.payload->>'interactionId')::uuid, r.org_id, r.id, ev.payload->>'kind', ev.payload->>'blockedReason',
+         COALESCE((ev.payload->>'blocking')::boolean, true), (ev.payload->>'expiresAt')::timestamptz,
          'open', ev.payload, ev.sequence, ev.created_at
   FROM ev, r WHERE ev.type = 'interaction.requested'
   RETURNING 1
 ), ir_done AS (
   UPDATE interaction_requests ir
-  SET status = CASE WHEN ev.payload->>'resolution' = 'answered' THEN 'resolved' ELSE 'canceled' END,
-      response = ev.payload, resolved_at = ev.created_at
-  FROM ev WHERE ev.type = 'interaction.resolved' AND ir.id = (ev.payload->>'interactionId')::uuid AND ir.run_id = ev.run_id
+  SET status = CASE ev.type WHEN 'interaction.responded' THEN
+                 CASE WHEN ev.payload->>'decision' = 'rejected' THEN 'rejected' ELSE 'resolved' END
+               WHEN 'interaction.expired' THEN 'expired' ELSE 'canceled' END,
+      response = ev.payload || jsonb_build_object('type', ev.type, 'at', ev.created_at), resolved_at = ev.created_at
+  FROM ev WHERE ev.type IN ('interaction.responded', 'interaction.expired', 'interaction.canceled')
+    AND ir.id = (ev.payload->>'interactionId')::uuid AND ir.run_id = ev.run_id AND ir.status = 'open'
+  RETURNING 1
+), link_new AS (
+  INSERT INTO run_links (id, org_id, parent_run_id, child_run_id, kind, awaiting, sequence, created_at)
+  SELECT (ev.payload->>'linkId')::uuid, r.org_id, r.id, (ev.payload->>'childRunId')::uuid, ev.payload->>'kind',
+         COALESCE((ev.payload->>'awaiting')::boolean, false), ev.sequence, ev.created_at
+  FROM ev, r WHERE ev.type = 'run.linked'
   RETURNING 1
 ), outbox AS (
   INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
   SELECT r.org_id, r.id, ev.sequence,
-         $DJ::jsonb || jsonb_build_object('inputMessageId', ev.payload->'message'->>'messageId')
-           || CASE WHEN octet_length((ev.payload->'message')::text) <= ${JOB_INLINE_INPUT_MAX_BYTES}
+         $DJ::jsonb
+           || CASE WHEN ev.payload ? 'message' THEN jsonb_build_object('inputMessageId', ev.payload->'message'->>'messageId') ELSE '{}'::jsonb END
+           || CASE WHEN ev.type LIKE 'interaction.%' THEN jsonb_build_object('interactionId', ev.payload->>'interactionId') ELSE '{}'::jsonb END
+           || CASE WHEN ev.payload ? 'message' AND octet_length((ev.payload->'message')::text) <= ${JOB_INLINE_INPUT_MAX_BYTES}
                    THEN jsonb_build_object('context', jsonb_build_object('threadId', r.thread_id, 'agentId', r.agent_id,
                           'revisionId', r.revision_id, 'input', ev.payload->'message'))
                    ELSE '{}'::jsonb END
   FROM ev, r
-  WHERE $DJ::jsonb IS NOT NULL AND ev.type = 'message.added' AND ev.payload->'message'->>'role' = 'user'
+  WHERE $DJ::jsonb IS NOT NULL AND r.blocked_reason IS NULL
+    AND (ev.payload->'message'->>'role' = 'user' OR ev.type = 'interaction.expired')
+  RETURNING id, trigger_sequence, job
+), lp AS (
+  -- a status change of a linked child is recorded on its parent (run.link_updated), in this
+  -- statement: the parent's log tells the child's story in step with the child's own log
+  UPDATE runs p SET last_sequence = p.last_sequence + 1, updated_at = now()
+  FROM r, run_links l
+  WHERE $SC::boolean AND l.child_run_id = r.id AND p.id = l.parent_run_id AND p.org_id = r.org_id
+    AND p.status IN ('submitted', 'working')
+  RETURNING p.id, p.org_id, p.last_sequence, l.id AS link_id, l.kind, l.awaiting, r.id AS child_id,
+            r.status AS child_status, r.blocked_reason AS child_blocked
+), lev AS (
+  INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
+  SELECT lp.id, lp.last_sequence, lp.org_id, 'run.link_updated',
+         jsonb_build_object('linkId', lp.link_id, 'childRunId', lp.child_id, 'kind', lp.kind,
+                            'status', lp.child_status, 'blockedReason', lp.child_blocked), now()
+  FROM lp
+  RETURNING run_id
+), ldisp AS (
+  -- a child the parent awaits settled: the parent's runtime continues (outbox, same statement)
+  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
+  SELECT lp.org_id, lp.id, lp.last_sequence,
+         jsonb_build_object('orgId', lp.org_id, 'runId', lp.id, 'trigger', 'link_settled', 'linkId', lp.link_id, 'childRunId', lp.child_id)
+  FROM lp WHERE lp.awaiting AND lp.child_status IN ('completed', 'failed', 'canceled', 'rejected')
   RETURNING id, trigger_sequence, job
 )
 SELECT (SELECT row_to_json(x) FROM (SELECT ${RUN_COLUMNS} FROM r) x) AS run,
        (SELECT json_build_object('id', o.id::text, 'triggerSequence', o.trigger_sequence, 'job', o.job) FROM outbox o LIMIT 1) AS dispatch,
+       (SELECT json_agg(json_build_object('runId', lp.id, 'lastSequence', lp.last_sequence)) FROM lp) AS parents,
+       (SELECT json_agg(json_build_object('id', d.id::text, 'triggerSequence', d.trigger_sequence, 'job', d.job)) FROM ldisp d) AS "parentDispatches",
        (SELECT COALESCE(json_agg(json_build_object('sequence', ev.sequence, 'type', ev.type, 'payload', ev.payload, 'createdAt', ev.created_at) ORDER BY ev.sequence), '[]'::json) FROM ev) AS events`;
 
-function tail(evnParam: number, evjParam: number, djParam: number): string {
-  return TAIL.replaceAll('$EVN', `$${evnParam}`).replaceAll('$EVJ', `$${evjParam}`).replaceAll('$DJ', `$${djParam}`);
+function tail(evnParam: number, evjParam: number, djParam: number, scParam: number): string {
+  return TAIL.replaceAll('$EVN', `$${evnParam}`).replaceAll('$EVJ', `$${evjParam}`).replaceAll('$DJ', `$${djParam}`).replaceAll('$SC', `$${scParam}`);
 }
 
 /*
@@ -179,10 +231,11 @@ WITH input AS (
   FROM r JOIN input i ON i.id = r.id CROSS JOIN LATERAL jsonb_array_elements(i.events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, sequence, created_at)
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
          ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
          ev.sequence, ev.created_at
   FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
   RETURNING 1
@@ -204,20 +257,26 @@ WITH r AS (
     blocked_reason = CASE WHEN $5::boolean THEN $6::text ELSE blocked_reason END,
     updated_at = now(),
     status_at = CASE WHEN $4::run_status IS NOT NULL OR $5::boolean THEN now() ELSE status_at END,
-    ended_at = CASE WHEN $4::run_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE ended_at END
+    ended_at = CASE WHEN $4::run_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE ended_at END,
+    open_interactions = open_interactions + $16::int,
+    interaction_version = interaction_version + $17::int
   WHERE id = $1 AND org_id = $2 AND status = ANY($7::run_status[])
     AND ($8::boolean IS NULL OR (blocked_reason IS NOT NULL) = $8::boolean)
     AND ($11::text IS NULL OR thread_id = $11::text)
     AND ($12::uuid IS NULL OR EXISTS (SELECT 1 FROM interaction_requests ir
                                        WHERE ir.id = $12::uuid AND ir.run_id = $1 AND ir.status = 'open'))
     AND ($13::uuid IS NULL OR agent_id = $13::uuid)
+    AND ($15::int IS NULL OR interaction_version = $15::int)
+    AND ($18::int IS NULL OR open_interactions = $18::int)
   RETURNING *
-)${tail(3, 9, 10)}`;
+)${tail(3, 9, 10, 14)}`;
 
 interface AppendRow {
   run: Record<string, unknown> | null;
   events: RawEvent[];
   dispatch: (RecordedDispatch & { job: RunExecuteJob }) | null;
+  parents: Array<{ runId: string; lastSequence: number }> | null;
+  parentDispatches: Array<RecordedDispatch & { job: RunExecuteJob }> | null;
 }
 
 interface RawEvent {
@@ -321,7 +380,7 @@ export class EventLogRepository {
    * reads the run to say which). At most one `artifact.updated` per call.
    * Errors: `run.duplicate_message` when a message id in `events` is already recorded.
    */
-  async append(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Pick<RunExecuteJob, 'orgId' | 'runId' | 'trigger'>): Promise<AppendResult | null> {
+  async append(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Pick<RunExecuteJob, 'orgId' | 'runId' | 'trigger'> & Partial<RunExecuteJob>): Promise<AppendResult | null> {
     if (events.length === 0) throw new Error('append needs at least one event');
     if (events.filter((e) => e.type === 'artifact.updated').length > 1) {
       throw new Error('append takes at most one artifact.updated event');
@@ -329,34 +388,59 @@ export class EventLogRepository {
     let rows: AppendRow[];
     const t0 = process.hrtime.bigint();
     try {
-      rows = await this.db.query<AppendRow>(APPEND_SQL, [
-        runId,
-        orgId,
-        events.length,
-        guard.status ?? null,
-        guard.blockedReason !== undefined,
-        guard.blockedReason ?? null,
-        guard.from,
-        guard.blocked ?? null,
-        JSON.stringify(events),
-        dispatch ? JSON.stringify(dispatch) : null,
-        guard.threadId ?? null,
-        guard.openInteractionId ?? null,
-        guard.agentId ?? null,
-      ], 'runs.append');
+      rows = await this.db.query<AppendRow>(APPEND_SQL, appendParams(orgId, runId, guard, events, dispatch), 'runs.append');
       this.metrics.appendDuration.observe({ kind: 'append' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
       throw e;
     }
     const result = this.result(rows[0]);
-    if (result) {
-      for (const e of events) {
-        this.metrics.eventsAppended.inc({ type: e.type });
-        if (e.type === 'run.status_changed') this.metrics.runStatus.inc({ status: e.payload.status });
-      }
-    }
+    if (result) this.count(events);
     return result;
+  }
+
+  /**
+   * Delegation (RunLink): create the child run (its first events and dispatch) and append the
+   * parent's `run.linked` event, in ONE transaction — a link exists exactly when its child does.
+   * The child's `originMessageId` makes it idempotent: when a run with that origin exists, nothing
+   * is written and `{ child: null }` is returned (the caller reads the existing link).
+   * Null when the parent's guard does not hold (nothing is written).
+   */
+  async createLinked(
+    child: NewRunWithEvents,
+    parent: { orgId: string; runId: string; guard: AppendGuard; events: RunEvent[] },
+  ): Promise<{ child: CreatedRun | null; parent: AppendResult | null } | null> {
+    type Outcome = { child: CreatedRun | null; parent: AppendResult | null } | null;
+    const rollback = new Error('rollback');
+    try {
+      return await this.db.transaction<Outcome>(async (q) => {
+        const input = [{ ...child.run, metadata: child.run.metadata ?? null, events: child.events, dispatch: child.dispatch ?? null }];
+        const rows = await q<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)]);
+        if (rows.length === 0) return { child: null, parent: null };
+        const { dispatchId, triggerSequence, ...row } = rows[0]!;
+        const created: CreatedRun = {
+          run: toRecord(row),
+          dispatch: dispatchId != null ? { id: String(dispatchId), triggerSequence: Number(triggerSequence) } : null,
+        };
+        const appended = this.result((await q<AppendRow>(APPEND_SQL, appendParams(parent.orgId, parent.runId, parent.guard, parent.events)))[0]);
+        if (!appended) throw rollback;
+        this.count(child.events);
+        this.count(parent.events);
+        this.metrics.runStatus.inc({ status: 'submitted' });
+        return { child: created, parent: appended };
+      });
+    } catch (e) {
+      if (e === rollback) return null;
+      if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
+      throw e;
+    }
+  }
+
+  private count(events: readonly RunEvent[]): void {
+    for (const e of events) {
+      this.metrics.eventsAppended.inc({ type: e.type });
+      if (e.type === 'run.status_changed') this.metrics.runStatus.inc({ status: e.payload.status });
+    }
   }
 
   /**
@@ -387,6 +471,8 @@ export class EventLogRepository {
     return {
       run,
       dispatch: row.dispatch,
+      parents: row.parents ?? [],
+      parentDispatches: row.parentDispatches ?? [],
       envelopes: row.events.map((e) => ({
         runId: run.id,
         threadId: run.threadId,
@@ -396,6 +482,32 @@ export class EventLogRepository {
       })),
     };
   }
+}
+
+const CLOSING = new Set<string>(['interaction.responded', 'interaction.expired', 'interaction.canceled']);
+
+function appendParams(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Partial<RunExecuteJob>): unknown[] {
+  return [
+    runId,
+    orgId,
+    events.length,
+    guard.status ?? null,
+    guard.blockedReason !== undefined,
+    guard.blockedReason ?? null,
+    guard.from,
+    guard.blocked ?? null,
+    JSON.stringify(events),
+    dispatch ? JSON.stringify(dispatch) : null,
+    guard.threadId ?? null,
+    guard.openInteractionId ?? null,
+    guard.agentId ?? null,
+    // the change is one a parent hears about (status or overlay)
+    guard.status !== undefined || guard.blockedReason !== undefined,
+    guard.interactionVersion ?? null,
+    events.filter((e) => e.type === 'interaction.requested').length - events.filter((e) => CLOSING.has(e.type)).length,
+    events.filter((e) => e.type.startsWith('interaction.')).length,
+    guard.openInteractions ?? null,
+  ];
 }
 
 export { RUN_COLUMNS };

@@ -9,14 +9,14 @@ export { RunsModule } from './runs.module.js';
 // commands (one handler each)
 export { CreateRunHandler, type CreateRunCommand, type CreateRunResult } from './commands/create-run.command.js';
 export { ContinueRunHandler, type ContinueRunCommand } from './commands/continue-run.command.js';
-export { RespondInteractionHandler, type RespondInteractionCommand } from './commands/respond-interaction.command.js';
+export { RespondInteractionHandler, chooseOption, type RespondInteractionCommand } from './commands/respond-interaction.command.js';
 export { CancelRunHandler, type CancelRunCommand } from './commands/cancel-run.command.js';
 
 // runtime operations and queries
-export { RuntimeOperations, type RuntimeOp, type RuntimeStatus, type AgentMessageDraft } from './runtime-operations.service.js';
+export { MAX_LINK_DEPTH, RuntimeOperations, type AgentMessageDraft, type Delegation, type DelegationDraft, type InteractionDraft, type RuntimeOp, type RuntimeStatus } from './runtime-operations.service.js';
 export { RunQueries } from './run-queries.service.js';
 export type { RunRecord } from './event-log.repository.js';
-export { foldState, isUuid, type RunState, type RunView, type RunViewOptions, type RunListFilter, type StoredArtifact } from './run.repository.js';
+export { foldState, isStatusEvent, isUuid, type InteractionRecord, type RunLinkRecord, type RunState, type RunView, type RunViewOptions, type RunListFilter, type StoredArtifact } from './run.repository.js';
 
 // state machine
 export { ACTIVE_STATUSES, TERMINAL_STATUSES, canTransition, isSettled, isTerminal, statusUpdateSources, statusesLeadingTo } from './run-state.js';

@@ -3,7 +3,7 @@ import type { BlockedReason, CanonicalMessage, RunStatus, SequencedOutputEnvelop
 import { runNotFound } from './commands/command-support.js';
 import { EventLogRepository, type RunRecord } from './event-log.repository.js';
 import { RunNotifier, type WakeupState } from './run-notifier.js';
-import { RunRepository, type RunListFilter, type RunState, type RunView, type RunViewOptions } from './run.repository.js';
+import { RunRepository, type InteractionRecord, type RunLinkRecord, type RunListFilter, type RunState, type RunView, type RunViewOptions } from './run.repository.js';
 import { isSettled } from './run-state.js';
 
 /**
@@ -51,6 +51,26 @@ export class RunQueries {
     return this.runs.count(orgId, filter);
   }
 
+  /** A run's InteractionRequests (open and closed), oldest first; one when `interactionId` is given. */
+  interactions(orgId: string, runId: string, interactionId?: string): Promise<InteractionRecord[]> {
+    return this.runs.interactions(orgId, runId, interactionId);
+  }
+
+  /** A run's RunLinks: its children and its parents, each with the other run's current status. */
+  links(orgId: string, runId: string): Promise<{ children: RunLinkRecord[]; parents: RunLinkRecord[] }> {
+    return this.runs.links(orgId, runId);
+  }
+
+  /** Open interactions past their expiry, across orgs (sweeper). */
+  expiredInteractions(limit: number): Promise<Array<{ id: string; orgId: string; runId: string }>> {
+    return this.runs.expiredInteractions(limit);
+  }
+
+  /** Active children of canceled or failed parents, across orgs (sweeper). */
+  orphanedChildren(limit: number): Promise<Array<{ orgId: string; runId: string; parentRunId: string; parentStatus: RunStatus }>> {
+    return this.runs.orphanedChildren(limit);
+  }
+
   /** The log after `afterSequence`, in order, at most `limit` envelopes. */
   readEvents(orgId: string, runId: string, afterSequence: number, limit?: number): Promise<SequencedOutputEnvelope[]> {
     return this.events.readAfter(orgId, runId, afterSequence, limit);
@@ -70,7 +90,7 @@ export class RunQueries {
   }
 
   /** What an execution needs when its job did not carry it: the run and its triggering message. */
-  executionInput(orgId: string, runId: string, messageId: string): Promise<{ run: RunRecord; message: CanonicalMessage | null } | null> {
+  executionInput(orgId: string, runId: string, messageId: string | null): Promise<{ run: RunRecord; message: CanonicalMessage | null } | null> {
     return this.runs.executionInput(orgId, runId, messageId);
   }
 
@@ -85,6 +105,11 @@ export class RunQueries {
   }
 
   /** The newest user message of a run and its sequence (the trigger of its current execution). */
+  /** Sequence of the trigger of the run's current execution (see RunRepository.lastTrigger). */
+  lastTrigger(orgId: string, runId: string): Promise<number | null> {
+    return this.runs.lastTrigger(orgId, runId);
+  }
+
   lastUserMessage(orgId: string, runId: string) {
     return this.runs.lastUserMessage(orgId, runId);
   }

@@ -3,9 +3,45 @@ import type { BlockedReason, CanonicalMessage, Part, RunStatus } from '#libs/con
 import { DatabaseService } from '#libs/db';
 import { RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
 
-/** A run with what its readers need beside the row: the open interaction, if any. */
+/** A run with what its readers need beside the row: its open interactions. */
 export interface RunState extends RunRecord {
+  /** The open blocking InteractionRequest (the one behind `blockedReason`), if any. */
   openInteractionId: string | null;
+  /** Every open InteractionRequest (blocking or not); `get` reads them, lists leave this empty. */
+  openInteractionIds?: string[];
+}
+
+/** An InteractionRequest as its readers see it (the admin API, runtimes, adapters). */
+export interface InteractionRecord {
+  id: string;
+  runId: string;
+  kind: 'input' | 'auth' | 'confirmation';
+  blocking: boolean;
+  blockedReason: BlockedReason | null;
+  /** open | resolved | rejected | expired | canceled */
+  status: string;
+  /** The `interaction.requested` payload (prompt, options, expiry, origin, state). */
+  request: Record<string, unknown>;
+  /** The closing event's payload with its `type` and `at`, once closed. */
+  response: Record<string, unknown> | null;
+  expiresAt: string | null;
+  sequence: number;
+  createdAt: string;
+  closedAt: string | null;
+}
+
+/** A RunLink seen from either end, with the other run's current status. */
+export interface RunLinkRecord {
+  id: string;
+  kind: 'delegation' | 'subtask' | 'handoff';
+  parentRunId: string;
+  childRunId: string;
+  awaiting: boolean;
+  /** The parent's sequence of its `run.linked` event. */
+  sequence: number;
+  createdAt: string;
+  /** The other end: its agent and status now. */
+  other: { runId: string; agentId: string; status: RunStatus; blockedReason: BlockedReason | null };
 }
 
 export interface StoredArtifact {
@@ -81,9 +117,23 @@ export interface RunViewOptions {
   includeArtifacts?: boolean;
 }
 
-const STATUS_EVENT_TYPES = ['run.status_changed', 'interaction.requested', 'interaction.resolved'];
+/**
+ * The events that set a run's (status, blockedReason), as a SQL predicate over `e`: status
+ * changes, interaction requests (the runtime's guard makes the run working), and the answer or
+ * expiry of a blocking interaction (which lifts the overlay). A non-blocking interaction's answer
+ * or expiry, cancellations (a status change follows) and link events leave the state alone.
+ */
+const STATUS_EVENT_SQL = `(e.type IN ('run.status_changed', 'interaction.requested')
+  OR (e.type IN ('interaction.responded', 'interaction.expired') AND COALESCE((e.payload->>'blocking')::boolean, true)))`;
 
-/** The state a status-affecting event leaves the run in (no event: just created). */
+/** True when `e` is one of the events STATUS_EVENT_SQL selects. */
+export function isStatusEvent(e: { type: string; payload: object }): boolean {
+  if (e.type === 'run.status_changed' || e.type === 'interaction.requested') return true;
+  if (e.type === 'interaction.responded' || e.type === 'interaction.expired') return (e.payload as { blocking?: boolean }).blocking !== false;
+  return false;
+}
+
+/** The state a status-affecting event (see isStatusEvent) leaves the run in (no event: just created). */
 export function foldState(e: { type: string; payload: object } | undefined): { status: RunStatus; blockedReason: BlockedReason | null } {
   if (!e) return { status: 'submitted', blockedReason: null };
   const p = e.payload as { status?: RunStatus; blockedReason?: BlockedReason | null };
@@ -101,10 +151,11 @@ function toRunState(raw: Record<string, unknown>): RunState {
   return raw as unknown as RunState;
 }
 
-function cleanMessage(row: { messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[] }): CanonicalMessage {
+function cleanMessage(row: { messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; referenceTaskIds?: string[] }): CanonicalMessage {
   const m: CanonicalMessage = { messageId: row.messageId, role: row.role as CanonicalMessage['role'], parts: row.parts };
   if (row.metadata) m.metadata = row.metadata as Record<string, unknown>;
   if (row.extensions?.length) m.extensions = row.extensions;
+  if (row.referenceTaskIds?.length) m.referenceTaskIds = row.referenceTaskIds;
   return m;
 }
 
@@ -143,8 +194,10 @@ export class RunRepository {
     if (!isUuid(runId)) return null;
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS},
-              (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
-                ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
+              (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
+                ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId",
+              ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
+                ORDER BY ir.sequence) AS "openInteractionIds"
          FROM runs WHERE id = $1 AND org_id = $2`,
       [runId, orgId],
       'runs.get',
@@ -210,15 +263,15 @@ export class RunRepository {
     const rows = await this.db.query<ViewRow>(
       `WITH r AS (
          SELECT ${RUN_COLUMNS},
-                (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
+                (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
                   ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
            FROM runs WHERE org_id = $2 AND id = ANY($1::uuid[])
        )
        SELECT row_to_json(r) AS run,
-         (SELECT e.payload->'message' FROM run_events e
-           WHERE e.run_id = r.id AND e.type = ANY($5::text[]) ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
+         (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
+           WHERE e.run_id = r.id AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
          (SELECT json_agg(h ORDER BY h.sequence) FROM (
-            SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.sequence
+            SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence
               FROM messages m WHERE m.run_id = r.id
              ORDER BY m.sequence DESC LIMIT $3) h) AS history,
          CASE WHEN $4::boolean THEN (SELECT json_agg(json_build_object(
@@ -227,7 +280,7 @@ export class RunRepository {
             FROM artifacts a WHERE a.run_id = r.id) END AS artifacts
        FROM r
        ORDER BY array_position($1::uuid[], r.id)`,
-      [ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true, STATUS_EVENT_TYPES],
+      [ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true],
       'runs.views',
     );
     return rows.map(toRunView);
@@ -251,16 +304,38 @@ export class RunRepository {
          FROM runs WHERE status IN ('submitted', 'working') AND blocked_reason IS NULL
           AND (updated_at < $1 OR lease_expires_at < now())
           AND NOT EXISTS (SELECT 1 FROM run_dispatches d WHERE d.run_id = runs.id)
+          -- waiting on purpose: for the answer to an open interaction, or for a child it awaits
+          AND NOT EXISTS (SELECT 1 FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open')
+          AND NOT EXISTS (SELECT 1 FROM run_links l JOIN runs c ON c.id = l.child_run_id
+                           WHERE l.parent_run_id = runs.id AND l.awaiting AND c.status IN ('submitted', 'working'))
           AND ($3::timestamptz IS NULL OR (updated_at, id) > ($3, $4::uuid))
         ORDER BY updated_at, id LIMIT $2`,
       [olderThan, limit, after?.updatedAt ?? null, after?.id ?? null],
     );
   }
 
-  /** Sequence of the newest user message of a run (the trigger of its current execution). */
+  /**
+   * Sequence of the event that triggered the run's current execution: its newest user message
+   * (a new input or an answer), expiry that continues it, or settlement of a child it awaits.
+   * Null when none (a run that never had input).
+   */
+  async lastTrigger(orgId: string, runId: string): Promise<number | null> {
+    const rows = await this.db.query<{ seq: number | null }>(
+      `SELECT max(e.sequence) AS seq FROM run_events e
+        WHERE e.run_id = $1 AND e.org_id = $2 AND (
+              (e.type IN ('message.added', 'interaction.responded') AND e.payload->'message'->>'role' = 'user')
+           OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
+           OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
+               AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))`,
+      [runId, orgId],
+    );
+    return rows[0]?.seq ?? null;
+  }
+
+  /** Sequence of the newest user message of a run. */
   async lastUserMessage(orgId: string, runId: string): Promise<{ message: CanonicalMessage; sequence: number } | null> {
     const rows = await this.db.query<{ messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
-      `SELECT message_id AS "messageId", role, parts, metadata, extensions, sequence FROM messages
+      `SELECT message_id AS "messageId", role, parts, metadata, extensions, reference_task_ids AS "referenceTaskIds", sequence FROM messages
         WHERE run_id = $1 AND org_id = $2 AND role = 'user' ORDER BY sequence DESC LIMIT 1`,
       [runId, orgId],
     );
@@ -270,28 +345,30 @@ export class RunRepository {
 
   /**
    * The run's (status, blockedReason) as of `sequence`: folded from the newest status-affecting
-   * event at or before it (`run.status_changed`, `interaction.requested`, `interaction.resolved`).
+   * event at or before it (see isStatusEvent).
    * Used to project a resumed stream from a cursor without replaying the whole log.
    */
   async stateAt(orgId: string, runId: string, sequence: number): Promise<{ status: RunStatus; blockedReason: BlockedReason | null }> {
     const rows = await this.db.query<{ type: string; payload: { status?: RunStatus; blockedReason?: BlockedReason | null } }>(
-      `SELECT type, payload FROM run_events
-        WHERE run_id = $1 AND org_id = $2 AND sequence <= $3 AND type = ANY($4::text[])
-        ORDER BY sequence DESC LIMIT 1`,
-      [runId, orgId, sequence, STATUS_EVENT_TYPES],
+      `SELECT e.type, e.payload FROM run_events e
+        WHERE e.run_id = $1 AND e.org_id = $2 AND e.sequence <= $3 AND ${STATUS_EVENT_SQL}
+        ORDER BY e.sequence DESC LIMIT 1`,
+      [runId, orgId, sequence],
     );
     return foldState(rows[0]);
   }
 
   /**
    * What an execution needs, in one round trip: the run (status, revision, thread) and the
-   * message that triggered it. Null when the run is not in the org.
+   * message that triggered it (`messageId` null: the run's newest user message). Null when the
+   * run is not in the org.
    */
-  async executionInput(orgId: string, runId: string, messageId: string): Promise<{ run: RunRecord; message: CanonicalMessage | null } | null> {
+  async executionInput(orgId: string, runId: string, messageId: string | null): Promise<{ run: RunRecord; message: CanonicalMessage | null } | null> {
     const rows = await this.db.query<Record<string, unknown> & { message: Parameters<typeof cleanMessage>[0] | null }>(
       `SELECT ${RUN_COLUMNS},
-              (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions)
-                 FROM messages m WHERE m.run_id = runs.id AND m.message_id = $3) AS message
+              (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions, 'referenceTaskIds', m.reference_task_ids)
+                 FROM messages m WHERE m.run_id = runs.id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
+                ORDER BY m.sequence DESC LIMIT 1) AS message
          FROM runs WHERE id = $1 AND org_id = $2`,
       [runId, orgId, messageId],
       'runs.execution_input',
@@ -309,7 +386,7 @@ export class RunRepository {
   async threadHistory(orgId: string, agentId: string, threadId: string, limit: number): Promise<Array<CanonicalMessage & { runId: string; sequence: number }>> {
     const rows = await this.db.query<{ runId: string; messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
       `SELECT * FROM (
-         SELECT m.run_id AS "runId", m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.sequence, m.created_at
+         SELECT m.run_id AS "runId", m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence, m.created_at
            FROM runs r JOIN messages m ON m.run_id = r.id
           WHERE r.org_id = $1 AND r.agent_id = $2 AND r.thread_id = $3
           ORDER BY m.created_at DESC, m.sequence DESC LIMIT $4) h
@@ -318,6 +395,91 @@ export class RunRepository {
       'runs.thread_history',
     );
     return rows.map((row) => ({ ...cleanMessage(row), runId: row.runId, sequence: row.sequence }));
+  }
+
+  /** A run's InteractionRequests, oldest first (all of them: open and closed, for audit). */
+  async interactions(orgId: string, runId: string, interactionId?: string): Promise<InteractionRecord[]> {
+    if (!isUuid(runId) || (interactionId !== undefined && !isUuid(interactionId))) return [];
+    return this.db.query<InteractionRecord>(
+      `SELECT id, run_id AS "runId", kind, blocking, blocked_reason AS "blockedReason", status, request, response,
+              to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "expiresAt", sequence,
+              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
+              to_char(resolved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "closedAt"
+         FROM interaction_requests WHERE org_id = $1 AND run_id = $2 AND ($3::uuid IS NULL OR id = $3::uuid)
+        ORDER BY sequence`,
+      [orgId, runId, interactionId ?? null],
+    );
+  }
+
+  /** Open interactions whose `expiresAt` passed, across orgs (sweeper candidates), oldest first. */
+  async expiredInteractions(limit: number): Promise<Array<{ id: string; orgId: string; runId: string }>> {
+    return this.db.query(
+      `SELECT id, org_id AS "orgId", run_id AS "runId" FROM interaction_requests
+        WHERE status = 'open' AND expires_at IS NOT NULL AND expires_at <= now()
+        ORDER BY expires_at LIMIT $1`,
+      [limit],
+    );
+  }
+
+  /** RunLinks of a run in both directions: where it is the parent (children) and the child (parents). */
+  async links(orgId: string, runId: string): Promise<{ children: RunLinkRecord[]; parents: RunLinkRecord[] }> {
+    if (!isUuid(runId)) return { children: [], parents: [] };
+    const rows = await this.db.query<RunLinkRecord & { direction: 'child' | 'parent' }>(
+      `SELECT CASE WHEN l.parent_run_id = $2 THEN 'child' ELSE 'parent' END AS direction,
+              l.id, l.kind, l.parent_run_id AS "parentRunId", l.child_run_id AS "childRunId", l.awaiting, l.sequence,
+              to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
+              json_build_object('runId', o.id, 'agentId', o.agent_id, 'status', o.status, 'blockedReason', o.blocked_reason) AS other
+         FROM run_links l
+         JOIN runs o ON o.id = CASE WHEN l.parent_run_id = $2 THEN l.child_run_id ELSE l.parent_run_id END
+        WHERE l.org_id = $1 AND (l.parent_run_id = $2 OR l.child_run_id = $2)
+        ORDER BY l.created_at, l.id`,
+      [orgId, runId],
+    );
+    const pick = (d: string) => rows.filter((r) => r.direction === d).map(({ direction: _d, ...r }) => r);
+    return { children: pick('child'), parents: pick('parent') };
+  }
+
+  /** Active children of runs that ended (their parent was canceled or failed), across orgs (sweeper). */
+  async orphanedChildren(limit: number): Promise<Array<{ orgId: string; runId: string; parentRunId: string; parentStatus: RunStatus }>> {
+    return this.db.query(
+      `SELECT c.org_id AS "orgId", c.id AS "runId", p.id AS "parentRunId", p.status AS "parentStatus"
+         FROM run_links l JOIN runs c ON c.id = l.child_run_id JOIN runs p ON p.id = l.parent_run_id
+        WHERE c.status IN ('submitted', 'working') AND p.status IN ('canceled', 'failed')
+        LIMIT $1`,
+      [limit],
+    );
+  }
+
+  /** Depth of a run in its RunLink tree (0: not anyone's child), counted up to `max + 1`. */
+  async linkDepth(runId: string, max: number): Promise<number> {
+    const rows = await this.db.query<{ d: number | null }>(
+      `WITH RECURSIVE up(run_id, d) AS (
+         SELECT parent_run_id, 1 FROM run_links WHERE child_run_id = $1
+         UNION ALL
+         SELECT l.parent_run_id, up.d + 1 FROM run_links l JOIN up ON l.child_run_id = up.run_id WHERE up.d <= $2
+       ) SELECT max(d) AS d FROM up`,
+      [runId, max],
+    );
+    return rows[0]?.d ?? 0;
+  }
+
+  /** The published agent of `slug` in the org: its id and active revision (null: none). */
+  async publishedAgent(orgId: string, slug: string): Promise<{ agentId: string; revisionId: string } | null> {
+    const rows = await this.db.query<{ agentId: string; revisionId: string | null }>(
+      `SELECT id AS "agentId", active_revision_id AS "revisionId" FROM agents WHERE org_id = $1 AND slug = $2`,
+      [orgId, slug],
+    );
+    const row = rows[0];
+    return row?.revisionId ? { agentId: row.agentId, revisionId: row.revisionId } : null;
+  }
+
+  /** The link whose child run is `childRunId`, if any. */
+  async linkOfChild(orgId: string, childRunId: string): Promise<{ id: string; parentRunId: string; kind: string } | null> {
+    const rows = await this.db.query<{ id: string; parentRunId: string; kind: string }>(
+      `SELECT id, parent_run_id AS "parentRunId", kind FROM run_links WHERE org_id = $1 AND child_run_id = $2`,
+      [orgId, childRunId],
+    );
+    return rows[0] ?? null;
   }
 
   /** The runtime config of a revision (immutable once published, so callers may cache it by id). */

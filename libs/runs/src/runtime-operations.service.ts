@@ -4,14 +4,20 @@ import { AppError } from '#libs/common';
 import {
   ArtifactChunkSchema,
   BLOCKED_REASON_BY_KIND,
+  InteractionOptionSchema,
   type ArtifactChunkInput,
   type CanonicalMessage,
+  type InteractionExpiryOutcome,
   type InteractionKind,
+  type InteractionOption,
   type Part,
   type RunEvent,
+  type RunExecuteJob,
+  type RunLinkKind,
   type RunStatus,
 } from '#libs/contracts';
-import { runNotFound } from './commands/command-support.js';
+import { publish, runNotFound } from './commands/command-support.js';
+import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository, type AppendGuard, type RunRecord } from './event-log.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunNotifier } from './run-notifier.js';
@@ -28,10 +34,64 @@ export interface AgentMessageDraft {
   metadata?: Record<string, unknown>;
 }
 
+/**
+ * How a runtime opens an InteractionRequest (all optional). `blocking` defaults to true (the run
+ * waits: input-required / auth-required); `expiresInMs` (ms from now) with `onExpire` (default
+ * `fail`) says what happens when nobody answers; a confirmation without `options` offers
+ * approve / reject. `state` is handed back to the runtime when the interaction closes.
+ */
+export interface InteractionDraft {
+  /** Set by the caller of `apply` so it knows the id before the commit; a UUID otherwise. */
+  interactionId?: string;
+  message?: AgentMessageDraft;
+  title?: string;
+  description?: string;
+  options?: Array<{ id: string; label: string; kind?: InteractionOption['kind'] }>;
+  blocking?: boolean;
+  expiresInMs?: number;
+  onExpire?: InteractionExpiryOutcome;
+  origin?: string;
+  state?: unknown;
+  metadata?: Record<string, unknown>;
+  /** Legacy free-form details (merged into metadata). */
+  details?: Record<string, unknown>;
+}
+
+/** What a runtime asks of a delegation (RunLink): the agent, its input, the link's kind. */
+export interface DelegationDraft {
+  /** Slug of a published agent of the same organization. */
+  agent: string;
+  message: AgentMessageDraft;
+  kind?: RunLinkKind;
+  /** Default true: the child's settlement dispatches this run again (trigger `link_settled`). */
+  await?: boolean;
+  /** Handed back to the runtime when the child settles. */
+  state?: unknown;
+  /** Makes the delegation idempotent: the same key on the same parent yields the same child. */
+  key: string;
+}
+
+/** A delegation as committed: the link and the child run. */
+export interface Delegation {
+  linkId: string;
+  childRunId: string;
+  childThreadId: string;
+  /** false: the key had created this child already (a re-executed runtime). */
+  created: boolean;
+}
+
+/** Deepest RunLink nesting allowed (a child of a child ... of a run). */
+export const MAX_LINK_DEPTH = 8;
+
+const DEFAULT_CONFIRMATION_OPTIONS: InteractionOption[] = [
+  { id: 'approve', label: 'Approve', kind: 'approve' },
+  { id: 'reject', label: 'Reject', kind: 'reject' },
+];
+
 /** One runtime operation, as RuntimeOperations.apply takes them (each becomes one event). */
 export type RuntimeOp =
   | { op: 'status'; status: RuntimeStatus; message?: AgentMessageDraft; reason?: string }
-  | { op: 'interaction'; kind: InteractionKind; message?: AgentMessageDraft; details?: Record<string, unknown> }
+  | ({ op: 'interaction'; kind: InteractionKind } & InteractionDraft)
   | { op: 'message'; message: AgentMessageDraft }
   | { op: 'artifact'; chunk: ArtifactChunkInput };
 
@@ -54,6 +114,7 @@ export class RuntimeOperations {
     private readonly runs: RunRepository,
     private readonly notifier: RunNotifier,
     private readonly leases: RunLeaseRepository,
+    private readonly relay: DispatchRelay,
   ) {}
 
   /**
@@ -70,8 +131,11 @@ export class RuntimeOperations {
     return this.apply(orgId, runId, [{ op: 'status', status, ...opts }]);
   }
 
-  /** Block the run on its caller. `run.invalid_transition` when it is blocked already. */
-  requestInteraction(orgId: string, runId: string, kind: InteractionKind, opts: { message?: AgentMessageDraft; details?: Record<string, unknown> } = {}): Promise<RunRecord> {
+  /**
+   * Open an InteractionRequest (blocking by default: the run waits on its caller).
+   * `run.invalid_transition` when the run is blocked already.
+   */
+  requestInteraction(orgId: string, runId: string, kind: InteractionKind, opts: InteractionDraft = {}): Promise<RunRecord> {
     return this.apply(orgId, runId, [{ op: 'interaction', kind, ...opts }]);
   }
 
@@ -116,15 +180,15 @@ export class RuntimeOperations {
           break;
         }
         case 'interaction': {
-          const blockedReason = BLOCKED_REASON_BY_KIND[op.kind];
-          const payload: Extract<RunEvent, { type: 'interaction.requested' }>['payload'] = { interactionId: randomUUID(), kind: op.kind, blockedReason };
-          if (op.message) payload.message = agentMessage(op.message);
-          if (op.details) payload.details = op.details;
+          const payload = interactionPayload(op);
           events.push({ type: 'interaction.requested', payload });
+          if (guard.status === undefined) guard.status = 'working';
           guard.blocked = false;
-          guard.status = 'working';
-          guard.blockedReason = blockedReason;
-          closed = true;
+          if (payload.blocking) {
+            guard.status = 'working';
+            guard.blockedReason = payload.blockedReason;
+            closed = true;
+          }
           break;
         }
         case 'message':
@@ -136,49 +200,183 @@ export class RuntimeOperations {
           break;
       }
     }
-    let result;
-    try {
-      result = await this.events.append(orgId, runId, guard, events);
-    } catch (e) {
-      if (e instanceof AppError && e.code === 'run.duplicate_message') {
-        throw new AppError('run.conflict', `run ${runId}: an agent messageId is already recorded`, { details: { runId }, cause: e });
+    // a terminal status closes the run's open interactions (`interaction.canceled` each, same
+    // append); optimistic: assume none are open, and on refusal read them and try again
+    const terminal = guard.status !== undefined && isTerminal(guard.status);
+    if (terminal) guard.openInteractions = 0;
+    for (let attempt = 0; ; attempt++) {
+      let result;
+      try {
+        result = await this.events.append(orgId, runId, guard, events);
+      } catch (e) {
+        if (e instanceof AppError && e.code === 'run.duplicate_message') {
+          throw new AppError('run.conflict', `run ${runId}: an agent messageId is already recorded`, { details: { runId }, cause: e });
+        }
+        throw e;
       }
-      throw e;
+      if (result) {
+        publish(result, this.notifier, this.relay);
+        return result.run;
+      }
+      const run = await this.runs.get(orgId, runId);
+      if (!run) throw runNotFound(runId);
+      const open = run.openInteractionIds ?? [];
+      // retry only when what changed is the open interactions (else the refusal stands)
+      const moved = run.openInteractions > 0 || (guard.interactionVersion !== undefined && guard.interactionVersion !== run.interactionVersion);
+      const retry = terminal && attempt < 3 && !isTerminal(run.status) && !(run.blockedReason !== null && guard.blocked === false) && moved;
+      if (!retry) throw refusal(run, guard);
+      const reason = 'the run ended';
+      const kept = events.filter((e) => e.type !== 'interaction.canceled');
+      const cancels: RunEvent[] = open.map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
+      // cancellations go right before the terminal status event
+      const at = kept.findIndex((e) => e.type === 'run.status_changed' && isTerminal(e.payload.status));
+      events.splice(0, events.length, ...kept.slice(0, at), ...cancels, ...kept.slice(at));
+      guard.openInteractions = undefined;
+      guard.interactionVersion = run.interactionVersion;
     }
-    if (result) {
-      this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
-      return result.run;
-    }
-    const run = await this.runs.get(orgId, runId);
-    if (!run) throw runNotFound(runId);
-    throw refusal(run, guard);
   }
 
   /**
-   * Fail a run for a platform reason (lost worker, runtime crash, expiry). An open interaction is
-   * resolved as canceled in the same append. Null when already terminal or gone.
+   * Expire an open InteractionRequest whose `expiresAt` passed (the sweeper calls this):
+   * `interaction.expired` with the outcome the runtime declared. `fail`: the run fails in the same
+   * append (its other open interactions canceled). `continue`: a blocking interaction lifts the
+   * overlay, and when the run is then unblocked an execution is dispatched (trigger
+   * `interaction_expired`). Null when the interaction is not open any more (answered meanwhile,
+   * or another sweeper expired it) or not expired yet.
+   */
+  async expireInteraction(orgId: string, runId: string, interactionId: string): Promise<RunRecord | null> {
+    const [ir] = await this.runs.interactions(orgId, runId, interactionId);
+    if (!ir || ir.status !== 'open' || !ir.expiresAt || Date.parse(ir.expiresAt) > Date.now()) return null;
+    const outcome = (ir.request.onExpire as InteractionExpiryOutcome | undefined) ?? 'fail';
+    const expired: RunEvent = { type: 'interaction.expired', payload: { interactionId, blocking: ir.blocking, outcome } };
+    const run = await this.runs.get(orgId, runId);
+    if (!run || isTerminal(run.status) || !(run.openInteractionIds ?? []).includes(interactionId)) return null;
+    let result;
+    if (outcome === 'continue') {
+      result = await this.events.append(
+        orgId,
+        runId,
+        { from: ACTIVE_STATUSES, openInteractionId: interactionId, interactionVersion: run.interactionVersion, ...(ir.blocking ? { blocked: true, blockedReason: null } : {}) },
+        [expired],
+        { orgId, runId, trigger: 'interaction_expired' },
+      );
+    } else {
+      const open = run.openInteractionIds ?? [];
+      const reason = `interaction ${interactionId} expired`;
+      const events: RunEvent[] = [
+        expired,
+        ...open.filter((id) => id !== interactionId).map((id): RunEvent => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } })),
+        { type: 'run.status_changed', payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `Failed: nobody answered in time (${reason})` }] }) } },
+      ];
+      result = await this.events.append(orgId, runId, { from: statusUpdateSources('failed'), interactionVersion: run.interactionVersion, status: 'failed', blockedReason: null }, events);
+    }
+    if (!result) return null;
+    publish(result, this.notifier, this.relay);
+    return result.run;
+  }
+
+  /**
+   * Delegate to another published agent of the same organization (RunLink): one transaction
+   * creates the child run (its own thread, input `draft.message` as a user message whose id
+   * derives from the parent and `draft.key`, dispatched like any new run) and appends
+   * `run.linked` to the parent, whose message names the child in `referenceTaskIds`. The child's
+   * status changes are then mirrored to the parent (`run.link_updated`), and when the parent
+   * awaits it, the child's settlement dispatches the parent (trigger `link_settled`).
+   * Idempotent per (parent, key). Errors: `agent.not_published` (no such published agent),
+   * `run.link_too_deep` (more than MAX_LINK_DEPTH levels), `run.terminal` /
+   * `run.invalid_transition` (the parent cannot act), `run.not_found`.
+   */
+  async delegate(orgId: string, parentRunId: string, draft: DelegationDraft): Promise<Delegation> {
+    const [target, depth] = await Promise.all([this.runs.publishedAgent(orgId, draft.agent), this.runs.linkDepth(parentRunId, MAX_LINK_DEPTH)]);
+    if (!target) throw new AppError('agent.not_published', `no published agent ${draft.agent} in this organization`, { details: { agent: draft.agent } });
+    if (depth + 1 > MAX_LINK_DEPTH) {
+      throw new AppError('run.link_too_deep', `run ${parentRunId} is ${depth} delegations deep; at most ${MAX_LINK_DEPTH} are allowed`, { details: { runId: parentRunId, depth } });
+    }
+    const childRunId = randomUUID();
+    const childThreadId = randomUUID();
+    const linkId = randomUUID();
+    const kind = draft.kind ?? 'delegation';
+    const awaiting = draft.await ?? true;
+    const input: CanonicalMessage = {
+      messageId: `link:${parentRunId}:${draft.key}`,
+      role: 'user',
+      parts: draft.message.parts,
+      metadata: { ...draft.message.metadata, parentTaskId: parentRunId, runLinkKind: kind },
+    };
+    const dispatch: RunExecuteJob = {
+      orgId,
+      runId: childRunId,
+      trigger: 'created',
+      inputMessageId: input.messageId,
+      context: { threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, input },
+    };
+    const notice: CanonicalMessage = {
+      messageId: randomUUID(),
+      role: 'agent',
+      parts: [{ text: `Delegated to ${draft.agent} (${kind}): task ${childRunId}` }],
+      referenceTaskIds: [childRunId],
+      metadata: { runLink: { linkId, kind, childTaskId: childRunId, childContextId: childThreadId, agent: draft.agent, awaiting } },
+    };
+    const outcome = await this.events.createLinked(
+      {
+        run: { id: childRunId, orgId, agentId: target.agentId, revisionId: target.revisionId, threadId: childThreadId, originMessageId: input.messageId, metadata: { parentTaskId: parentRunId, runLinkKind: kind } },
+        events: [
+          { type: 'run.created', payload: { runId: childRunId, threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, status: 'submitted' } },
+          { type: 'message.added', payload: { message: input } },
+        ],
+        dispatch,
+      },
+      {
+        orgId,
+        runId: parentRunId,
+        guard: { from: ACTIVE_STATUSES, blocked: false },
+        events: [
+          {
+            type: 'run.linked',
+            payload: { linkId, childRunId, childThreadId, agentId: target.agentId, agentSlug: draft.agent, kind, awaiting, ...(draft.state !== undefined && { state: draft.state }), message: notice },
+          },
+        ],
+      },
+    );
+    if (!outcome) {
+      const run = await this.runs.get(orgId, parentRunId);
+      if (!run) throw runNotFound(parentRunId);
+      throw refusal(run, { from: ACTIVE_STATUSES, blocked: false });
+    }
+    if (!outcome.child) {
+      // the key made this child before: the same link
+      const existing = await this.runs.findByOriginMessage(orgId, target.agentId, input.messageId);
+      const link = existing ? await this.runs.linkOfChild(orgId, existing.id) : null;
+      if (!existing || !link) throw new AppError('internal', `delegation ${draft.key} of run ${parentRunId} has a child but no link`);
+      return { linkId: link.id, childRunId: existing.id, childThreadId: existing.threadId, created: false };
+    }
+    if (outcome.parent) publish(outcome.parent, this.notifier, this.relay);
+    if (outcome.child.dispatch) this.relay.relay({ ...outcome.child.dispatch, job: dispatch });
+    return { linkId, childRunId, childThreadId, created: true };
+  }
+
+  /**
+   * Fail a run for a platform reason (lost worker, runtime crash, expiry). Its open interactions
+   * are canceled in the same append. Null when already terminal or gone.
    */
   async failRun(orgId: string, runId: string, reason: string): Promise<RunRecord | null> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const run = await this.runs.get(orgId, runId);
       if (!run || isTerminal(run.status)) return null;
-      const events: RunEvent[] = [];
-      if (run.openInteractionId) {
-        events.push({ type: 'interaction.resolved', payload: { interactionId: run.openInteractionId, resolution: 'canceled' } });
-      }
+      const open = run.openInteractionIds ?? [];
+      const events: RunEvent[] = open.map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
       events.push({
         type: 'run.status_changed',
         payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `Failed: ${reason}` }] }) },
       });
       const result = await this.events.append(orgId, runId, {
         from: statusUpdateSources('failed'),
-        blocked: run.openInteractionId !== null,
-        openInteractionId: run.openInteractionId ?? undefined,
+        interactionVersion: run.interactionVersion,
         status: 'failed',
         blockedReason: null,
       }, events);
       if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
+        publish(result, this.notifier, this.relay);
         return result.run;
       }
     }
@@ -193,4 +391,46 @@ function refusal(run: RunState, guard: AppendGuard): AppError {
   return new AppError('run.invalid_transition', `run ${run.id} cannot do that while ${run.status}${run.blockedReason ? ` (${run.blockedReason})` : ''}`, {
     details: { runId: run.id, status: run.status, blockedReason: run.blockedReason, wanted: guard.status ?? null },
   });
+}
+
+/**
+ * The `interaction.requested` payload of an interaction op. The prompt always travels as an agent
+ * message (A2A TaskStatus.message) whose `metadata.interaction` carries the id, kind, options,
+ * blocking and expiry, so a client can answer it (A2A view: the message names the interaction).
+ */
+function interactionPayload(op: { kind: InteractionKind } & InteractionDraft): Extract<RunEvent, { type: 'interaction.requested' }>['payload'] {
+  const interactionId = op.interactionId ?? randomUUID();
+  const blocking = op.blocking ?? true;
+  const options = op.options?.map((o) => InteractionOptionSchema.parse(o)) ?? (op.kind === 'confirmation' ? DEFAULT_CONFIRMATION_OPTIONS : undefined);
+  const expiresAt = op.expiresInMs !== undefined ? new Date(Date.now() + Math.max(0, op.expiresInMs)).toISOString() : undefined;
+  const onExpire = expiresAt ? (op.onExpire ?? 'fail') : undefined;
+  const draft = op.message ?? { parts: [{ text: [op.title, op.description].filter(Boolean).join('\n') || defaultPrompt(op.kind) }] };
+  const summary = {
+    id: interactionId,
+    kind: op.kind,
+    blocking,
+    ...(op.title !== undefined && { title: op.title }),
+    ...(options && { options }),
+    ...(expiresAt && { expiresAt, onExpire }),
+  };
+  const message = agentMessage({ ...draft, metadata: { ...draft.metadata, interaction: summary } });
+  const metadata = op.metadata || op.details ? { ...op.details, ...op.metadata } : undefined;
+  return {
+    interactionId,
+    kind: op.kind,
+    blockedReason: blocking ? BLOCKED_REASON_BY_KIND[op.kind] : null,
+    blocking,
+    message,
+    ...(op.title !== undefined && { title: op.title }),
+    ...(op.description !== undefined && { description: op.description }),
+    ...(options && { options }),
+    ...(expiresAt && { expiresAt, onExpire }),
+    ...(op.origin !== undefined && { origin: op.origin }),
+    ...(op.state !== undefined && { state: op.state }),
+    ...(metadata && { metadata }),
+  };
+}
+
+function defaultPrompt(kind: InteractionKind): string {
+  return kind === 'auth' ? 'Authorization is required to continue.' : kind === 'confirmation' ? 'Please confirm.' : 'More input is required.';
 }

@@ -1,8 +1,14 @@
 import type {
   ArtifactChunkInput,
+  BlockedReason,
   CanonicalMessage,
+  InteractionDecision,
+  InteractionExpiryOutcome,
   InteractionKind,
+  InteractionOption,
   Part,
+  RunLinkKind,
+  RunStatus,
 } from '#libs/contracts';
 
 /** Statuses a runtime may move its run to (canceled is the caller's, never the runtime's). */
@@ -14,6 +20,77 @@ export interface AgentMessageInput {
   messageId?: string;
   metadata?: Record<string, unknown>;
 }
+
+/** How a runtime opens an InteractionRequest beyond its prompt message (all optional). */
+export interface InteractionRequestInput {
+  title?: string;
+  description?: string;
+  /** Choices (a confirmation without options offers approve / reject). */
+  options?: Array<{ id: string; label: string; kind?: InteractionOption['kind'] }>;
+  /** Default true: the run waits on its caller (A2A input-required / auth-required). */
+  blocking?: boolean;
+  /** Expires this many milliseconds from now; then `onExpire` (default `fail`). */
+  expiresInMs?: number;
+  onExpire?: InteractionExpiryOutcome;
+  /** Handed back in `RuntimeContext.trigger` when the interaction closes (JSON). */
+  state?: unknown;
+  metadata?: Record<string, unknown>;
+}
+
+/** An InteractionRequest as it closed, as the execution it triggers sees it. */
+export interface ClosedInteraction {
+  id: string;
+  kind: InteractionKind;
+  blocking: boolean;
+  /** resolved | rejected | expired */
+  status: string;
+  decision?: InteractionDecision;
+  optionId?: string;
+  state?: unknown;
+}
+
+/** A delegation a runtime asks for: a published agent of the same organization and its input. */
+export interface DelegationInput {
+  /** The agent's slug. */
+  agent: string;
+  message: AgentMessageInput;
+  kind?: RunLinkKind;
+  /** Default true: when the child settles this run executes again (trigger `link_settled`). */
+  await?: boolean;
+  /** Handed back in `RuntimeContext.trigger` when the child settles (JSON). */
+  state?: unknown;
+}
+
+/** A settled child run as the awaiting parent's execution sees it. */
+export interface LinkOutcome {
+  linkId: string;
+  childRunId: string;
+  kind: RunLinkKind;
+  status: RunStatus;
+  state?: unknown;
+}
+
+/** What a child run produced: its final status, status message, agent messages and artifacts. */
+export interface ChildRunResult {
+  runId: string;
+  status: RunStatus;
+  blockedReason: BlockedReason | null;
+  statusMessage: CanonicalMessage | null;
+  /** The child's agent messages, oldest first. */
+  messages: CanonicalMessage[];
+  artifacts: Array<{ artifactId: string; name?: string; description?: string; parts: Part[]; metadata?: Record<string, unknown> }>;
+}
+
+/**
+ * Why this execution runs: the run was created or got more input; a blocking interaction was
+ * answered or expired (with outcome `continue`); or a child run it awaits settled.
+ */
+export type RuntimeTrigger =
+  | { kind: 'created' }
+  | { kind: 'continued' }
+  | { kind: 'interaction_responded'; interaction: ClosedInteraction }
+  | { kind: 'interaction_expired'; interaction: ClosedInteraction }
+  | { kind: 'link_settled'; link: LinkOutcome };
 
 /** What a runtime sees of the run it executes. */
 export interface RuntimeRunView {
@@ -35,8 +112,13 @@ export interface RuntimeRunView {
  */
 export interface RuntimeContext {
   readonly run: RuntimeRunView;
-  /** The user message that triggered this execution (creation or continuation). */
+  /**
+   * The user message that triggered this execution (creation, continuation, an answer); for an
+   * expiry or a settled child, the run's newest user message.
+   */
   readonly input: CanonicalMessage;
+  /** Why this execution runs. */
+  readonly trigger: RuntimeTrigger;
   /**
    * The thread so far (A2A contextId): every message of this agent's runs in the thread, oldest
    * first — earlier runs' messages, then this run's, `input` included — at most the newest 100.
@@ -47,8 +129,20 @@ export interface RuntimeContext {
   readonly signal: AbortSignal;
   /** Move the run to `status`, optionally with an agent message explaining it. */
   setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput): Promise<void>;
-  /** Block the run on its caller (input-required / auth-required / confirmation). */
-  requestInteraction(kind: InteractionKind, message?: AgentMessageInput): Promise<void>;
+  /**
+   * Open an InteractionRequest; blocking (the default) blocks the run on its caller
+   * (input-required / auth-required / confirmation) and should end the execution: the answer
+   * triggers a new one. Resolves to the interaction's id.
+   */
+  requestInteraction(kind: InteractionKind, message?: AgentMessageInput, options?: InteractionRequestInput): Promise<string>;
+  /**
+   * Delegate to another published agent of the organization (a child run linked to this one).
+   * With `await` (default) the execution should end: the child's settlement triggers a new one.
+   * Errors: `agent.not_published`, `run.link_too_deep`.
+   */
+  delegate(input: DelegationInput): Promise<{ linkId: string; childRunId: string; childContextId: string }>;
+  /** What a child run of this run produced (null: no such child). */
+  childResult(childRunId: string): Promise<ChildRunResult | null>;
   /** Add an agent message to the run's history. */
   emitMessage(message: AgentMessageInput): Promise<void>;
   /** Create an artifact or append a chunk to it. */

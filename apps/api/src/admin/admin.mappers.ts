@@ -12,7 +12,7 @@ import type {
   RunSummaryResponse,
 } from '#libs/contracts';
 import type { A2ABinding, Agent, ApiKeyInfo, CreatedApiKey, Organization, Revision } from '#libs/registry';
-import type { RunState, RunView } from '#libs/runs';
+import type { InteractionRecord, RunLinkRecord, RunState, RunView } from '#libs/runs';
 import { z } from 'zod';
 
 /** Domain objects → admin API response bodies (contracts in libs/contracts/src/admin.schema.ts). */
@@ -98,11 +98,17 @@ export const toRunSummary = (r: RunState): RunSummaryResponse => ({
   statusAt: iso(r.statusAt),
 });
 
-export const toRunDetail = (v: RunView): RunDetailResponse => ({
+export const toRunDetail = (
+  v: RunView,
+  interactions: InteractionRecord[],
+  links: { children: RunLinkRecord[]; parents: RunLinkRecord[] },
+): RunDetailResponse => ({
   run: { ...toRunSummary(v.run), openInteractionId: v.run.openInteractionId },
   statusMessage: v.statusMessage,
   history: v.history,
   artifacts: v.artifacts,
+  interactions,
+  links,
 });
 
 // ------------------------------------------------------------------ run list cursor

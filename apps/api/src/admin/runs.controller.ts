@@ -1,12 +1,17 @@
-import { Controller, Get, Inject, Param, Query, UseGuards, UsePipes } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards, UseInterceptors, UsePipes } from '@nestjs/common';
+import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiHeader, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import {
   ListRunsQuerySchema,
   RunDetailSchema,
   RunEventsQuerySchema,
   RunEventsSchema,
   RunListSchema,
+  RespondInteractionBodySchema,
+  type Part,
+  type RespondInteractionBody,
   type ListRunsQuery,
   type RunDetailResponse,
   type RunEventsQuery,
@@ -14,7 +19,9 @@ import {
   type SequencedOutputEnvelope,
 } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
-import { RunQueries } from '#libs/runs';
+import { RespondInteractionHandler, RunQueries, isUuid } from '#libs/runs';
+import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { decodeRunCursor, encodeRunCursor, toRunDetail, toRunSummary } from './admin.mappers.js';
 import { AdminRoute } from './admin-openapi.js';
@@ -27,6 +34,7 @@ import { AdminValidationPipe } from './admin-validation.pipe.js';
 export class RunsController {
   constructor(
     private readonly runs: RunQueries,
+    private readonly respondInteraction: RespondInteractionHandler,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -42,11 +50,42 @@ export class RunsController {
   }
 
   @Get(':runId')
-  @ApiOperation({ summary: 'A run with its history and artifacts' })
+  @ApiOperation({ summary: 'A run with its history, artifacts, interactions (open and closed) and links (children and parents)' })
   @ApiResponse({ status: 200, standardSchema: RunDetailSchema })
   @AdminRoute(404)
   async get(@CurrentPrincipal() principal: Principal, @Param('runId') runId: string): Promise<RunDetailResponse> {
-    return toRunDetail(await this.runs.view(principal.orgId, runId));
+    return this.detail(principal.orgId, runId);
+  }
+
+  @Post(':runId/interactions/:interactionId/responses')
+  @HttpCode(200)
+  @UseInterceptors(IdempotencyInterceptor)
+  @ApiOperation({ summary: 'Answer an interaction of the run (RespondInteractionCommand, as an A2A message on the task would); the run after it' })
+  @ApiHeader(IDEMPOTENCY_HEADER_DOC)
+  @ApiResponse({ status: 200, standardSchema: RunDetailSchema })
+  @AdminRoute(404, 409, 422)
+  async respond(
+    @CurrentPrincipal() principal: Principal,
+    @Param('runId') runId: string,
+    @Param('interactionId') interactionId: string,
+    @Body({ schema: RespondInteractionBodySchema }) body: RespondInteractionBody,
+  ): Promise<RunDetailResponse> {
+    if (!isUuid(interactionId)) throw new AppError('interaction.not_found', `run ${runId} has no interaction ${interactionId}`);
+    const parts: Part[] = body.parts ?? (body.text !== undefined ? [{ text: body.text }] : [{ data: { optionId: body.optionId } }]);
+    await this.respondInteraction.execute({
+      orgId: principal.orgId,
+      runId,
+      interactionId,
+      message: { messageId: body.messageId ?? randomUUID(), role: 'user', parts },
+      ...(body.optionId !== undefined && { optionId: body.optionId }),
+      submittedBy: principal.keyId,
+    });
+    return this.detail(principal.orgId, runId);
+  }
+
+  private async detail(orgId: string, runId: string): Promise<RunDetailResponse> {
+    const [view, interactions, links] = await Promise.all([this.runs.view(orgId, runId), this.runs.interactions(orgId, runId), this.runs.links(orgId, runId)]);
+    return toRunDetail(view, interactions, links);
   }
 
   @Get(':runId/events')

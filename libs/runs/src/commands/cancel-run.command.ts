@@ -5,7 +5,8 @@ import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
 import { RunRepository } from '../run.repository.js';
 import { isTerminal, statusUpdateSources } from '../run-state.js';
-import { runNotFound } from './command-support.js';
+import { DispatchRelay } from '../dispatch.relay.js';
+import { publish, runNotFound } from './command-support.js';
 
 /** Cancel a run (A2A: CancelTask). */
 export interface CancelRunCommand {
@@ -18,9 +19,10 @@ export interface CancelRunCommand {
 }
 
 /**
- * CancelRunCommand: `run.status_changed` → canceled, resolving the open interaction (as canceled)
- * in the same append, then a cancellation signal so a running execution stops. A run that ends
- * between the read and the append is reported as it ended.
+ * CancelRunCommand: `run.status_changed` → canceled, with an `interaction.canceled` for every
+ * open interaction in the same append, then a cancellation signal so a running execution stops,
+ * then the same for its open child runs (RunLink). A parent that awaits this run hears of it
+ * (`run.link_updated`, same statement).
  * Errors: `run.not_found`; `run.not_cancelable` when the run is already terminal.
  */
 @Injectable()
@@ -29,6 +31,7 @@ export class CancelRunHandler {
     private readonly events: EventLogRepository,
     private readonly runs: RunRepository,
     private readonly notifier: RunNotifier,
+    private readonly relay: DispatchRelay,
   ) {}
 
   async execute(cmd: CancelRunCommand): Promise<RunRecord> {
@@ -38,25 +41,41 @@ export class CancelRunHandler {
       if (isTerminal(run.status)) {
         throw new AppError('run.not_cancelable', `run ${run.id} is ${run.status} and cannot be canceled`, { details: { runId: run.id, status: run.status } });
       }
-      const events: RunEvent[] = [];
-      if (run.openInteractionId) {
-        events.push({ type: 'interaction.resolved', payload: { interactionId: run.openInteractionId, resolution: 'canceled' } });
-      }
-      events.push({ type: 'run.status_changed', payload: { status: 'canceled', blockedReason: null, reason: cmd.reason ?? 'canceled by the caller' } });
+      const reason = cmd.reason ?? 'canceled by the caller';
+      const open = run.openInteractionIds ?? [];
+      const events: RunEvent[] = open.map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
+      events.push({ type: 'run.status_changed', payload: { status: 'canceled', blockedReason: null, reason } });
       const result = await this.events.append(run.orgId, run.id, {
         from: statusUpdateSources('canceled'),
-        // the interaction read above must still be the open one (else re-read: it changed)
-        blocked: run.openInteractionId !== null,
-        openInteractionId: run.openInteractionId ?? undefined,
+        // the interactions read above must still be the open ones (else re-read: they changed)
+        interactionVersion: run.interactionVersion,
         status: 'canceled',
         blockedReason: null,
       }, events);
       if (result) {
-        this.notifier.notify(result.run.id, result.run.lastSequence, result.run);
+        publish(result, this.notifier, this.relay);
         this.notifier.notifyCanceled(run.id);
+        await this.cancelChildren(run.orgId, run.id);
         return result.run;
       }
       if (attempt >= 5) throw new AppError('internal', `run ${run.id} kept changing while being canceled`);
+    }
+  }
+
+  /**
+   * Cancel the open children of a canceled run (RunLink), depth first. A child that ended
+   * meanwhile is left as it is. If this process dies half way, the sweeper finishes the cascade
+   * (RunRepository.orphanedChildren).
+   */
+  async cancelChildren(orgId: string, runId: string): Promise<void> {
+    const { children } = await this.runs.links(orgId, runId);
+    for (const link of children) {
+      if (isTerminal(link.other.status)) continue;
+      try {
+        await this.execute({ orgId, runId: link.childRunId, reason: `parent run ${runId} was canceled` });
+      } catch (e) {
+        if (!(e instanceof AppError && (e.code === 'run.not_cancelable' || e.code === 'run.not_found'))) throw e;
+      }
     }
   }
 }

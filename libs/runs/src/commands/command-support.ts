@@ -46,11 +46,22 @@ export async function commitInput(append: () => Promise<AppendResult | null>, no
   try {
     const result = await append();
     if (!result) return null;
-    notifier.notify(result.run.id, result.run.lastSequence, result.run);
-    if (result.dispatch) relay.relay(result.dispatch);
+    publish(result, notifier, relay);
     return result.run;
   } catch (e) {
     if (e instanceof AppError && e.code === 'run.duplicate_message') return null;
     throw e;
   }
+}
+
+/**
+ * After an append committed: wake the readers of the run and of the parents it updated
+ * (`run.link_updated`), and hand the dispatches it recorded to the relay (the outbox rows are
+ * there already; this is the fast path).
+ */
+export function publish(result: AppendResult, notifier: RunNotifier, relay: DispatchRelay): void {
+  notifier.notify(result.run.id, result.run.lastSequence, result.run);
+  for (const p of result.parents) notifier.notify(p.runId, p.lastSequence);
+  if (result.dispatch) relay.relay(result.dispatch);
+  for (const d of result.parentDispatches) relay.relay(d);
 }

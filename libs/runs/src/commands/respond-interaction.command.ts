@@ -1,18 +1,19 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
-import type { CanonicalMessage } from '#libs/contracts';
+import { messageText, type CanonicalMessage, type InteractionDecision, type InteractionOption } from '#libs/contracts';
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
-import { RunRepository } from '../run.repository.js';
+import { RunRepository, type InteractionRecord } from '../run.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
-import { commitInput, userMessage } from './command-support.js';
+import { commitInput, runNotFound, userMessage } from './command-support.js';
 import { replayOrRefuse } from './continue-run.command.js';
 
 /** The caller's answer to an open InteractionRequest (input, auth, confirmation). */
 export interface RespondInteractionCommand {
   orgId: string;
-  agentId: string;
+  /** When given, the run must belong to this agent (else `run.not_found`). */
+  agentId?: string;
   runId: string;
   /** The InteractionRequest answered; it must be open on the run. */
   interactionId: string;
@@ -20,16 +21,42 @@ export interface RespondInteractionCommand {
   threadId?: string;
   /** The answer; its messageId makes the command idempotent. */
   message: CanonicalMessage;
+  /** The option chosen (else read from the message, see `chooseOption`). */
+  optionId?: string;
+  /** Who answers (API key id), recorded on the response. */
+  submittedBy?: string;
 }
 
 /**
- * RespondInteractionCommand. One guarded statement: the run must be active, of this agent (and
- * thread), and the interaction open; it records the answer (`message.added`), resolves the
- * interaction (`interaction.resolved`, resolution `answered`, clearing `blockedReason`) and the
- * dispatch of the execution that continues with it. A duplicate answer (same messageId) has no
- * second effect.
- * Errors: `run.not_found`, `run.thread_mismatch`, `run.terminal`, `interaction.not_open`,
- * `run.conflict`.
+ * The option an answer chooses among `options`: `optionId` when given, else the message's
+ * `metadata.optionId`, else a data part's `optionId`, else its text when it equals an option's id
+ * or label (trimmed, case-insensitive). Null when it chooses none.
+ */
+export function chooseOption(options: readonly InteractionOption[], message: CanonicalMessage, optionId?: string): InteractionOption | null {
+  const fromData = message.parts.map((p) => (p.data as { optionId?: unknown } | undefined)?.optionId).find((v) => typeof v === 'string');
+  const named = optionId ?? (typeof message.metadata?.optionId === 'string' ? message.metadata.optionId : undefined) ?? fromData;
+  if (named !== undefined) return options.find((o) => o.id === named) ?? null;
+  const text = messageText(message.parts).trim().toLowerCase();
+  return options.find((o) => o.id.toLowerCase() === text || o.label.toLowerCase() === text) ?? null;
+}
+
+const DECISION_BY_OPTION_KIND: Record<InteractionOption['kind'], InteractionDecision> = {
+  approve: 'approved',
+  reject: 'rejected',
+  other: 'answered',
+};
+
+/**
+ * RespondInteractionCommand. Reads the interaction (its options decide what the answer means),
+ * then one guarded statement: the run must be active, of this agent (and thread), and the
+ * interaction open; it records `interaction.responded` carrying the answer (which joins the
+ * history), with the decision and option chosen; a blocking interaction's answer clears
+ * `blockedReason`. When the run is no longer blocked after it, the same statement records the
+ * dispatch of the execution that continues with the answer (`interactionId` in the job).
+ * A duplicate answer (same messageId) has no second effect.
+ * Errors: `run.not_found`, `interaction.not_found`, `interaction.invalid_answer` (an interaction
+ * with options and an answer that chooses none), `run.thread_mismatch`, `run.terminal`,
+ * `interaction.not_open`, `run.conflict`.
  */
 @Injectable()
 export class RespondInteractionHandler {
@@ -42,26 +69,84 @@ export class RespondInteractionHandler {
 
   async execute(cmd: RespondInteractionCommand): Promise<RunRecord> {
     const message = userMessage(cmd.message);
-    const committed = await commitInput(
+    const [interaction] = await this.runs.interactions(cmd.orgId, cmd.runId, cmd.interactionId);
+    if (!interaction) {
+      const run = await this.runs.get(cmd.orgId, cmd.runId);
+      if (!run || (cmd.agentId !== undefined && run.agentId !== cmd.agentId)) throw runNotFound(cmd.runId);
+      throw new AppError('interaction.not_found', `run ${cmd.runId} has no interaction ${cmd.interactionId}`, {
+        details: { runId: cmd.runId, interactionId: cmd.interactionId },
+      });
+    }
+    // a closed interaction: a replay of its answer, or a refusal (below), without judging the answer
+    if (interaction.status === 'open') {
+      // optimistic on the run's interaction version: another interaction opening or closing
+      // meanwhile means read again (a few times), this one closing means refuse or replay
+      for (let attempt = 0; attempt < 4; attempt++) {
+        const run = await this.runs.get(cmd.orgId, cmd.runId);
+        if (!run || !(run.openInteractionIds ?? []).includes(cmd.interactionId)) break;
+        const committed = await this.answer(cmd, interaction, message, run.interactionVersion);
+        if (committed) return committed;
+      }
+    }
+    const agentId = cmd.agentId ?? (await this.agentOf(cmd.orgId, cmd.runId));
+    return replayOrRefuse(this.runs, { ...cmd, agentId }, (run) =>
+      new AppError('interaction.not_open', `interaction ${cmd.interactionId} of run ${run.id} is not open`, {
+        details: { runId: run.id, interactionId: cmd.interactionId },
+      }),
+    );
+  }
+
+  private answer(cmd: RespondInteractionCommand, interaction: InteractionRecord, message: CanonicalMessage, interactionVersion: number): Promise<RunRecord | null> {
+    const { decision, optionId } = decide(interaction, message, cmd.optionId);
+    return commitInput(
       () =>
         this.events.append(
           cmd.orgId,
           cmd.runId,
-          { from: ACTIVE_STATUSES, blocked: true, openInteractionId: cmd.interactionId, threadId: cmd.threadId, agentId: cmd.agentId, blockedReason: null },
+          {
+            from: ACTIVE_STATUSES,
+            openInteractionId: cmd.interactionId,
+            interactionVersion,
+            threadId: cmd.threadId,
+            agentId: cmd.agentId,
+            ...(interaction.blocking ? { blocked: true, blockedReason: null } : {}),
+          },
           [
-            { type: 'message.added', payload: { message } },
-            { type: 'interaction.resolved', payload: { interactionId: cmd.interactionId, resolution: 'answered', messageId: message.messageId } },
+            {
+              type: 'interaction.responded',
+              payload: {
+                interactionId: cmd.interactionId,
+                blocking: interaction.blocking,
+                decision,
+                ...(optionId !== undefined && { optionId }),
+                message,
+                ...(cmd.submittedBy !== undefined && { submittedBy: cmd.submittedBy }),
+              },
+            },
           ],
           { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
         ),
       this.notifier,
       this.relay,
     );
-    if (committed) return committed;
-    return replayOrRefuse(this.runs, cmd, (run) =>
-      new AppError('interaction.not_open', `interaction ${cmd.interactionId} of run ${run.id} is not open`, {
-        details: { runId: run.id, interactionId: cmd.interactionId },
-      }),
-    );
   }
+
+  private async agentOf(orgId: string, runId: string): Promise<string> {
+    const run = await this.runs.get(orgId, runId);
+    if (!run) throw runNotFound(runId);
+    return run.agentId;
+  }
+}
+
+/** What the answer means for this interaction: its decision and the option it chose. */
+function decide(interaction: InteractionRecord, message: CanonicalMessage, optionId?: string): { decision: InteractionDecision; optionId?: string } {
+  const options = (interaction.request.options as InteractionOption[] | undefined) ?? [];
+  if (options.length === 0) return { decision: 'answered' };
+  const chosen = chooseOption(options, message, optionId);
+  if (!chosen) {
+    throw new AppError('interaction.invalid_answer', `the answer must choose one of the options: ${options.map((o) => o.id).join(', ')}`, {
+      details: { interactionId: interaction.id, options: options.map((o) => o.id) },
+    });
+  }
+  return { decision: DECISION_BY_OPTION_KIND[chosen.kind], optionId: chosen.id };
 }

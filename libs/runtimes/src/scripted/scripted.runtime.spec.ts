@@ -46,7 +46,16 @@ function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: un
     history: async () => [msg],
     signal: controller.signal,
     setStatus: record('setStatus'),
-    requestInteraction: record('requestInteraction'),
+    trigger: { kind: 'created' },
+    requestInteraction: async (...args: unknown[]) => {
+      await record('requestInteraction')(...args);
+      return 'interaction-id';
+    },
+    delegate: async (...args: unknown[]) => {
+      await record('delegate' as Call['method'])(...args);
+      return { linkId: 'l', childRunId: 'c', childContextId: 'x' };
+    },
+    childResult: async () => null,
     emitMessage: record('emitMessage'),
     emitArtifact: record('emitArtifact'),
     sleep: record('sleep'),

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import {
   messageText,
   SCRIPTED_INPUT_PLACEHOLDER,
+  SCRIPTED_RESULT_PLACEHOLDER,
   ScriptedRuntimeConfigSchema,
   type ArtifactChunkInput,
   type CanonicalMessage,
@@ -52,25 +53,91 @@ function matchScore(match: ScriptedRule['match'], input: CanonicalMessage): numb
  * its parts as they are when it has no text part).
  */
 export function selectRule(config: ScriptedRuntimeConfig, input: CanonicalMessage): ScriptedRule {
-  let best: ScriptedRule | undefined;
+  const i = selectRuleIndex(config, input);
+  return i >= 0 ? config.rules[i]! : echoRule(input);
+}
+
+/** Index of the rule `selectRule` picks among `config.rules`, or -1 for the echo rule. */
+function selectRuleIndex(config: ScriptedRuntimeConfig, input: CanonicalMessage): number {
+  let best = -1;
   let bestScore = -1;
-  for (const rule of config.rules) {
+  config.rules.forEach((rule, i) => {
     const score = matchScore(rule.match, input);
     if (score !== null && score > bestScore) {
-      best = rule;
+      best = i;
       bestScore = score;
     }
+  });
+  return best;
+}
+
+/** Where a step sits in the config: [rule, step, branch key, step, branch key, step, ...]. */
+type StepPath = Array<string | number>;
+
+/** A step to run and its path (interactions and delegations resume from their path). */
+interface Queued {
+  step: ScriptedStep;
+  path: StepPath;
+}
+
+/** The runtime state the scripted runtime leaves on interactions and links. */
+interface ScriptedState {
+  scripted: { path: StepPath };
+}
+
+function pathOf(state: unknown): StepPath | null {
+  const path = (state as Partial<ScriptedState> | undefined)?.scripted?.path;
+  return Array.isArray(path) && path.length >= 2 ? path : null;
+}
+
+/**
+ * The step lists from the rule down to the step at `path`, each with the index of the step taken
+ * in it. Null when the path does not name a step of this config (e.g. a state from elsewhere).
+ */
+function levelsOf(config: ScriptedRuntimeConfig, path: StepPath): Array<{ list: ScriptedStep[]; prefix: StepPath; index: number }> | null {
+  const rule = config.rules[path[0] as number];
+  if (!rule || typeof path[1] !== 'number') return null;
+  const levels = [{ list: rule.steps, prefix: [path[0]!] as StepPath, index: path[1] }];
+  for (let d = 2; d < path.length; d += 2) {
+    const up = levels.at(-1)!;
+    const step = up.list[up.index];
+    const list = step?.type === 'interaction' ? step.branches?.[String(path[d])] : undefined;
+    if (!list || typeof path[d + 1] !== 'number') return null;
+    levels.push({ list, prefix: [...up.prefix, up.index, path[d]!], index: path[d + 1] as number });
   }
-  return best ?? echoRule(input);
+  const last = levels.at(-1)!;
+  return last.list[last.index] ? levels : null;
 }
 
-function render(text: string, input: CanonicalMessage): string {
+/** The step at `path` and the steps that follow it (innermost list first, then outwards). */
+function resumeAt(config: ScriptedRuntimeConfig, path: StepPath): { step: ScriptedStep; after: Queued[] } | null {
+  const levels = levelsOf(config, path);
+  if (!levels) return null;
+  const after: Queued[] = [];
+  for (let l = levels.length - 1; l >= 0; l--) {
+    const { list, prefix, index } = levels[l]!;
+    for (let j = index + 1; j < list.length; j++) after.push({ step: list[j]!, path: [...prefix, j] });
+  }
+  const last = levels.at(-1)!;
+  return { step: last.list[last.index]!, after };
+}
+
+/** Values `{{...}}` placeholders take in this execution. */
+interface RenderVars {
+  input: CanonicalMessage;
+  result?: string;
+}
+
+function render(text: string, vars: RenderVars | CanonicalMessage): string {
+  const v: RenderVars = 'input' in vars ? vars : { input: vars };
   // A replacer function, so `$&`-style patterns in the input are not interpreted.
-  return text.replaceAll(SCRIPTED_INPUT_PLACEHOLDER, () => messageText(input.parts));
+  return text
+    .replaceAll(SCRIPTED_INPUT_PLACEHOLDER, () => messageText(v.input.parts))
+    .replaceAll(SCRIPTED_RESULT_PLACEHOLDER, () => v.result ?? '');
 }
 
-function agentMessage(step: { text?: string; parts?: Part[] }, input: CanonicalMessage): AgentMessageInput {
-  return { parts: step.text !== undefined ? [{ text: render(step.text, input) }] : (step.parts ?? []) };
+function agentMessage(step: { text?: string; parts?: Part[] }, vars: RenderVars | CanonicalMessage): AgentMessageInput {
+  return { parts: step.text !== undefined ? [{ text: render(step.text, vars) }] : (step.parts ?? []) };
 }
 
 /** Split `length` items into `n` near-equal, non-empty slices (fewer when `length < n`). */
@@ -156,22 +223,26 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
   }
 
   /**
-   * Run the steps of the rule selected for `ctx.input`, in order. Returns early when `ctx.signal`
-   * aborts, after an input-/auth-required step (the caller's answer triggers a new execution,
-   * which selects a rule again from that answer), after a terminal status, and after
-   * `holdUntilCanceled`. Steps that end without any of these finish with status `completed`, so
-   * no run is left working. A `reply` rule reached here (a continuation) emits its message and
-   * completes.
+   * Run the steps of the rule selected for `ctx.input`, in order — or, when this execution is the
+   * answer to (or expiry of) an `interaction` step or the settlement of a `delegate` step, resume
+   * the script there (see ScriptedInteractionStep and the `delegate` step). Returns early when
+   * `ctx.signal` aborts, after a blocking interaction or a delegation (the answer / settlement
+   * triggers a new execution), after an input-/auth-required status step (the answer selects a
+   * rule again), after a terminal status, and after `holdUntilCanceled`. Steps that end without
+   * any of these finish with status `completed`, so no run is left working. A `reply` rule
+   * reached here (a continuation) emits its message and completes.
    *
    * Errors: a ctx rejection with code `run.terminal` (the run ended meanwhile) ends the execution
    * quietly; any other error is rethrown.
    */
   async execute(config: ScriptedRuntimeConfig, ctx: RuntimeContext): Promise<void> {
-    const { steps } = selectRule(config, ctx.input);
+    const vars: RenderVars = { input: ctx.input };
     try {
-      for (const step of steps) {
+      const queue = (await this.resumption(config, ctx, vars)) ?? this.fresh(config, ctx.input);
+      if (!queue) return;
+      for (const item of queue) {
         if (ctx.signal.aborted) return;
-        if (await this.runStep(step, ctx)) return;
+        if (await this.runStep(item, ctx, vars)) return;
       }
       if (!ctx.signal.aborted) await ctx.setStatus('completed');
     } catch (e) {
@@ -180,12 +251,59 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
     }
   }
 
+  private fresh(config: ScriptedRuntimeConfig, input: CanonicalMessage): Queued[] {
+    const i = selectRuleIndex(config, input);
+    const rule = i >= 0 ? config.rules[i]! : echoRule(input);
+    return rule.steps.map((step, j) => ({ step, path: [i, j] }));
+  }
+
+  /**
+   * The steps to run when this execution resumes a step (an answered or expired interaction, a
+   * settled child), or undefined when it does not (a fresh rule is selected). An empty list or
+   * null: nothing more to run (null: the run was ended here).
+   */
+  private async resumption(config: ScriptedRuntimeConfig, ctx: RuntimeContext, vars: RenderVars): Promise<Queued[] | null | undefined> {
+    const t = ctx.trigger;
+    if (t.kind === 'interaction_responded' || t.kind === 'interaction_expired') {
+      const path = pathOf(t.interaction.state);
+      const at = path && resumeAt(config, path);
+      if (!path || !at || at.step.type !== 'interaction') return undefined;
+      if (!t.interaction.blocking) return undefined;
+      const branches = at.step.branches ?? {};
+      const keys = t.kind === 'interaction_expired' ? ['expired'] : [t.interaction.optionId, t.interaction.decision, 'answered'];
+      const key = keys.find((k): k is string => k !== undefined && branches[k] !== undefined);
+      const branch = key ? branches[key]!.map((step, j) => ({ step, path: [...path, key, j] })) : [];
+      return [...branch, ...at.after];
+    }
+    if (t.kind === 'link_settled') {
+      const path = pathOf(t.link.state);
+      const at = path && resumeAt(config, path);
+      if (!path || !at || at.step.type !== 'delegate') return undefined;
+      const step = at.step;
+      const child = await ctx.childResult(t.link.childRunId);
+      if (!child || child.status !== 'completed') {
+        if ((step.onFailure ?? 'fail') === 'fail') {
+          await ctx.setStatus('failed', { parts: [{ text: `The delegated task ${t.link.childRunId} (${step.agent}) ended ${child?.status ?? 'missing'}` }] });
+          return null;
+        }
+        return at.after;
+      }
+      vars.result = resultText(child);
+      if (step.adopt ?? true) {
+        for (const a of child.artifacts) {
+          await ctx.emitArtifact({ ...a, metadata: { ...a.metadata, fromTaskId: child.runId }, append: false, lastChunk: true });
+        }
+      }
+      return at.after;
+    }
+    return undefined;
+  }
+
   /** Run one step; true when the execution ends with it. */
-  private async runStep(step: ScriptedStep, ctx: RuntimeContext): Promise<boolean> {
-    const { input } = ctx;
+  private async runStep({ step, path }: Queued, ctx: RuntimeContext, vars: RenderVars): Promise<boolean> {
     switch (step.type) {
       case 'status': {
-        const message = step.message !== undefined ? agentMessage({ text: step.message }, input) : undefined;
+        const message = step.message !== undefined ? agentMessage({ text: step.message }, vars) : undefined;
         if (step.status === 'input-required' || step.status === 'auth-required') {
           await ctx.requestInteraction(step.status === 'input-required' ? 'input' : 'auth', message);
           return true;
@@ -195,10 +313,10 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
       }
       case 'message':
       case 'reply':
-        await ctx.emitMessage(agentMessage(step, input));
+        await ctx.emitMessage(agentMessage(step, vars));
         return false;
       case 'artifact':
-        for (const chunk of artifactChunks(step, input)) {
+        for (const chunk of artifactChunks(step, vars.input)) {
           if (ctx.signal.aborted) return true;
           await ctx.emitArtifact(chunk);
         }
@@ -209,6 +327,36 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
       case 'holdUntilCanceled':
         await ctx.waitUntilCanceled();
         return true;
+      case 'interaction': {
+        const state: ScriptedState = { scripted: { path } };
+        await ctx.requestInteraction(step.kind, step.text !== undefined ? agentMessage({ text: step.text }, vars) : undefined, {
+          ...(step.title !== undefined && { title: step.title }),
+          ...(step.description !== undefined && { description: step.description }),
+          ...(step.options && { options: step.options }),
+          ...(step.blocking !== undefined && { blocking: step.blocking }),
+          ...(step.expiresInMs !== undefined && { expiresInMs: step.expiresInMs }),
+          ...(step.onExpire !== undefined && { onExpire: step.onExpire }),
+          state,
+        });
+        return step.blocking !== false;
+      }
+      case 'delegate': {
+        const state: ScriptedState = { scripted: { path } };
+        try {
+          await ctx.delegate({ agent: step.agent, kind: step.kind ?? 'delegation', message: { parts: [{ text: render(step.text ?? SCRIPTED_INPUT_PLACEHOLDER, vars) }] }, state });
+        } catch (e) {
+          const code = (e as { code?: unknown }).code;
+          if (code !== 'agent.not_published' && code !== 'run.link_too_deep') throw e;
+          await ctx.setStatus('failed', { parts: [{ text: `Cannot delegate to ${step.agent}: ${(e as Error).message}` }] });
+        }
+        return true;
+      }
     }
   }
+}
+
+/** A child's result as text: its status message, else its last agent message, else its text artifacts. */
+function resultText(child: { statusMessage: CanonicalMessage | null; messages: CanonicalMessage[]; artifacts: Array<{ parts: Part[] }> }): string {
+  const fromMessage = (m: CanonicalMessage | null | undefined) => (m ? messageText(m.parts) : '');
+  return fromMessage(child.statusMessage) || fromMessage(child.messages.at(-1)) || child.artifacts.map((a) => messageText(a.parts)).join('\n');
 }
