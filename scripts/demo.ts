@@ -38,6 +38,51 @@ const DEMO_RUNTIME = {
       ],
     },
     { name: 'ping', match: { text: '^ping$', flags: 'i' }, steps: [{ type: 'reply', text: 'pong' }] },
+    {
+      name: 'deploy',
+      match: { text: '\\bdeploy\\b', flags: 'i' },
+      steps: [
+        {
+          type: 'interaction',
+          kind: 'confirmation',
+          title: 'Deploy release 2.0 to production?',
+          options: [
+            { id: 'approve', label: 'Ship it', kind: 'approve' },
+            { id: 'reject', label: 'Not now', kind: 'reject' },
+          ],
+          branches: {
+            approve: [{ type: 'message', text: 'Deploying…' }, { type: 'status', status: 'completed', message: 'Release 2.0 is live.' }],
+            reject: [{ type: 'status', status: 'rejected', message: 'Deployment called off.' }],
+          },
+        },
+      ],
+    },
+    {
+      name: 'research',
+      match: { text: '^research\\b', flags: 'i' },
+      steps: [
+        { type: 'status', status: 'working', message: 'Handing this to the researcher agent…' },
+        { type: 'delegate', agent: 'researcher', text: '{{input}}' },
+        { type: 'message', text: 'The researcher says: {{result}}' },
+      ],
+    },
+  ],
+};
+
+/** A second agent the demo agent delegates to (RunLink). */
+const RESEARCHER_RUNTIME = {
+  kind: 'scripted',
+  rules: [
+    {
+      name: 'research',
+      match: { text: '.' },
+      steps: [
+        { type: 'status', status: 'working' },
+        { type: 'wait', ms: 200 },
+        { type: 'artifact', name: 'notes.txt', content: { text: 'Notes for "{{input}}": A2A lets agents hand each other tasks.' } },
+        { type: 'status', status: 'completed', message: 'Agents can delegate to agents, and every step is in the log.' },
+      ],
+    },
   ],
 };
 
@@ -103,6 +148,20 @@ async function publishDemoAgent(base: string): Promise<void> {
   await must(admin(base, 'PATCH', '/v1/agents/echo', { isDefault: true }), 'make default');
   await must(admin(base, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC', 'HTTP+JSON'], security: { scheme: 'none' } }), 'bind A2A');
   console.log(`published agent "echo", revision ${revision.number} (${revision.id})`);
+  if ((await admin(base, 'GET', '/v1/agents/researcher')).status === 404) {
+    await must(admin(base, 'POST', '/v1/agents', { slug: 'researcher', name: 'Demo Researcher', description: 'Takes delegated research tasks.' }), 'create researcher');
+  }
+  const researcher = await must(
+    admin(base, 'POST', '/v1/agents/researcher/revisions', {
+      protocolProfiles: { a2a: { identityProjection: { name: 'Demo Researcher', version: '1.0.0' }, skillsProjection: [{ id: 'research', name: 'Research', description: 'Writes notes on a topic.', tags: ['demo'] }] } },
+      runtime: RESEARCHER_RUNTIME,
+    }),
+    'create researcher revision',
+  );
+  await must(admin(base, 'POST', `/v1/agents/researcher/revisions/${researcher.id}/publish`), 'publish researcher');
+  await must(admin(base, 'PUT', '/v1/agents/researcher/active-revision', { revisionId: researcher.id }), 'activate researcher');
+  await must(admin(base, 'PUT', '/v1/agents/researcher/bindings/a2a', { transports: ['JSONRPC'], security: { scheme: 'none' } }), 'bind researcher');
+  console.log(`published agent "researcher", revision ${researcher.number} (${researcher.id})`);
   const keys = await must(admin(base, 'GET', '/v1/signing-keys'), 'list signing keys');
   if (!keys.signingKeys.some((k: { status: string }) => k.status === 'active')) await must(admin(base, 'POST', '/v1/signing-keys', { alg: 'ES256' }), 'create signing key');
 }
@@ -155,6 +214,18 @@ async function conversation(base: string): Promise<void> {
   }
   console.log('> user (streaming): Tokyo');
   for await (const ev of client.sendMessageStream(request('Tokyo', task.id, task.contextId))) console.log(`< ${describeEvent(ev.payload)}`);
+
+  // a confirmation: an InteractionRequest with options; the answer picks a branch
+  const confirm = await say('Please deploy the new release');
+  const prompt = confirm.status?.message?.metadata?.interaction;
+  if (prompt) console.log(`  interaction ${String(prompt.id).slice(0, 8)}… (${prompt.kind}) options: ${prompt.options.map((o: any) => `${o.id} = "${o.label}"`).join(', ')}`);
+  await say('approve', confirm.id, confirm.contextId);
+
+  // a delegation: the demo agent hands the work to "researcher" (a child run, linked)
+  const researched = await say('Research how agents talk to each other');
+  const detail = (await admin(`http://127.0.0.1:${new URL(base).port || 80}`, 'GET', `/v1/runs/${researched.id}`)).body;
+  for (const l of detail?.links?.children ?? []) console.log(`  ${l.kind} → child task ${l.childRunId.slice(0, 8)}… (agent researcher): ${l.other.status}`);
+  for (const a of researched.artifacts ?? []) console.log(`  artifact ${a.name}: "${sdkText(a.parts)}"`);
 }
 
 function request(text: string, taskId?: string, contextId?: string): never {

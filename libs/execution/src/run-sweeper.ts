@@ -109,7 +109,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private async finishCascades(): Promise<void> {
     for (const c of await this.runRepo.orphanedChildren(PAGE)) {
       try {
-        await this.cancel.execute({ orgId: c.orgId, runId: c.runId, reason: `parent run ${c.parentRunId} ${c.parentStatus}` });
+        await this.cancel.execute({ orgId: c.orgId, runId: c.runId, reason: `parent run ${c.parentRunId} was ${c.parentStatus}` });
       } catch (e) {
         if (!(e instanceof AppError && (e.code === 'run.not_cancelable' || e.code === 'run.not_found'))) {
           this.log.warn(`run ${c.runId}: cascading cancel failed: ${e instanceof Error ? e.message : String(e)}`);
