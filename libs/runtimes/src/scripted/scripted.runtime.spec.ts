@@ -388,3 +388,99 @@ describe('ScriptedRuntime.directReply', () => {
     ]);
   });
 });
+
+describe('interaction and delegate steps', () => {
+  const confirm = {
+    type: 'interaction',
+    kind: 'confirmation',
+    text: 'Go ahead with {{input}}?',
+    branches: {
+      approve: [{ type: 'interaction', kind: 'input', text: 'Why?', branches: { answered: [{ type: 'message', text: 'noted: {{input}}' }] } }],
+      rejected: [{ type: 'status', status: 'rejected', message: 'stopped' }],
+    },
+  };
+  const c = config([
+    rule({ text: '^go' }, [confirm, { type: 'message', text: 'after the confirmation' }]),
+    rule({ text: '^ask' }, [{ type: 'delegate', agent: 'helper', text: 'please {{input}}', onFailure: 'continue' }, { type: 'message', text: 'got: {{result}}' }]),
+  ]);
+
+  it('validates: no branches on a non-blocking interaction, no reply in a branch, unreachable steps inside branches', () => {
+    const bad = (step: object) => issues({ kind: 'scripted', rules: [rule({ text: 'a' }, [step])] });
+    expect(bad({ type: 'interaction', kind: 'input', blocking: false, branches: { answered: [{ type: 'message', text: 'x' }] } })[0]!.message).toMatch(/non-blocking interaction cannot branch/);
+    expect(bad({ type: 'interaction', kind: 'input', branches: { answered: [{ type: 'reply', text: 'x' }] } })[0]!.message).toMatch(/reply step cannot be in a branch/);
+    expect(bad({ type: 'interaction', kind: 'input', branches: { answered: [{ type: 'status', status: 'completed' }, { type: 'message', text: 'x' }] } })[0]!.path).toBe(
+      'rules.0.steps.0.branches.answered.1',
+    );
+    expect(bad({ type: 'interaction', kind: 'input', expiresInMs: 0 })[0]!.path).toBe('rules.0.steps.0.expiresInMs');
+    expect(bad({ type: 'delegate', agent: '' })[0]!.path).toBe('rules.0.steps.0.agent');
+  });
+
+  it('an interaction step opens the request with its path as state and ends the execution', async () => {
+    const { ctx, calls } = fakeCtx(input('go live'));
+    await runtime.execute(c, ctx);
+    expect(calls).toEqual([
+      { method: 'requestInteraction', args: ['confirmation', { parts: [{ text: 'Go ahead with go live?' }] }, { state: { scripted: { path: [0, 0] } } }] },
+    ]);
+  });
+
+  it('the answer resumes there: the matching branch (nested too), then the steps after the interaction', async () => {
+    const answered = (path: Array<string | number>, extra: object) => {
+      const f = fakeCtx(input('because'));
+      const ctx = { ...f.ctx, trigger: { kind: 'interaction_responded' as const, interaction: { id: 'i', kind: 'confirmation' as const, blocking: true, status: 'resolved', state: { scripted: { path } }, ...extra } } };
+      return { ctx, calls: f.calls };
+    };
+    const approve = answered([0, 0], { decision: 'approved', optionId: 'approve' });
+    await runtime.execute(c, approve.ctx);
+    expect(approve.calls.map((x) => x.method)).toEqual(['requestInteraction']);
+    expect(approve.calls[0]!.args[2]).toEqual({ state: { scripted: { path: [0, 0, 'approve', 0] } } });
+
+    const why = answered([0, 0, 'approve', 0], { decision: 'answered' });
+    await runtime.execute(c, why.ctx);
+    expect(why.calls).toEqual([
+      { method: 'emitMessage', args: [{ parts: [{ text: 'noted: because' }] }] },
+      { method: 'emitMessage', args: [{ parts: [{ text: 'after the confirmation' }] }] },
+      { method: 'setStatus', args: ['completed'] },
+    ]);
+
+    const reject = answered([0, 0], { decision: 'rejected', optionId: 'reject' });
+    await runtime.execute(c, reject.ctx);
+    expect(reject.calls).toEqual([{ method: 'setStatus', args: ['rejected', { parts: [{ text: 'stopped' }] }] }]);
+  });
+
+  it('a delegate step delegates and ends; the settled child resumes it with the result (or goes on after a failure when told to)', async () => {
+    const first = fakeCtx(input('ask the moon'));
+    await runtime.execute(c, first.ctx);
+    expect(first.calls).toEqual([
+      { method: 'delegate', args: [{ agent: 'helper', kind: 'delegation', message: { parts: [{ text: 'please ask the moon' }] }, state: { scripted: { path: [1, 0] } } }] },
+    ]);
+    const settled = (status: 'completed' | 'failed') => {
+      const f = fakeCtx(input('ask the moon'));
+      const ctx = {
+        ...f.ctx,
+        trigger: { kind: 'link_settled' as const, link: { linkId: 'l', childRunId: 'c', kind: 'delegation' as const, status, state: { scripted: { path: [1, 0] } } } },
+        childResult: async () => ({
+          runId: 'c',
+          status,
+          blockedReason: null,
+          statusMessage: { messageId: 's', role: 'agent' as const, parts: [{ text: 'cheese' }] },
+          messages: [],
+          artifacts: [{ artifactId: 'a1', name: 'n', parts: [{ text: 'notes' }] }],
+        }),
+      };
+      return { ctx, calls: f.calls };
+    };
+    const ok = settled('completed');
+    await runtime.execute(c, ok.ctx);
+    expect(ok.calls).toEqual([
+      { method: 'emitArtifact', args: [{ artifactId: 'a1', name: 'n', parts: [{ text: 'notes' }], metadata: { fromTaskId: 'c' }, append: false, lastChunk: true }] },
+      { method: 'emitMessage', args: [{ parts: [{ text: 'got: cheese' }] }] },
+      { method: 'setStatus', args: ['completed'] },
+    ]);
+    const failed = settled('failed');
+    await runtime.execute(c, failed.ctx);
+    expect(failed.calls).toEqual([
+      { method: 'emitMessage', args: [{ parts: [{ text: 'got: ' }] }] },
+      { method: 'setStatus', args: ['completed'] },
+    ]);
+  });
+});
