@@ -1,3 +1,4 @@
+import { PushDeliveryModule } from '#libs/a2a';
 import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
@@ -13,7 +14,7 @@ export class WorkerModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), ExecutionModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), ExecutionModule, PushDeliveryModule],
       providers: [RunExecutionProcessor, WorkerMetricsServer],
     };
   }

@@ -19,10 +19,11 @@ export class A2AAccessService {
 
   /**
    * `required`: demand a valid key of the organization even when the binding is open (the
-   * authenticated extended card, §3.1.11).
+   * authenticated extended card, §3.1.11). Returns the caller's principal (null on an open
+   * binding: callers are anonymous there).
    */
-  async authorize(agent: ResolvedA2AAgent, presentedKey: string | undefined, opts: { required?: boolean } = {}): Promise<void> {
-    if (agent.binding.security.scheme === 'none' && !opts.required) return;
+  async authorize(agent: ResolvedA2AAgent, presentedKey: string | undefined, opts: { required?: boolean } = {}): Promise<Principal | null> {
+    if (agent.binding.security.scheme === 'none' && !opts.required) return null;
     if (!presentedKey) {
       throw new A2AError('Unauthenticated', `this agent requires an API key in header ${API_KEY_HEADER} or Authorization: Bearer`);
     }
@@ -37,5 +38,6 @@ export class A2AAccessService {
     if (!canInvokeA2A(principal, agent.org.id)) {
       throw new A2AError('Unauthorized', 'the API key lacks scope a2a:invoke', { metadata: { requiredScope: 'a2a:invoke' } });
     }
+    return principal;
   }
 }

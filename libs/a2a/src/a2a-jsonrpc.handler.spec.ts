@@ -8,6 +8,8 @@ import type { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams } from './a2a-streams.service.js';
 import type { RunQueries, RunStreamHub } from '#libs/runs';
 import { mediaTypeAccepted } from './a2a-operations.service.js';
+import { A2APushService } from './push/a2a-push.service.js';
+import type { PushConfigService } from '#libs/push';
 
 /** An agent whose card declares no streaming (the streaming methods must refuse with -32004). */
 const agent = { revision: { a2a: { capabilities: { streaming: false } } } } as ResolvedA2AAgent;
@@ -19,7 +21,7 @@ function handler(fail: unknown = new AppError('run.not_found', 'task x not found
       throw toA2AError(fail);
     },
   } as unknown as A2AOperations;
-  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunQueries, {} as RunStreamHub));
+  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunQueries, {} as RunStreamHub), new A2APushService({ enabled: true } as PushConfigService, {} as RunQueries));
 }
 
 const rpc = (method: string, params: unknown = { id: 'x' }, extra: object = {}) => ({ jsonrpc: '2.0', id: 7, method, params, ...extra });

@@ -5,7 +5,21 @@ import type { ZodType } from 'zod';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
-import type { A2AProtocolVersion } from './a2a.types.js';
+import type { A2AProtocolVersion, SendOptions } from './a2a.types.js';
+import { A2APushService } from './push/a2a-push.service.js';
+import {
+  fromV03PushConfig,
+  fromV1PushConfig,
+  toV03PushConfig,
+  toV1PushConfig,
+  V03DeletePushConfigSchema,
+  V03GetPushConfigSchema,
+  V03ListPushConfigSchema,
+  V03TaskPushConfigSchema,
+  V1ListPushConfigsSchema,
+  V1PushConfigRefSchema,
+  V1PushConfigSchema,
+} from './push/push-schemas.js';
 import { isPlainObject } from './proto-json.helpers.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, V1SubscribeToTaskRequestSchema } from './v1/v1.schemas.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task } from './v1/v1.mapper.js';
@@ -41,6 +55,8 @@ export interface JsonRpcCall {
   resume?: { lastEventId?: string; token?: string };
   /** Aborted when the caller goes away (ends a stream). */
   signal?: AbortSignal;
+  /** The caller's principal (API key id; null on an open binding): push configs are scoped to it. */
+  caller?: string | null;
   /**
    * The authenticated extended card (v1.0 shape) for this caller: the edge authenticates the caller
    * (Unauthenticated otherwise) and projects it (UnsupportedOperation / ExtendedAgentCardNotConfigured).
@@ -103,27 +119,13 @@ export function jsonRpcErrorResponse(id: JsonRpcId, error: A2AError, version: A2
 }
 
 /** v1.0 methods of a2a.proto that exist but are not offered (yet), with the error §3.3.4 prescribes. */
-const V1_NOT_OFFERED: Record<string, () => A2AError> = {
-  CreateTaskPushNotificationConfig: pushNotSupported,
-  GetTaskPushNotificationConfig: pushNotSupported,
-  ListTaskPushNotificationConfigs: pushNotSupported,
-  DeleteTaskPushNotificationConfig: pushNotSupported,
-};
+const V1_NOT_OFFERED: Record<string, () => A2AError> = {};
 
 /** v0.3 methods (spec/v0.3/a2a.json) that exist but are not offered (yet). */
-const V03_NOT_OFFERED: Record<string, () => A2AError> = {
-  'tasks/pushNotificationConfig/set': pushNotSupported,
-  'tasks/pushNotificationConfig/get': pushNotSupported,
-  'tasks/pushNotificationConfig/list': pushNotSupported,
-  'tasks/pushNotificationConfig/delete': pushNotSupported,
-};
+const V03_NOT_OFFERED: Record<string, () => A2AError> = {};
 
 /** The extended-card methods (§3.1.11; v0.3 `agent/getAuthenticatedExtendedCard`): params are optional. */
 const EXTENDED_CARD_METHODS: Record<string, A2AProtocolVersion> = { GetExtendedAgentCard: '1.0', 'agent/getAuthenticatedExtendedCard': '0.3' };
-
-function pushNotSupported(): A2AError {
-  return new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)');
-}
 
 type MethodImpl = (agent: ResolvedA2AAgent, params: unknown, call: JsonRpcCall) => Promise<unknown>;
 
@@ -145,12 +147,15 @@ export class A2AJsonRpcHandler {
   constructor(
     private readonly ops: A2AOperations,
     private readonly streams: A2AStreams,
+    private readonly push: A2APushService,
   ) {
     const signalOf = (call: JsonRpcCall) => call.signal ?? new AbortController().signal;
+    const callerOf = (call: JsonRpcCall) => call.caller ?? null;
+    const send = <T extends { options: SendOptions }>(m: T, call: JsonRpcCall): T => ({ ...m, options: { ...m.options, caller: callerOf(call) } });
     this.v1 = {
       SendStreamingMessage: async (agent, params, call) => {
         requireStreaming(agent);
-        const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params));
+        const { inbound, options } = send(fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params)), call);
         return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '1.0', signalOf(call)));
       },
       SubscribeToTask: async (agent, params, call) => {
@@ -158,9 +163,31 @@ export class A2AJsonRpcHandler {
         const p = parse(V1SubscribeToTaskRequestSchema, params);
         return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call)));
       },
-      SendMessage: async (agent, params) => {
-        const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params));
+      SendMessage: async (agent, params, call) => {
+        const { inbound, options } = send(fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params)), call);
         return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, options));
+      },
+      CreateTaskPushNotificationConfig: async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V1PushConfigSchema, params);
+        if (!p.taskId) throw new A2AError('InvalidParams', 'taskId is required', { metadata: { field: 'taskId' } });
+        return toV1PushConfig(await this.push.create(agent, callerOf(call), p.taskId, fromV1PushConfig(p), '1.0'));
+      },
+      GetTaskPushNotificationConfig: async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V1PushConfigRefSchema, params);
+        return toV1PushConfig(await this.push.get(agent, callerOf(call), p.taskId, p.id));
+      },
+      ListTaskPushNotificationConfigs: async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V1ListPushConfigsSchema, params);
+        return { configs: (await this.push.list(agent, callerOf(call), p.taskId)).map(toV1PushConfig), nextPageToken: '' };
+      },
+      DeleteTaskPushNotificationConfig: async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V1PushConfigRefSchema, params);
+        await this.push.delete(agent, callerOf(call), p.taskId, p.id);
+        return {};
       },
       ListTasks: async (agent, params) => {
         const p = parse(V1ListTasksRequestSchema, params);
@@ -178,7 +205,7 @@ export class A2AJsonRpcHandler {
     this.v03 = {
       'message/stream': async (agent, params, call) => {
         requireStreaming(agent);
-        const { inbound, options } = fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params));
+        const { inbound, options } = send(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
         return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '0.3', signalOf(call)));
       },
       'tasks/resubscribe': async (agent, params, call) => {
@@ -186,9 +213,30 @@ export class A2AJsonRpcHandler {
         const p = parse(V03TaskIdParamsSchema, params);
         return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '0.3', signalOf(call)));
       },
-      'message/send': async (agent, params) => {
-        const { inbound, options } = fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params));
+      'message/send': async (agent, params, call) => {
+        const { inbound, options } = send(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
         return toV03SendResult(await this.ops.sendMessage(agent, inbound, options));
+      },
+      'tasks/pushNotificationConfig/set': async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V03TaskPushConfigSchema, params);
+        return toV03PushConfig(await this.push.create(agent, callerOf(call), p.taskId, fromV03PushConfig(p.pushNotificationConfig), '0.3'));
+      },
+      'tasks/pushNotificationConfig/get': async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V03GetPushConfigSchema, params);
+        return toV03PushConfig(await this.push.get(agent, callerOf(call), p.id, p.pushNotificationConfigId));
+      },
+      'tasks/pushNotificationConfig/list': async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V03ListPushConfigSchema, params);
+        return (await this.push.list(agent, callerOf(call), p.id)).map(toV03PushConfig);
+      },
+      'tasks/pushNotificationConfig/delete': async (agent, params, call) => {
+        this.push.require(agent);
+        const p = parse(V03DeletePushConfigSchema, params);
+        await this.push.delete(agent, callerOf(call), p.id, p.pushNotificationConfigId);
+        return null;
       },
       'tasks/get': async (agent, params) => {
         const p = parse(V03TaskQueryParamsSchema, params);

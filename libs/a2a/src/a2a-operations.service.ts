@@ -15,6 +15,7 @@ import {
 import { AppError } from '#libs/common';
 import { ParsedRuntimeCache, RuntimeRegistry, type AgentRuntime } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
+import { A2APushService } from './push/a2a-push.service.js';
 import type { InboundMessage, SendOptions, SendOutcome } from './a2a.types.js';
 import { decodePageToken, encodePageToken, listFingerprint, taskStateFilter, type ListTasksPage, type ListTasksQuery } from './list-tasks.js';
 
@@ -51,6 +52,7 @@ export class A2AOperations {
     private readonly cancelRun: CancelRunHandler,
     private readonly runs: RunQueries,
     private readonly registry: RuntimeRegistry,
+    private readonly push: A2APushService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.blockingTimeoutMs = config.A2A_BLOCKING_TIMEOUT_MS;
@@ -68,20 +70,21 @@ export class A2AOperations {
    *   A retry with the same messageId returns the task the first call created.
    * - Unless `returnImmediately`, waits until the task is terminal or interrupted
    *   (input/auth required), at most A2A_BLOCKING_TIMEOUT_MS, and returns it as it is then.
-   * Push notification config → PushNotificationNotSupported (§3.3.4); a part whose mediaType the
+   * A push notification config is set on the task (A2APushService; PushNotificationNotSupported
+   * when the agent does not offer push, §3.3.4); a part whose mediaType the
    * agent does not accept → ContentTypeNotSupported.
    */
   async sendMessage(agent: ResolvedA2AAgent, inbound: InboundMessage, options: SendOptions): Promise<SendOutcome> {
     try {
-      if (options.pushNotificationConfig) {
-        throw new A2AError('PushNotificationNotSupported', 'this agent does not support push notifications');
-      }
+      if (options.pushNotificationConfig) this.push.require(agent);
       this.checkInputModes(agent, inbound.message.parts);
       const orgId = agent.org.id;
       const agentId = agent.agent.id;
 
       if (inbound.taskId !== undefined) {
         const run = await this.messageOnTask(orgId, agentId, inbound);
+        // a config sent with more input starts with that input's effects
+        if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1);
         if (!options.returnImmediately) await this.runs.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
         return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
       }
@@ -97,6 +100,8 @@ export class A2AOperations {
         message: inbound.message,
         metadata: options.metadata,
       });
+      // the task's whole story (a retry of the same message sets the same config again)
+      if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
       if (options.returnImmediately && created) {
         // The run was just created: its view is known without reading it back.
         const message: CanonicalMessage = { ...inbound.message, role: 'user' };
@@ -113,6 +118,11 @@ export class A2AOperations {
     } catch (e) {
       throw toA2AError(e);
     }
+  }
+
+  /** A push config sent with SendMessage, delivered after `fromSequence` of the task. */
+  private async setPushConfig(agent: ResolvedA2AAgent, run: RunRecord, options: SendOptions, fromSequence: number): Promise<void> {
+    await this.push.create(agent, options.caller ?? null, run.id, options.pushNotificationConfig!, options.version ?? '1.0', Math.max(0, fromSequence));
   }
 
   /** GetTask (§3.1.3). Unknown, or not this agent's → TaskNotFound. */

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { PushModule } from '#libs/push';
 import { RegistryModule } from '#libs/registry';
 import { RunsModule } from '#libs/runs';
 import { A2AAccessService } from './a2a-access.service.js';
@@ -6,6 +7,8 @@ import { A2AJsonRpcHandler } from './a2a-jsonrpc.handler.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams } from './a2a-streams.service.js';
 import { A2ARestHandler } from './rest/a2a-rest.handler.js';
+import { A2APushService } from './push/a2a-push.service.js';
+import { PushDeliveryService } from './push/push-delivery.service.js';
 
 /**
  * The A2A adapter: operations over the canonical model, the JSON-RPC and HTTP+JSON bindings and
@@ -14,8 +17,19 @@ import { A2ARestHandler } from './rest/a2a-rest.handler.js';
  * resolve agents with AgentDirectory.
  */
 @Module({
-  imports: [RunsModule, RegistryModule],
-  providers: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService],
-  exports: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService, RegistryModule],
+  imports: [RunsModule, RegistryModule, PushModule],
+  providers: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService, A2APushService],
+  exports: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService, A2APushService, RegistryModule, PushModule],
 })
 export class A2AModule {}
+
+/**
+ * Push notification delivery (workers): follows runs with push configs and POSTs their events
+ * (see PushDeliveryService). Needs ConfigModule, DbModule and MetricsModule (global).
+ */
+@Module({
+  imports: [RunsModule, PushModule],
+  providers: [PushDeliveryService],
+  exports: [PushDeliveryService],
+})
+export class PushDeliveryModule {}

@@ -1,4 +1,5 @@
 import type { CanonicalMessage } from '#libs/contracts';
+import type { PushConfigInput } from '#libs/push';
 import type { RunView } from '#libs/runs';
 
 /** A2A protocol versions served (Major.Minor, A2A v1.0 §3.6). */
@@ -20,8 +21,12 @@ export interface SendOptions {
   returnImmediately: boolean;
   /** Most recent messages to return in the task's history; undefined = all, 0 = none. */
   historyLength?: number;
-  /** The caller asked for push notifications for this task. */
-  pushNotificationConfig?: boolean;
+  /** Push notifications for this task (set with the task, delivered from its first event). */
+  pushNotificationConfig?: PushConfigInput;
+  /** Who sends (API key id; null on an open binding): push configs are scoped to it. */
+  caller?: string | null;
+  /** The protocol version of the call (the shape of push payloads). */
+  version?: A2AProtocolVersion;
   /** Media types the caller accepts for response parts (advisory). */
   acceptedOutputModes?: string[];
   /** SendMessageRequest.metadata: stored on a new task as its metadata. */

@@ -110,6 +110,34 @@ export const ConfigSchema = z.object({
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */
   RUN_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).default(5_000),
+
+  // ---------------------------------------------------------------- push notifications
+  /**
+   * Encrypts push configs' secrets at rest (authentication credentials, the Standard Webhooks
+   * signing secret); default: SIGNING_KEY_ENCRYPTION_SECRET. Neither set: push is not served.
+   */
+  PUSH_ENCRYPTION_SECRET: z.string().min(16).optional(),
+  /**
+   * Networks push deliveries may reach although they are not public unicast (CIDRs, comma
+   * separated), e.g. `127.0.0.0/8,::1/128` for local development and tests. Default: none.
+   */
+  PUSH_ALLOWED_CIDRS: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
+  /** One delivery attempt's timeout (ms): connect, send and response. */
+  PUSH_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(60_000).default(15_000),
+  /** First retry delay (ms); doubles per failure with full jitter, capped by PUSH_RETRY_MAX_DELAY_MS. */
+  PUSH_RETRY_BASE_MS: z.coerce.number().int().min(10).default(1_000),
+  PUSH_RETRY_MAX_DELAY_MS: z.coerce.number().int().min(100).default(300_000),
+  /** After failing this long (ms) without a success a config is marked failing and no longer delivered. */
+  PUSH_RETRY_BUDGET_MS: z.coerce.number().int().min(1_000).default(6 * 3600 * 1000),
+  /** Worker: how often (ms) configs that are behind (lost signal, retry due) are picked up. */
+  PUSH_SWEEP_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
+  /** Worker: configs delivered at once (each config's events go out one by one, in order). */
+  PUSH_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(64),
+  /** Push configs one task may have. */
+  PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
 });
 export type AppConfig = z.infer<typeof ConfigSchema>;
 

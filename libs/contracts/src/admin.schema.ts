@@ -352,3 +352,28 @@ export const SigningKeySchema = z.object({
 });
 export type SigningKeyResponse = z.infer<typeof SigningKeySchema>;
 export const SigningKeyListSchema = z.object({ signingKeys: z.array(SigningKeySchema) });
+
+// ------------------------------------------------------------------ push notification configs
+
+/** GET /v1/runs/{id}/push-configs: each config with its delivery state and newest attempts. */
+export const PushConfigListSchema = z.object({
+  configs: z.array(
+    z.object({
+      configId: z.string(),
+      runId: z.uuid(),
+      url: z.string(),
+      protocolVersion: z.enum(['1.0', '0.3']),
+      /** active | failing | gone | done */
+      status: z.string(),
+      /** The last sequence delivered. */
+      cursor: z.int(),
+      lastError: z.string().nullable(),
+      attempts: z.int(),
+      nextAttemptAt: z.string(),
+      createdAt: z.string(),
+      deliveries: z.array(
+        z.object({ sequence: z.int(), webhookId: z.string(), statusCode: z.int().nullable(), error: z.string().nullable(), latencyMs: z.int(), attemptedAt: z.string() }),
+      ),
+    }),
+  ),
+});

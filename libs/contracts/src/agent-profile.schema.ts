@@ -79,4 +79,4 @@ export type BindingSecurity = z.infer<typeof BindingSecuritySchema>;
  * The optional A2A capabilities this deployment serves. A revision declaring one it does not
  * serve is refused at publish (`revision.unsupported_capability`), and cards never claim more.
  */
-export const SERVED_A2A_CAPABILITIES = { streaming: true, pushNotifications: false, extendedAgentCard: true } as const;
+export const SERVED_A2A_CAPABILITIES = { streaming: true, pushNotifications: true, extendedAgentCard: true } as const;

@@ -87,6 +87,18 @@ export class Metrics {
     labelNames: ['path'] as const,
     registers: [this.registry],
   });
+  readonly pushDeliveries = new Counter({
+    name: 'aaas_push_deliveries_total',
+    help: 'Push delivery attempts, by outcome (delivered | error | the HTTP status of a failure)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly pushLag = new Histogram({
+    name: 'aaas_push_lag_seconds',
+    help: 'From an event commit to its push delivery being acknowledged (2xx), seconds',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
   readonly relayFailures = new Counter({
     name: 'aaas_outbox_relay_failures_total',
     help: 'Relay attempts that left dispatches in the outbox (Redis down or slow)',

@@ -141,14 +141,17 @@ const TAIL = `
          'open', ev.payload, ev.sequence, ev.created_at
   FROM ev, r WHERE ev.type = 'interaction.requested'
   RETURNING 1
+), ir_close AS MATERIALIZED (
+  -- closing events first (a separate CTE, so each closes its row by primary key)
+  SELECT (ev.payload->>'interactionId')::uuid AS iid, ev.run_id, ev.type, ev.payload, ev.created_at
+  FROM ev WHERE ev.type IN ('interaction.responded', 'interaction.expired', 'interaction.canceled')
 ), ir_done AS (
   UPDATE interaction_requests ir
-  SET status = CASE ev.type WHEN 'interaction.responded' THEN
-                 CASE WHEN ev.payload->>'decision' = 'rejected' THEN 'rejected' ELSE 'resolved' END
+  SET status = CASE c.type WHEN 'interaction.responded' THEN
+                 CASE WHEN c.payload->>'decision' = 'rejected' THEN 'rejected' ELSE 'resolved' END
                WHEN 'interaction.expired' THEN 'expired' ELSE 'canceled' END,
-      response = ev.payload || jsonb_build_object('type', ev.type, 'at', ev.created_at), resolved_at = ev.created_at
-  FROM ev WHERE ev.type IN ('interaction.responded', 'interaction.expired', 'interaction.canceled')
-    AND ir.id = (ev.payload->>'interactionId')::uuid AND ir.run_id = ev.run_id AND ir.status = 'open'
+      response = c.payload || jsonb_build_object('type', c.type, 'at', c.created_at), resolved_at = c.created_at
+  FROM ir_close c WHERE ir.id = c.iid AND ir.run_id = c.run_id AND ir.status = 'open'
   RETURNING 1
 ), link_new AS (
   INSERT INTO run_links (id, org_id, parent_run_id, child_run_id, kind, awaiting, sequence, created_at)
@@ -170,15 +173,19 @@ const TAIL = `
   WHERE $DJ::jsonb IS NOT NULL AND r.blocked_reason IS NULL
     AND (ev.payload->'message'->>'role' = 'user' OR ev.type = 'interaction.expired')
   RETURNING id, trigger_sequence, job
-), lp AS (
+), lk AS MATERIALIZED (
   -- a status change of a linked child is recorded on its parent (run.link_updated), in this
   -- statement: the parent's log tells the child's story in step with the child's own log
+  SELECT l.id AS link_id, l.parent_run_id, l.kind, l.awaiting, r.id AS child_id, r.org_id,
+         r.status AS child_status, r.blocked_reason AS child_blocked
+  FROM r JOIN run_links l ON l.child_run_id = r.id
+  WHERE $SC::boolean
+), lp AS (
   UPDATE runs p SET last_sequence = p.last_sequence + 1, updated_at = now()
-  FROM r, run_links l
-  WHERE $SC::boolean AND l.child_run_id = r.id AND p.id = l.parent_run_id AND p.org_id = r.org_id
-    AND p.status IN ('submitted', 'working')
-  RETURNING p.id, p.org_id, p.last_sequence, l.id AS link_id, l.kind, l.awaiting, r.id AS child_id,
-            r.status AS child_status, r.blocked_reason AS child_blocked
+  FROM lk
+  WHERE p.id = lk.parent_run_id AND p.org_id = lk.org_id AND p.status IN ('submitted', 'working')
+  RETURNING p.id, p.org_id, p.last_sequence, lk.link_id, lk.kind, lk.awaiting, lk.child_id,
+            lk.child_status, lk.child_blocked
 ), lev AS (
   INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
   SELECT lp.id, lp.last_sequence, lp.org_id, 'run.link_updated',

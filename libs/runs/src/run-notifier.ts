@@ -53,12 +53,15 @@ export class RunNotifier implements OnApplicationShutdown {
   private readonly listeners = new Map<string, Set<WakeupListener>>();
   private readonly cancelListeners = new Set<(runId: string) => void>();
   private readonly cancelChannel: string;
+  private readonly pushChannel: string;
+  private readonly pushListeners = new Set<(runId: string) => void>();
   private pendingWakeups = new Map<string, { seq: number; state?: WakeupState }>();
   private wakeupsScheduled = false;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.prefix = `${config.REDIS_PREFIX}:run:`;
     this.cancelChannel = `${config.REDIS_PREFIX}:run-canceled`;
+    this.pushChannel = `${config.REDIS_PREFIX}:run-push-configured`;
     this.url = config.REDIS_URL;
   }
 
@@ -91,6 +94,7 @@ export class RunNotifier implements OnApplicationShutdown {
       });
       sub.on('message', (channel: string, message: string) => {
         if (channel === this.cancelChannel) for (const l of this.cancelListeners) l(message);
+        else if (channel === this.pushChannel) for (const l of this.pushListeners) l(message);
       });
       sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
         const set = this.listeners.get(channel.slice(this.prefix.length));
@@ -189,6 +193,31 @@ export class RunNotifier implements OnApplicationShutdown {
       if (!s) return;
       s.delete(listener);
       if (s.size === 0) this.listeners.delete(runId);
+    };
+  }
+
+  /**
+   * A push notification config was set on a run (`<REDIS_PREFIX>:run-push-configured`, message:
+   * the run id): delivery loops start following it at once instead of at their next sweep.
+   * Fire-and-forget.
+   */
+  notifyPushConfigured(runId: string): void {
+    this.publisher()
+      .publish(this.pushChannel, runId)
+      .catch((e: Error) => this.log.warn(`publish push-configured failed for run ${runId}: ${e.message}`));
+  }
+
+  /** Listen to every push-configured signal (workers). Returns the function that removes the listener. */
+  async onPushConfigured(listener: (runId: string) => void): Promise<() => void> {
+    this.pushListeners.add(listener);
+    if (this.pushListeners.size === 1) {
+      const subscribed = this.subscriber()
+        .subscribe(this.pushChannel)
+        .catch((e: Error) => this.log.warn(`subscribe to push-configured failed: ${e.message}`));
+      await Promise.race([subscribed, new Promise((r) => setTimeout(r, SUBSCRIBE_WAIT_MS).unref())]);
+    }
+    return () => {
+      this.pushListeners.delete(listener);
     };
   }
 

@@ -6,6 +6,14 @@ import type { A2ATransport } from '#libs/contracts';
 import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
 import { presentedApiKey, publicBaseUrl } from './a2a-http.js';
 
+const CALLER = Symbol('a2aCaller');
+type CallerRequest = FastifyRequest & { [CALLER]?: string | null };
+
+/** The caller `admit` authenticated on this request: its API key id, or null (open binding). */
+export function callerOf(req: FastifyRequest): string | null {
+  return (req as CallerRequest)[CALLER] ?? null;
+}
+
 /**
  * The checks every A2A call shares, whatever its binding: the agent at `/a2a/<org>/<agent>`
  * (resolution cached up to AGENT_CACHE_TTL_MS), served over `transport`, and the caller allowed
@@ -30,11 +38,13 @@ export class A2AAdmission {
     if (!servedTransports(agent.binding).includes(transport)) {
       throw new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over ${transport === 'JSONRPC' ? 'JSON-RPC' : transport}`);
     }
+    let principal;
     try {
-      await this.access.authorize(agent, presentedApiKey(req));
+      principal = await this.access.authorize(agent, presentedApiKey(req));
     } catch (e) {
       throw toA2AError(e);
     }
+    (req as CallerRequest)[CALLER] = principal?.keyId ?? null;
     return agent;
   }
 

@@ -13,7 +13,7 @@ import {
   type JsonRpcCall,
 } from '#libs/a2a';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { A2AAdmission } from './a2a-admission.js';
+import { A2AAdmission, callerOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
@@ -70,6 +70,7 @@ export class A2AJsonRpcController {
       ...call,
       resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
       signal: ac.signal,
+      caller: callerOf(req),
       extendedCard: () => this.admission.extendedCard(agent, req),
     });
     if (!isJsonRpcStream(result)) {

@@ -1,4 +1,4 @@
-import { All, Controller, Get, Logger, Param, Post, Req, Res } from '@nestjs/common';
+import { All, Controller, Delete, Get, Logger, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -11,7 +11,7 @@ import {
   type StreamItem,
 } from '#libs/a2a';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { A2AAdmission } from './a2a-admission.js';
+import { A2AAdmission, callerOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
@@ -74,7 +74,7 @@ export class A2ARestController {
   @Post(':org/:agent/message::send')
   @A2ARestBodyRoute()
   sendMessage(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.sendMessage(agent, bodyOf(req)));
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.sendMessage(agent, bodyOf(req), callerOf(req)));
   }
 
   @Post(':org/:agent/:tenant/message::send')
@@ -86,13 +86,56 @@ export class A2ARestController {
   @Post(':org/:agent/message::stream')
   @A2ARestBodyRoute()
   sendStreamingMessage(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.sendStreamingMessage(agent, bodyOf(req), signal));
+    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.sendStreamingMessage(agent, bodyOf(req), signal, callerOf(req)));
   }
 
   @Post(':org/:agent/:tenant/message::stream')
   @A2ARestBodyRoute()
   sendStreamingMessageInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.sendStreamingMessage(p, req, reply);
+  }
+
+  // push notification configs (§3.1.7–3.1.10)
+  @Post(':org/:agent/tasks/:id/pushNotificationConfigs')
+  @A2ARestBodyRoute()
+  createPushConfig(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.createPushConfig(agent, p.id ?? '', bodyOf(req), callerOf(req)));
+  }
+
+  @Post(':org/:agent/:tenant/tasks/:id/pushNotificationConfigs')
+  @A2ARestBodyRoute()
+  createPushConfigInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.createPushConfig(p, req, reply);
+  }
+
+  @Get(':org/:agent/tasks/:id/pushNotificationConfigs')
+  listPushConfigs(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, {}, (agent) => this.handler.listPushConfigs(agent, p.id ?? '', req.query as RestQuery, callerOf(req)));
+  }
+
+  @Get(':org/:agent/:tenant/tasks/:id/pushNotificationConfigs')
+  listPushConfigsInTenant(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.listPushConfigs(p, req, reply);
+  }
+
+  @Get(':org/:agent/tasks/:id/pushNotificationConfigs/:configId')
+  getPushConfig(@Param() p: RestParams & { configId?: string }, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, {}, (agent) => this.handler.getPushConfig(agent, p.id ?? '', p.configId ?? '', callerOf(req)));
+  }
+
+  @Get(':org/:agent/:tenant/tasks/:id/pushNotificationConfigs/:configId')
+  getPushConfigInTenant(@Param() p: RestParams & { configId?: string }, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.getPushConfig(p, req, reply);
+  }
+
+  @Delete(':org/:agent/tasks/:id/pushNotificationConfigs/:configId')
+  deletePushConfig(@Param() p: RestParams & { configId?: string }, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, {}, (agent) => this.handler.deletePushConfig(agent, p.id ?? '', p.configId ?? '', callerOf(req)));
+  }
+
+  @Delete(':org/:agent/:tenant/tasks/:id/pushNotificationConfigs/:configId')
+  deletePushConfigInTenant(@Param() p: RestParams & { configId?: string }, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.deletePushConfig(p, req, reply);
   }
 
   /** GET /extendedAgentCard (§3.1.11): the authenticated extended card, to a caller with a key of the org. */

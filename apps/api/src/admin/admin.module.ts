@@ -1,3 +1,4 @@
+import { PushModule } from '#libs/push';
 import { Module } from '@nestjs/common';
 import { RegistryModule } from '#libs/registry';
 import { RunsModule } from '#libs/runs';
@@ -20,7 +21,7 @@ import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
  * (`platform` to create organizations); every query is scoped by the key's organization.
  */
 @Module({
-  imports: [RegistryModule, RunsModule],
+  imports: [RegistryModule, RunsModule, PushModule],
   controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, SigningKeysController],
   providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor],
 })

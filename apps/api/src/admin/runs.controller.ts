@@ -10,6 +10,7 @@ import {
   RunEventsSchema,
   RunListSchema,
   RespondInteractionBodySchema,
+  PushConfigListSchema,
   type Part,
   type RespondInteractionBody,
   type ListRunsQuery,
@@ -20,6 +21,7 @@ import {
 } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
 import { RespondInteractionHandler, RunQueries, isUuid } from '#libs/runs';
+import { PushConfigService, type PushConfigAudit } from '#libs/push';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
@@ -35,6 +37,7 @@ export class RunsController {
   constructor(
     private readonly runs: RunQueries,
     private readonly respondInteraction: RespondInteractionHandler,
+    private readonly push: PushConfigService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -81,6 +84,15 @@ export class RunsController {
       submittedBy: principal.keyId,
     });
     return this.detail(principal.orgId, runId);
+  }
+
+  @Get(':runId/push-configs')
+  @ApiOperation({ summary: "A run's push notification configs with their delivery state and newest attempts (status, latency, error)" })
+  @ApiResponse({ status: 200, standardSchema: PushConfigListSchema })
+  @AdminRoute(404)
+  async pushConfigs(@CurrentPrincipal() principal: Principal, @Param('runId') runId: string): Promise<{ configs: PushConfigAudit[] }> {
+    await this.runs.requireRun(principal.orgId, runId);
+    return { configs: await this.push.audit(principal.orgId, runId) };
   }
 
   private async detail(orgId: string, runId: string): Promise<RunDetailResponse> {

@@ -8,6 +8,8 @@ import { isPlainObject } from '../proto-json.helpers.js';
 import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema, type V1ListTasksResponse } from '../v1/v1-list-tasks.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task, type V1SendMessageResponse, type V1Task } from '../v1/v1.mapper.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from '../v1/v1.schemas.js';
+import { A2APushService, type A2ACaller } from '../push/a2a-push.service.js';
+import { fromV1PushConfig, toV1PushConfig, V1ListPushConfigsSchema, V1PushConfigRefSchema, V1PushConfigSchema } from '../push/push-schemas.js';
 
 /** A parsed query string as Fastify hands it over: one string per name, or an array when repeated. */
 export type RestQuery = Record<string, unknown>;
@@ -50,18 +52,7 @@ function objectBody(body: unknown, what: string, optional = false): Record<strin
 }
 
 /** The routes of a2a.proto this binding knows but does not offer, with the error §3.3.4 prescribes. */
-const NOT_OFFERED: Array<{ methods: readonly string[]; path: RegExp; error: () => A2AError }> = [
-  {
-    methods: ['POST', 'GET'],
-    path: /^tasks\/[^/]+\/pushNotificationConfigs$/,
-    error: () => new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)'),
-  },
-  {
-    methods: ['GET', 'DELETE'],
-    path: /^tasks\/[^/]+\/pushNotificationConfigs\/[^/]+$/,
-    error: () => new A2AError('PushNotificationNotSupported', 'push notifications are not supported by this agent (capabilities.pushNotifications is false)'),
-  },
-];
+const NOT_OFFERED: Array<{ methods: readonly string[]; path: RegExp; error: () => A2AError }> = [];
 
 function parse<T>(schema: ZodType<T>, value: unknown): T {
   const r = schema.safeParse(value);
@@ -81,12 +72,42 @@ export class A2ARestHandler {
   constructor(
     private readonly ops: A2AOperations,
     private readonly streams: A2AStreams,
+    private readonly push: A2APushService,
   ) {}
 
   /** `POST /message:send`, body SendMessageRequest → SendMessageResponse (`{task}` | `{message}`). */
-  async sendMessage(agent: ResolvedA2AAgent, body: unknown): Promise<V1SendMessageResponse> {
+  async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = null): Promise<V1SendMessageResponse> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
-    return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, options));
+    return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, { ...options, caller }));
+  }
+
+  /** `POST /tasks/{taskId}/pushNotificationConfigs`, body TaskPushNotificationConfig → the config (with `webhookSecret` once). */
+  async createPushConfig(agent: ResolvedA2AAgent, taskId: string, body: unknown, caller: A2ACaller): Promise<Record<string, unknown>> {
+    this.push.require(agent);
+    const p = parse(V1PushConfigSchema, { ...objectBody(body, 'TaskPushNotificationConfig'), taskId });
+    return toV1PushConfig(await this.push.create(agent, caller, taskId, fromV1PushConfig(p), '1.0'));
+  }
+
+  /** `GET /tasks/{taskId}/pushNotificationConfigs/{id}` → the config. */
+  async getPushConfig(agent: ResolvedA2AAgent, taskId: string, id: string, caller: A2ACaller): Promise<Record<string, unknown>> {
+    this.push.require(agent);
+    const p = parse(V1PushConfigRefSchema, { taskId, id });
+    return toV1PushConfig(await this.push.get(agent, caller, p.taskId, p.id));
+  }
+
+  /** `GET /tasks/{taskId}/pushNotificationConfigs` → ListTaskPushNotificationConfigsResponse (one page: every config). */
+  async listPushConfigs(agent: ResolvedA2AAgent, taskId: string, query: RestQuery | undefined, caller: A2ACaller): Promise<{ configs: Array<Record<string, unknown>>; nextPageToken: string }> {
+    this.push.require(agent);
+    const p = parse(V1ListPushConfigsSchema, { ...queryToProtoJson(query), taskId });
+    return { configs: (await this.push.list(agent, caller, p.taskId)).map(toV1PushConfig), nextPageToken: '' };
+  }
+
+  /** `DELETE /tasks/{taskId}/pushNotificationConfigs/{id}` → `{}` (idempotent). */
+  async deletePushConfig(agent: ResolvedA2AAgent, taskId: string, id: string, caller: A2ACaller): Promise<Record<string, never>> {
+    this.push.require(agent);
+    const p = parse(V1PushConfigRefSchema, { taskId, id });
+    await this.push.delete(agent, caller, p.taskId, p.id);
+    return {};
   }
 
   /** `GET /tasks/{id}?historyLength=` → Task. */
@@ -114,9 +135,9 @@ export class A2ARestHandler {
    * `POST /message:stream`, body SendMessageRequest → a stream of StreamResponse items.
    * Errors before the stream starts are thrown.
    */
-  async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal): Promise<AsyncIterable<StreamItem>> {
+  async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal, caller: A2ACaller = null): Promise<AsyncIterable<StreamItem>> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
-    return this.streams.sendStreaming(agent, inbound, options, '1.0', signal);
+    return this.streams.sendStreaming(agent, inbound, { ...options, caller }, '1.0', signal);
   }
 
   /** `GET|POST /tasks/{id}:subscribe` → a stream of StreamResponse items (resumable, see A2AStreams.subscribe). */

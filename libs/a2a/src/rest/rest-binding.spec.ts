@@ -4,6 +4,9 @@ import type { A2AOperations } from '../a2a-operations.service.js';
 import type { A2AStreams } from '../a2a-streams.service.js';
 import { A2ARestHandler, queryToProtoJson } from './a2a-rest.handler.js';
 import { REST_ERROR_MAPPING, toRestError } from './rest-errors.js';
+import { A2APushService } from '../push/a2a-push.service.js';
+import type { PushConfigService } from '#libs/push';
+import type { RunQueries } from '#libs/runs';
 
 describe('toRestError', () => {
   it('answers google.rpc.Status JSON with one ErrorInfo, code = HTTP status', () => {
@@ -72,8 +75,8 @@ describe('queryToProtoJson', () => {
 
 describe('A2ARestHandler', () => {
   const unreachable = new Proxy({}, { get: () => () => Promise.reject(new Error('must not be reached')) });
-  const handler = new A2ARestHandler(unreachable as A2AOperations, unreachable as A2AStreams);
-  const agent = {} as Parameters<A2ARestHandler['listTasks']>[0];
+  const handler = new A2ARestHandler(unreachable as A2AOperations, unreachable as A2AStreams, new A2APushService({ enabled: true } as PushConfigService, unreachable as RunQueries));
+  const agent = { revision: { a2a: { capabilities: {} } } } as Parameters<A2ARestHandler['listTasks']>[0];
 
   it('validates before calling the operations', async () => {
     await expect(handler.sendMessage(agent, [])).rejects.toMatchObject({ type: 'InvalidParams', message: expect.stringContaining('JSON object') });
@@ -85,12 +88,15 @@ describe('A2ARestHandler', () => {
     await expect(handler.listTasks(agent, { status: 'DONE' })).rejects.toMatchObject({ type: 'InvalidParams', message: expect.stringContaining('status') });
   });
 
+  it('push config routes refuse an agent that does not declare push, before anything else', async () => {
+    await expect(handler.createPushConfig(agent, 't1', {}, null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.listPushConfigs(agent, 't1', {}, null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.getPushConfig(agent, 't1', 'c', null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.deletePushConfig(agent, 't1', 'c', null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+  });
+
   it.each([
-    ['POST', 'tasks/t1/pushNotificationConfigs', 'PushNotificationNotSupported', undefined],
-    ['GET', 'tasks/t1/pushNotificationConfigs', 'PushNotificationNotSupported', undefined],
-    ['GET', 'tasks/t1/pushNotificationConfigs/c1', 'PushNotificationNotSupported', undefined],
-    ['DELETE', 'tasks/t1/pushNotificationConfigs/c1', 'PushNotificationNotSupported', undefined],
-    ['DELETE', 'acme/tasks/t1/pushNotificationConfigs/c1', 'PushNotificationNotSupported', 'acme'],
+    ['PUT', 'tasks/t1/pushNotificationConfigs', 'MethodNotFound', undefined],
     ['POST', 'extendedAgentCard', 'MethodNotFound', undefined],
     ['DELETE', 'tasks/t1', 'MethodNotFound', undefined],
     ['GET', 'nothing/here', 'MethodNotFound', undefined],

@@ -1,3 +1,5 @@
+import { fromV03PushConfig, V03PushNotificationConfigSchema } from '../push/push-schemas.js';
+import { parsePushConfig } from '../push/push-parse.js';
 import type { CanonicalMessage, Part } from '#libs/contracts';
 import { type RunView, type StoredArtifact } from '#libs/runs';
 import { deriveTaskState, type A2ATaskState } from '../task-state.js';
@@ -131,7 +133,8 @@ export function fromV03MessageSendParams(p: V03MessageSendParams): { inbound: In
   const c = p.configuration;
   const options: SendOptions = { returnImmediately: c?.blocking === false };
   if (c?.historyLength !== undefined) options.historyLength = c.historyLength;
-  if (c?.pushNotificationConfig !== undefined) options.pushNotificationConfig = true;
+  if (c?.pushNotificationConfig !== undefined) options.pushNotificationConfig = fromV03PushConfig(parsePushConfig(V03PushNotificationConfigSchema, c.pushNotificationConfig));
+  options.version = '0.3';
   if (c?.acceptedOutputModes?.length) options.acceptedOutputModes = c.acceptedOutputModes;
   if (p.metadata) options.metadata = p.metadata;
   return { inbound: { message, taskId: m.taskId, contextId: m.contextId }, options };

@@ -1,3 +1,5 @@
+import { fromV1PushConfig, V1PushConfigSchema } from '../push/push-schemas.js';
+import { parsePushConfig } from '../push/push-parse.js';
 import type { CanonicalMessage, Part } from '#libs/contracts';
 import { type RunView, type StoredArtifact } from '#libs/runs';
 import { deriveTaskState, type A2ATaskState } from '../task-state.js';
@@ -111,7 +113,8 @@ export function fromV1SendMessageRequest(req: V1SendMessageRequest): { inbound: 
   const c = req.configuration;
   const options: SendOptions = { returnImmediately: c?.returnImmediately ?? false };
   if (c?.historyLength !== undefined) options.historyLength = c.historyLength;
-  if (c?.taskPushNotificationConfig !== undefined) options.pushNotificationConfig = true;
+  if (c?.taskPushNotificationConfig !== undefined) options.pushNotificationConfig = fromV1PushConfig(parsePushConfig(V1PushConfigSchema, c.taskPushNotificationConfig));
+  options.version = '1.0';
   if (c?.acceptedOutputModes?.length) options.acceptedOutputModes = c.acceptedOutputModes;
   if (req.metadata) options.metadata = req.metadata;
   return { inbound: { message, taskId: m.taskId, contextId: m.contextId }, options };
