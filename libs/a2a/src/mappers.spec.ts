@@ -90,9 +90,10 @@ describe('v1.0 mapping', () => {
     });
     const { inbound, options } = fromV1SendMessageRequest(parsed);
     expect(inbound).toEqual({ message: { messageId: 'm1', role: 'user', parts: [{ text: 'hi', mediaType: 'text/plain' }] }, taskId: undefined, contextId: undefined });
-    expect(options).toEqual({ returnImmediately: true, historyLength: 2, metadata: { trace: 'x' } });
+    expect(options).toEqual({ returnImmediately: true, historyLength: 2, metadata: { trace: 'x' }, version: '1.0' });
     expect(fromV1SendMessageRequest(V1SendMessageRequestSchema.parse({ message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'x' }] } })).options).toEqual({
       returnImmediately: false,
+      version: '1.0',
     });
   });
 
@@ -150,7 +151,7 @@ describe('v0.3 mapping', () => {
       { url: 'https://x.test/f.pdf' },
       { data: [1, 2] },
     ]);
-    expect(options).toEqual({ returnImmediately: true, historyLength: 1 });
+    expect(options).toEqual({ returnImmediately: true, historyLength: 1, version: '0.3' });
     expect(inbound.message.parts.map(toV03Part)).toEqual([
       { kind: 'text', text: 'hi' },
       { kind: 'file', file: { bytes: 'AAEC', mimeType: 'application/octet-stream', name: 'b.bin' } },
