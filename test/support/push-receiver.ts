@@ -14,7 +14,7 @@ export interface ReceivedPush {
  * A local push receiver (real HTTP on 127.0.0.1): records every request; `respond` decides the
  * answer (default 200). Deliveries are deduplicated by `webhook-id` in `unique()`.
  */
-export async function startPushReceiver(respond: (r: ReceivedPush, n: number) => { status: number; headers?: Record<string, string> } = () => ({ status: 200 })) {
+export async function startPushReceiver(respond: (r: ReceivedPush, n: number) => { status: number; headers?: Record<string, string>; delayMs?: number } = () => ({ status: 200 })) {
   const received: ReceivedPush[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -30,8 +30,12 @@ export async function startPushReceiver(respond: (r: ReceivedPush, n: number) =>
       const r: ReceivedPush = { path: req.url ?? '', headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])), body, json, at: Date.now() };
       received.push(r);
       const out = respond(r, received.length);
-      res.writeHead(out.status, { 'content-type': 'text/plain', ...out.headers });
-      res.end('ok');
+      const answer = () => {
+        res.writeHead(out.status, { 'content-type': 'text/plain', ...out.headers });
+        res.end('ok');
+      };
+      if (out.delayMs) setTimeout(answer, out.delayMs);
+      else answer();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

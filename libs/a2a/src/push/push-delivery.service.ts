@@ -70,7 +70,8 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     private readonly metrics: Metrics,
   ) {
     this.sender = new OutboundSender(configs.policy);
-    this.leaseMs = config.PUSH_TIMEOUT_MS * 2 + 5_000;
+    // outlasts one attempt (renewed after each delivery): a dead worker's configs are picked up after it
+    this.leaseMs = Math.round(config.PUSH_TIMEOUT_MS * 1.5) + 1_000;
   }
 
   async onApplicationBootstrap(): Promise<void> {
