@@ -31,6 +31,8 @@ export interface OursOptions {
   capabilities?: { streaming?: boolean; pushNotifications?: boolean; extendedAgentCard?: boolean };
   /** The scripted runtime's rules (default `[]`: every message is echoed). */
   rules?: unknown[];
+  /** Extra environment for both children (e.g. push settings). */
+  env?: Record<string, string>;
 }
 
 /** What `startOursProcesses` started (`url`/`close` as before; the rest for benches that need more). */
@@ -63,6 +65,7 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
     BOOTSTRAP_ORG_SLUG: 'bench',
     BOOTSTRAP_ADMIN_KEY: key,
     DATABASE_POOL_MAX: process.env.BENCH_POOL_MAX ?? '20',
+    ...opts.env,
   };
   const nodeArgs = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
   const api = await startChildServer({ script: opts.apiScript ?? 'bench/ours/api-server.mjs', env: { ...env, ...opts.apiEnv }, startTimeoutMs: 30_000, nodeArgs });

@@ -191,21 +191,24 @@ export class PushConfigRepository {
   }
 
   /**
-   * A delivered event (2xx) or events with nothing to deliver: record the attempt (when one was
-   * made), move the cursor to `sequence`, reset the failure state and renew the lease. False when
-   * the lease is no longer ours or the config was deleted (the loop stops).
+   * Delivered events (2xx), or events with nothing to deliver: record the attempts (many in one
+   * statement), move the cursor to `sequence`, reset the failure state and renew the lease. False
+   * when the lease is no longer ours or the config was deleted (the loop stops).
    */
-  async advance(id: string, owner: string, sequence: number, ttlMs: number, attempt?: Omit<PushDeliveryRow, 'attemptedAt'> & { orgId: string; runId: string }): Promise<boolean> {
+  async advance(id: string, owner: string, sequence: number, ttlMs: number, attempts: ReadonlyArray<Omit<PushDeliveryRow, 'attemptedAt'> & { orgId: string; runId: string }> = []): Promise<boolean> {
     const rows = await this.db.query(
       `WITH d AS (
          INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, error, latency_ms)
-         SELECT $1, $5::uuid, $6::uuid, $7, $8, $9, $10, $11 WHERE $5::uuid IS NOT NULL
+         SELECT $1, (a->>'orgId')::uuid, (a->>'runId')::uuid, (a->>'sequence')::int, a->>'webhookId',
+                (a->>'statusCode')::int, a->>'error', (a->>'latencyMs')::int
+           FROM jsonb_array_elements($5::jsonb) AS t(a)
        )
        UPDATE push_configs SET cursor = GREATEST(cursor, $3), attempts = 0, first_failure_at = NULL, last_error = NULL,
               lease_until = now() + $4 * interval '1 millisecond', updated_at = now()
         WHERE id = $1 AND lease_owner = $2 AND deleted_at IS NULL
         RETURNING 1`,
-      [id, owner, sequence, ttlMs, attempt?.orgId ?? null, attempt?.runId ?? null, attempt?.sequence ?? null, attempt?.webhookId ?? null, attempt?.statusCode ?? null, attempt?.error ?? null, attempt?.latencyMs ?? null],
+      [id, owner, sequence, ttlMs, JSON.stringify(attempts)],
+      'push.advance',
     );
     return rows.length > 0;
   }

@@ -5,13 +5,26 @@ import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { Metrics } from '#libs/metrics';
 import { OutboundSender, PushConfigRepository, PushConfigService, type ClaimedPushConfig, type PushTarget } from '#libs/push';
-import { RunNotifier, RunQueries } from '#libs/runs';
+import { RunNotifier, RunQueries, isTerminal } from '#libs/runs';
 import { projectEnvelope, type ProjectionState } from '../stream-projection.js';
 
 /** Events read from the log per page while delivering. */
 const PAGE = 100;
 /** Configs picked up per sweep. */
 const SWEEP_LIMIT = 500;
+/** Delivered events recorded per statement (cursor, attempts and lease renewal together). */
+const ADVANCE_EVERY = 16;
+
+/** A delivery attempt as recorded. */
+interface Attempt {
+  orgId: string;
+  runId: string;
+  sequence: number;
+  webhookId: string;
+  statusCode: number | null;
+  error: string | null;
+  latencyMs: number;
+}
 
 /**
  * The body of one push delivery: the A2A stream event of one log entry in the config's version
@@ -34,8 +47,9 @@ export function pushPayload(env: SequencedOutputEnvelope, before: ProjectionStat
 /**
  * Delivers push notifications: for every active config, the events of its run after its cursor,
  * in log order, one at a time, each POSTed with the config's headers and signed (Standard
- * Webhooks); the cursor advances after each 2xx. At-least-once: a delivery whose 2xx was not
- * recorded is sent again with the same `webhook-id`, so receivers dedupe by it.
+ * Webhooks); the cursor advances with the 2xx answers (recorded in small batches). At-least-once:
+ * a delivery whose 2xx was not recorded is sent again with the same `webhook-id`, so receivers
+ * dedupe by it.
  *
  * One loop per config across all workers: a loop holds the config's lease in Postgres (renewed
  * with every delivery). Loops start on the run's wake-ups (low latency), on a new config's
@@ -194,40 +208,54 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     }
   }
 
-  /** True when the run ended and everything was delivered (the config is done). */
+  /**
+   * True when the run ended and everything was delivered (the config is done). Successes are
+   * recorded in batches (the cursor and the attempts in one statement, at most ADVANCE_EVERY
+   * deliveries or at the end of a page): a crash in between re-sends at most that many events,
+   * with the same `webhook-id`s (at-least-once).
+   */
   private async deliverClaimed(c: ClaimedPushConfig): Promise<boolean> {
     const target = this.configs.target(c);
     let cursor = c.cursor;
-    let state: ProjectionState = await this.queries.stateAt(c.orgId, c.runId, cursor);
+    let state: ProjectionState = cursor === 0 ? { status: 'submitted', blockedReason: null } : await this.queries.stateAt(c.orgId, c.runId, cursor);
+    const done: Attempt[] = [];
+    let recorded = cursor;
+    const flush = async (): Promise<boolean> => {
+      if (cursor === recorded && done.length === 0) return true;
+      const ok = await this.repo.advance(c.id, this.owner, cursor, this.leaseMs, done.splice(0));
+      recorded = cursor;
+      return ok;
+    };
     for (;;) {
       const page = await this.queries.readEvents(c.orgId, c.runId, cursor, PAGE);
-      if (page.length === 0) {
-        const run = await this.queries.get(c.orgId, c.runId);
-        return run !== null && run.lastSequence <= cursor && ['completed', 'failed', 'canceled', 'rejected'].includes(run.status);
-      }
-      let skipped: number | null = null;
       for (const env of page) {
-        if (this.stopped) return false;
+        if (this.stopped) {
+          await flush();
+          return false;
+        }
         const { body, state: after } = pushPayload(env, state, target.protocolVersion);
         state = after;
-        if (!body) {
-          skipped = env.sequence;
-          continue;
+        if (body) {
+          const { attempt, ok, retryAfterMs } = await this.post(target, env, body);
+          if (!ok) {
+            // what was delivered before is recorded first, then the failure (which frees the lease)
+            if (await flush()) await this.failed(target, attempt, c.attempts, retryAfterMs);
+            return false;
+          }
+          done.push(attempt);
         }
-        const ok = await this.post(target, env, body, c.attempts);
-        if (!ok) return false;
         cursor = env.sequence;
-        skipped = null;
+        if (done.length >= ADVANCE_EVERY && !(await flush())) return false;
       }
-      if (skipped !== null) {
-        if (!(await this.repo.advance(c.id, this.owner, skipped, this.leaseMs))) return false;
-        cursor = skipped;
-      }
+      if (!(await flush())) return false;
+      // a short page is the end of the log for now: later events wake this loop again (or the
+      // sweep finds them); nothing follows a terminal status, so the config is then done
+      if (page.length < PAGE) return isTerminal(state.status);
     }
   }
 
-  /** One delivery attempt; true when it was delivered (and recorded). */
-  private async post(target: PushTarget, env: SequencedOutputEnvelope, body: Record<string, unknown>, failuresSoFar: number): Promise<boolean> {
+  /** One delivery attempt (not recorded yet); `ok` for a 2xx. */
+  private async post(target: PushTarget, env: SequencedOutputEnvelope, body: Record<string, unknown>): Promise<{ attempt: Attempt; ok: boolean; retryAfterMs?: number }> {
     const payload = JSON.stringify(body);
     const webhookId = `msg_${target.id}_${env.sequence}`;
     const headers: Record<string, string> = {
@@ -237,21 +265,34 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     };
     const now = new Date();
     headers['webhook-timestamp'] = String(Math.floor(now.getTime() / 1000));
-    headers['webhook-signature'] = new Webhook(target.webhookSecret).sign(webhookId, now, payload);
+    headers['webhook-signature'] = this.signer(target.webhookSecret).sign(webhookId, now, payload);
     if (target.token !== null) headers['x-a2a-notification-token'] = target.token;
     if (target.authorization !== null) headers.authorization = target.authorization;
     const result = await this.sender.post({ url: target.url, body: payload, headers, timeoutMs: this.config.PUSH_TIMEOUT_MS });
     const ok = result.status !== null && result.status >= 200 && result.status < 300;
-    const attempt = { orgId: target.orgId, runId: target.runId, sequence: env.sequence, webhookId, statusCode: result.status, error: result.error ?? null, latencyMs: result.latencyMs };
+    const attempt: Attempt = { orgId: target.orgId, runId: target.runId, sequence: env.sequence, webhookId, statusCode: result.status, error: result.error ?? null, latencyMs: result.latencyMs };
     this.metrics.pushDeliveries.inc({ outcome: ok ? 'delivered' : result.status === null ? 'error' : String(result.status) });
-    if (ok) {
-      this.metrics.pushLag.observe(Math.max(0, Date.now() - Date.parse(env.occurredAt)) / 1000);
-      return this.repo.advance(target.id, this.owner, env.sequence, this.leaseMs, attempt);
-    }
-    const gone = result.status === 410;
-    const status = await this.repo.fail(target.id, this.owner, attempt, this.backoff(failuresSoFar + 1, result.retryAfterMs), this.config.PUSH_RETRY_BUDGET_MS, gone);
+    if (ok) this.metrics.pushLag.observe(Math.max(0, Date.now() - Date.parse(env.occurredAt)) / 1000);
+    return { attempt, ok, ...(result.retryAfterMs !== undefined && { retryAfterMs: result.retryAfterMs }) };
+  }
+
+  /** Record a failed attempt: back off (or stop on 410, or mark failing past the budget) and free the lease. */
+  private async failed(target: PushTarget, attempt: Attempt, failuresSoFar: number, retryAfterMs?: number): Promise<void> {
+    const gone = attempt.statusCode === 410;
+    const status = await this.repo.fail(target.id, this.owner, attempt, this.backoff(failuresSoFar + 1, retryAfterMs), this.config.PUSH_RETRY_BUDGET_MS, gone);
     if (status && status !== 'active') this.log.warn(`push config ${target.configId} of task ${target.runId} is ${status}: ${attempt.error ?? `HTTP ${attempt.statusCode}`}`);
-    return false;
+  }
+
+  /** Standard Webhooks signers by secret (a secret's key is decoded once). */
+  private readonly signers = new Map<string, Webhook>();
+  private signer(secret: string): Webhook {
+    let w = this.signers.get(secret);
+    if (!w) {
+      if (this.signers.size > 10_000) this.signers.clear();
+      w = new Webhook(secret);
+      this.signers.set(secret, w);
+    }
+    return w;
   }
 
   /**
