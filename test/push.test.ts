@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { SendMessageRequest, Task } from '@a2a-js/sdk';
-import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
+import { Client, ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
+import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
 import { checkOutboundUrl, outboundPolicy, refusedAddress } from '#libs/push';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startPushReceiver, type ReceivedPush } from './support/push-receiver.js';
@@ -158,6 +159,22 @@ describe('push notifications with the SDK client', () => {
     await client.cancelTask({ tenant: '', id: held.id, metadata: undefined });
     await new Promise((r) => setTimeout(r, 400));
     expect(receiver.unique('/deleted').length).toBe(sentBefore);
+  });
+
+  it('v0.3 with the SDK compat client: set / get / list / delete through tasks/pushNotificationConfig/*', async () => {
+    const card = await (await new ClientFactory().createFromUrl(`${rpcUrl}/`)).getAgentCard();
+    const legacy = new Client(new LegacyJsonRpcTransport({ endpoint: rpcUrl }), card);
+    expect(legacy.protocolVersion).toBe('0.3');
+    const task = (await legacy.sendMessage(send('hold legacy'))) as Task;
+    const set = await legacy.createTaskPushNotificationConfig({ tenant: '', id: 'legacy', taskId: task.id, url: receiver.url('/legacy'), token: 'tok-l', authentication: undefined });
+    expect(set).toMatchObject({ id: 'legacy', taskId: task.id, url: receiver.url('/legacy'), token: 'tok-l' });
+    expect(await legacy.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'legacy' })).toMatchObject({ id: 'legacy' });
+    expect((await legacy.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' })).configs.map((c) => c.id)).toEqual(['legacy']);
+    await legacy.cancelTask({ tenant: '', id: task.id, metadata: undefined });
+    await receiver.waitFor(() => receiver.unique('/legacy').some((r) => r.json.status?.state === 'canceled'));
+    expect(receiver.unique('/legacy').every((r) => r.json.kind === 'status-update')).toBe(true);
+    await legacy.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'legacy' });
+    expect((await legacy.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' })).configs).toEqual([]);
   });
 
   it('v0.3: tasks/pushNotificationConfig/set|get|list|delete, and v0.3-shaped deliveries', async () => {
