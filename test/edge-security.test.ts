@@ -88,7 +88,7 @@ describe('trailing slashes', () => {
 });
 
 describe('capabilities the deployment does not serve', () => {
-  it('a revision declaring push notifications is refused at publish with a clear error', async () => {
+  it('a revision declaring push notifications is refused at publish when the deployment keeps no push secrets', async () => {
     const agentRes = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents', { slug: 'pusher', name: 'P', description: 'p' });
     expect(agentRes.status).toBe(201);
     const rev = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents/pusher/revisions', {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError, invalidRequest } from '#libs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { ProtocolProfilesSchema, SERVED_A2A_CAPABILITIES, type ProtocolProfiles } from '#libs/contracts';
 import { RuntimeRegistry } from '#libs/runtimes';
 import { ZodError } from 'zod';
@@ -24,7 +25,13 @@ export class RevisionService {
     private readonly agents: AgentService,
     private readonly revisions: RevisionRepository,
     @Inject(RuntimeRegistry) private readonly runtimes: RuntimeRegistry,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    // push needs a key to keep its secrets: without one this deployment does not serve it
+    this.served = { ...SERVED_A2A_CAPABILITIES, pushNotifications: Boolean(config.PUSH_ENCRYPTION_SECRET ?? config.SIGNING_KEY_ENCRYPTION_SECRET) };
+  }
+
+  private readonly served: Record<keyof typeof SERVED_A2A_CAPABILITIES, boolean>;
 
   /** Create a draft numbered after the agent's newest revision. Both parts are validated. */
   async createDraft(orgId: string, agentRef: string, input: { protocolProfiles: unknown; runtime: unknown }): Promise<Revision> {
@@ -75,9 +82,10 @@ export class RevisionService {
     if (current.status === 'draft') {
       this.validate({ runtime: current.runtime });
       const declared = (current.protocolProfiles as { a2a?: { capabilities?: Record<string, unknown> } }).a2a?.capabilities ?? {};
-      const unserved = Object.entries(SERVED_A2A_CAPABILITIES).filter(([name, served]) => declared[name] === true && !served).map(([name]) => name);
+      const unserved = Object.entries(this.served).filter(([name, served]) => declared[name] === true && !served).map(([name]) => name);
       if (unserved.length > 0) {
-        throw new AppError('revision.unsupported_capability', `this deployment does not serve ${unserved.join(', ')}: remove it from protocolProfiles.a2a.capabilities`, {
+        const hint = unserved.includes('pushNotifications') ? ' (push needs PUSH_ENCRYPTION_SECRET)' : '';
+        throw new AppError('revision.unsupported_capability', `this deployment does not serve ${unserved.join(', ')}${hint}: remove it from protocolProfiles.a2a.capabilities`, {
           details: { revisionId, capabilities: unserved.join(',') },
         });
       }
