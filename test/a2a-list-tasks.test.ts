@@ -35,10 +35,11 @@ interface Raw {
   body: any;
 }
 
-async function rpc(url: string, params: unknown): Promise<Raw> {
+/** ListTasks over JSON-RPC; with `key`, as that principal (an admin key sees every task of the agent). */
+async function rpc(url: string, params: unknown, key?: string): Promise<Raw> {
   const res = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+    headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...(key ? { 'x-api-key': key } : {}) },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ListTasks', params }),
   });
   return { status: res.status, body: await res.json() };
@@ -208,7 +209,7 @@ describe('ListTasks pagination', () => {
     let previousLast: string | undefined;
     try {
       for (let guard = 0; guard < 50; guard++) {
-        const r = await rpc(url, { pageSize: 4, ...(token ? { pageToken: token } : {}), historyLength: 0 });
+        const r = await rpc(url, { pageSize: 4, ...(token ? { pageToken: token } : {}), historyLength: 0 }, stack.adminKey);
         expect(r.body.error).toBeUndefined();
         const page = r.body.result;
         expect(page.pageSize).toBe(4);
@@ -236,7 +237,7 @@ describe('ListTasks pagination', () => {
 
     // the total counts the same filters, whatever the page; a quiet listing matches it exactly
     const done = await waitFor('the concurrent tasks to complete', async () => {
-      const r = await rpc(url, { status: 'TASK_STATE_COMPLETED', pageSize: 100 });
+      const r = await rpc(url, { status: 'TASK_STATE_COMPLETED', pageSize: 100 }, stack.adminKey);
       // totalSize and the page are two reads; wait until both have seen every task completed
       const want = initial.length + created.length;
       return r.body.result.totalSize === want && r.body.result.tasks.length === want ? r.body.result : undefined;
@@ -328,17 +329,20 @@ describe('ListTasks scoping', () => {
     expect(await ids(siblingUrl)).toMatchObject({ tasks: [{ id: theirs.id }], totalSize: 1 });
     expect(await ids(foreignUrl)).toMatchObject({ tasks: [{ id: foreignTask.id }], totalSize: 1 });
 
-    // unfiltered: nothing of the others leaks, and the totals are the agent's own
-    const all = (await rpc(rpcUrl, { pageSize: 100 })).body.result;
+    // unfiltered (as an admin of the organization, who sees every task): nothing of the others
+    // leaks, and the totals are the agent's own
+    const all = (await rpc(rpcUrl, { pageSize: 100 }, stack.adminKey)).body.result;
     const allIds = all.tasks.map((t: { id: string }) => t.id);
     expect(allIds).toContain(mine.id);
     expect(allIds).not.toContain(theirs.id);
     expect(allIds).not.toContain(foreignTask.id);
-    expect((await rpc(foreignUrl, { pageSize: 100 })).body.result.totalSize).toBe(1);
+    expect((await rpc(foreignUrl, { pageSize: 100 }, org.body.adminKey.key)).body.result.totalSize).toBe(1);
+    // and an admin of this organization is nobody at the other organization's agent
+    expect((await rpc(foreignUrl, { pageSize: 100 }, stack.adminKey)).body.result.totalSize).toBe(0);
 
     // a page token is bound to its agent
-    const page = (await rpc(rpcUrl, { pageSize: 1 })).body.result;
-    expect((await rpc(siblingUrl, { pageSize: 1, pageToken: page.nextPageToken })).body.error).toMatchObject({ code: -32602 });
+    const page = (await rpc(rpcUrl, { pageSize: 1 }, stack.adminKey)).body.result;
+    expect((await rpc(siblingUrl, { pageSize: 1, pageToken: page.nextPageToken }, stack.adminKey)).body.error).toMatchObject({ code: -32602 });
     // the other organization as REST tenant of this agent's URL is not found
     const tenant = await restList(`${rpcUrl}/${org.body.slug}`, '');
     expect(tenant.status).toBe(404);

@@ -262,6 +262,13 @@ describe('Agent Cards', () => {
     const again = await fetch(echo.cardUrl, { headers: { 'if-none-match': etag! } });
     expect(again.status).toBe(304);
     expect(await again.text()).toBe('');
+    // Last-Modified / If-Modified-Since (If-None-Match wins when both are sent)
+    const lastModified = res.headers.get('last-modified')!;
+    expect(Date.parse(lastModified)).toBeLessThanOrEqual(Date.now());
+    expect((await fetch(echo.cardUrl, { headers: { 'if-modified-since': lastModified } })).status).toBe(304);
+    expect((await fetch(echo.cardUrl, { headers: { 'if-modified-since': new Date(Date.parse(lastModified) - 1000).toUTCString() } })).status).toBe(200);
+    expect((await fetch(echo.cardUrl, { headers: { 'if-modified-since': lastModified, 'if-none-match': '"other"' } })).status).toBe(200);
+    expect((await fetch(echo.cardUrl, { headers: { 'if-modified-since': 'not a date' } })).status).toBe(200);
   });
 
   it('come in the v0.3 shape when A2A-Version: 0.3 is asked for explicitly', async () => {

@@ -5,7 +5,8 @@ import { A2AError, toA2AError } from './a2a.errors.js';
 import { API_KEY_HEADER } from './agent-card.projection.js';
 
 /**
- * Who may call an agent's A2A binding (BindingSecurity). `none`: anyone. `apiKey`: an API key of
+ * Who may call an agent's A2A binding (BindingSecurity). `none`: anyone (a valid key of the
+ * organization, when presented, identifies the caller). `apiKey`: an API key of
  * the agent's organization holding `a2a:invoke` or `admin`. Failures follow A2A v1.0 §3.3.2:
  * - no key, an unknown/revoked key, or a key of another organization → Unauthenticated
  *   (the edge answers HTTP 401 with a challenge; another org's key is simply not a credential
@@ -23,7 +24,13 @@ export class A2AAccessService {
    * binding: callers are anonymous there).
    */
   async authorize(agent: ResolvedA2AAgent, presentedKey: string | undefined, opts: { required?: boolean } = {}): Promise<Principal | null> {
-    if (agent.binding.security.scheme === 'none' && !opts.required) return null;
+    if (agent.binding.security.scheme === 'none' && !opts.required) {
+      // no credential needed; one presented identifies its caller (the owner of the tasks it
+      // creates, and `admin` / `a2a:all-tasks` see every task), anything else stays anonymous
+      if (!presentedKey) return null;
+      const principal = await this.apiKeys.authenticate(presentedKey).catch(() => null);
+      return principal && canInvokeA2A(principal, agent.org.id) ? principal : null;
+    }
     if (!presentedKey) {
       throw new A2AError('Unauthenticated', `this agent requires an API key in header ${API_KEY_HEADER} or Authorization: Bearer`);
     }

@@ -5,7 +5,7 @@ import type { ZodType } from 'zod';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
-import type { A2AProtocolVersion, SendOptions } from './a2a.types.js';
+import { ANONYMOUS_CALLER, type A2ACaller, type A2AProtocolVersion, type SendOptions } from './a2a.types.js';
 import { A2APushService } from './push/a2a-push.service.js';
 import {
   fromV03PushConfig,
@@ -55,8 +55,8 @@ export interface JsonRpcCall {
   resume?: { lastEventId?: string; token?: string };
   /** Aborted when the caller goes away (ends a stream). */
   signal?: AbortSignal;
-  /** The caller's principal (API key id; null on an open binding): push configs are scoped to it. */
-  caller?: string | null;
+  /** Who calls (the edge authenticated it): tasks and push configs are scoped to it. Absent: anonymous. */
+  caller?: A2ACaller;
   /**
    * The authenticated extended card (v1.0 shape) for this caller: the edge authenticates the caller
    * (Unauthenticated otherwise) and projects it (UnsupportedOperation / ExtendedAgentCardNotConfigured).
@@ -150,7 +150,7 @@ export class A2AJsonRpcHandler {
     private readonly push: A2APushService,
   ) {
     const signalOf = (call: JsonRpcCall) => call.signal ?? new AbortController().signal;
-    const callerOf = (call: JsonRpcCall) => call.caller ?? null;
+    const callerOf = (call: JsonRpcCall): A2ACaller => call.caller ?? ANONYMOUS_CALLER;
     const send = <T extends { options: SendOptions }>(m: T, call: JsonRpcCall): T => ({ ...m, options: { ...m.options, caller: callerOf(call) } });
     this.v1 = {
       SendStreamingMessage: async (agent, params, call) => {
@@ -161,7 +161,7 @@ export class A2AJsonRpcHandler {
       SubscribeToTask: async (agent, params, call) => {
         requireStreaming(agent);
         const p = parse(V1SubscribeToTaskRequestSchema, params);
-        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call)));
+        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call), callerOf(call)));
       },
       SendMessage: async (agent, params, call) => {
         const { inbound, options } = send(fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params)), call);
@@ -189,17 +189,17 @@ export class A2AJsonRpcHandler {
         await this.push.delete(agent, callerOf(call), p.taskId, p.id);
         return {};
       },
-      ListTasks: async (agent, params) => {
+      ListTasks: async (agent, params, call) => {
         const p = parse(V1ListTasksRequestSchema, params);
-        return toV1ListTasksResponse(await this.ops.listTasks(agent, fromV1ListTasksRequest(p)));
+        return toV1ListTasksResponse(await this.ops.listTasks(agent, fromV1ListTasksRequest(p), callerOf(call)));
       },
-      GetTask: async (agent, params) => {
+      GetTask: async (agent, params, call) => {
         const p = parse(V1GetTaskRequestSchema, params);
-        return toV1Task(await this.ops.getTask(agent, p.id, p.historyLength));
+        return toV1Task(await this.ops.getTask(agent, p.id, p.historyLength, callerOf(call)));
       },
-      CancelTask: async (agent, params) => {
+      CancelTask: async (agent, params, call) => {
         const p = parse(V1CancelTaskRequestSchema, params);
-        return toV1Task(await this.ops.cancelTask(agent, p.id));
+        return toV1Task(await this.ops.cancelTask(agent, p.id, undefined, callerOf(call)));
       },
     };
     this.v03 = {
@@ -211,7 +211,7 @@ export class A2AJsonRpcHandler {
       'tasks/resubscribe': async (agent, params, call) => {
         requireStreaming(agent);
         const p = parse(V03TaskIdParamsSchema, params);
-        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '0.3', signalOf(call)));
+        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '0.3', signalOf(call), callerOf(call)));
       },
       'message/send': async (agent, params, call) => {
         const { inbound, options } = send(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
@@ -238,13 +238,13 @@ export class A2AJsonRpcHandler {
         await this.push.delete(agent, callerOf(call), p.id, p.pushNotificationConfigId);
         return null;
       },
-      'tasks/get': async (agent, params) => {
+      'tasks/get': async (agent, params, call) => {
         const p = parse(V03TaskQueryParamsSchema, params);
-        return toV03Task(await this.ops.getTask(agent, p.id, p.historyLength));
+        return toV03Task(await this.ops.getTask(agent, p.id, p.historyLength, callerOf(call)));
       },
-      'tasks/cancel': async (agent, params) => {
+      'tasks/cancel': async (agent, params, call) => {
         const p = parse(V03TaskIdParamsSchema, params);
-        return toV03Task(await this.ops.cancelTask(agent, p.id));
+        return toV03Task(await this.ops.cancelTask(agent, p.id, undefined, callerOf(call)));
       },
     };
   }

@@ -16,7 +16,7 @@ import { AppError } from '#libs/common';
 import { ParsedRuntimeCache, RuntimeRegistry, type AgentRuntime } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2APushService } from './push/a2a-push.service.js';
-import type { InboundMessage, SendOptions, SendOutcome } from './a2a.types.js';
+import { ANONYMOUS_CALLER, canSeeTask, type A2ACaller, type InboundMessage, type SendOptions, type SendOutcome } from './a2a.types.js';
 import { decodePageToken, encodePageToken, listFingerprint, taskStateFilter, type ListTasksPage, type ListTasksQuery } from './list-tasks.js';
 
 
@@ -82,7 +82,7 @@ export class A2AOperations {
       const agentId = agent.agent.id;
 
       if (inbound.taskId !== undefined) {
-        const run = await this.messageOnTask(orgId, agentId, inbound);
+        const run = await this.messageOnTask(orgId, agentId, inbound, options.caller ?? ANONYMOUS_CALLER);
         // a config sent with more input starts with that input's effects
         if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1);
         if (!options.returnImmediately) await this.runs.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
@@ -99,6 +99,7 @@ export class A2AOperations {
         threadId: inbound.contextId,
         message: inbound.message,
         metadata: options.metadata,
+        createdBy: options.caller?.id ?? null,
       });
       // the task's whole story (a retry of the same message sets the same config again)
       if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
@@ -122,13 +123,15 @@ export class A2AOperations {
 
   /** A push config sent with SendMessage, delivered after `fromSequence` of the task. */
   private async setPushConfig(agent: ResolvedA2AAgent, run: RunRecord, options: SendOptions, fromSequence: number): Promise<void> {
-    await this.push.create(agent, options.caller ?? null, run.id, options.pushNotificationConfig!, options.version ?? '1.0', Math.max(0, fromSequence));
+    await this.push.create(agent, options.caller ?? ANONYMOUS_CALLER, run.id, options.pushNotificationConfig!, options.version ?? '1.0', Math.max(0, fromSequence));
   }
 
-  /** GetTask (§3.1.3). Unknown, or not this agent's → TaskNotFound. */
-  async getTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number): Promise<RunView> {
+  /** GetTask (§3.1.3). Unknown, not this agent's, or not the caller's (see canSeeTask) → TaskNotFound. */
+  async getTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number, caller: A2ACaller = ANONYMOUS_CALLER): Promise<RunView> {
     try {
-      return await this.runs.view(agent.org.id, taskId, { historyLength, agentId: agent.agent.id });
+      const view = await this.runs.view(agent.org.id, taskId, { historyLength, agentId: agent.agent.id });
+      if (!canSeeTask(caller, view.run.createdBy)) throw taskNotFound(taskId);
+      return view;
     } catch (e) {
       throw toA2AError(e);
     }
@@ -138,8 +141,10 @@ export class A2AOperations {
    * CancelTask (§3.1.5): the task as it is after the cancel. Unknown → TaskNotFound; already
    * terminal → TaskNotCancelable.
    */
-  async cancelTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number): Promise<RunView> {
+  async cancelTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number, caller: A2ACaller = ANONYMOUS_CALLER): Promise<RunView> {
     try {
+      const owned = await this.runs.requireRun(agent.org.id, taskId, agent.agent.id);
+      if (!canSeeTask(caller, owned.createdBy)) throw taskNotFound(taskId);
       const run = await this.cancelRun.execute({ orgId: agent.org.id, runId: taskId, agentId: agent.agent.id });
       return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
     } catch (e) {
@@ -156,16 +161,20 @@ export class A2AOperations {
    * (it is then on no later page, or seen twice); tasks that keep their status are listed
    * exactly once.
    */
-  async listTasks(agent: ResolvedA2AAgent, q: ListTasksQuery): Promise<ListTasksPage> {
+  async listTasks(agent: ResolvedA2AAgent, q: ListTasksQuery, caller: A2ACaller = ANONYMOUS_CALLER): Promise<ListTasksPage> {
     try {
       const orgId = agent.org.id;
-      const fingerprint = listFingerprint(agent.agent.id, q);
+      const fingerprint = listFingerprint(agent.agent.id, q) + (caller.allTasks ? '' : `|${caller.id ?? ''}`);
       const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
+      // an anonymous caller (an agent without authentication) lists only within a context it
+      // names: the contextId is its capability, as a task id is for GetTask
+      if (!caller.allTasks && caller.id === null && q.contextId === undefined) return { views: [], nextPageToken: '', pageSize: q.pageSize, totalSize: 0 };
       const filter = {
         agentId: agent.agent.id,
         threadId: q.contextId,
         ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
         statusFrom: q.statusTimestampAfter,
+        ...(caller.allTasks ? {} : { createdBy: caller.id }),
       };
       const [rows, totalSize] = await Promise.all([this.runs.list(orgId, { ...filter, before, limit: q.pageSize }), this.runs.count(orgId, filter)]);
       const page = rows.slice(0, q.pageSize);
@@ -192,7 +201,7 @@ export class A2AOperations {
    * run changed between the read and the command (an interaction opened or closed meanwhile),
    * the mapping is made again from the new state, once.
    */
-  private async messageOnTask(orgId: string, agentId: string, inbound: InboundMessage, submittedBy?: string): Promise<RunRecord> {
+  private async messageOnTask(orgId: string, agentId: string, inbound: InboundMessage, caller: A2ACaller): Promise<RunRecord> {
     const runId = inbound.taskId!;
     const named = inbound.message.metadata?.interactionId;
     if (named !== undefined && typeof named !== 'string') {
@@ -200,11 +209,12 @@ export class A2AOperations {
     }
     for (let attempt = 0; ; attempt++) {
       const run = await this.runs.requireRun(orgId, runId, agentId);
+      if (!canSeeTask(caller, run.createdBy)) throw taskNotFound(runId);
       const base = { orgId, agentId, runId, threadId: inbound.contextId, message: inbound.message };
       const interactionId = named ?? (run.blockedReason ? run.openInteractionId : null);
       try {
         return interactionId
-          ? await this.respondInteraction.execute({ ...base, interactionId, ...(submittedBy !== undefined && { submittedBy }) })
+          ? await this.respondInteraction.execute({ ...base, interactionId, ...(caller.id !== null && { submittedBy: caller.id }) })
           : await this.continueRun.execute(base);
       } catch (e) {
         const raced = named === undefined && e instanceof AppError && (e.code === 'run.awaiting_interaction' || e.code === 'interaction.not_open');
@@ -247,4 +257,9 @@ export class A2AOperations {
     this.runtimes.set(agent.revision.id, parsed);
     return parsed;
   }
+}
+
+/** TaskNotFound for a task the caller may not see: said exactly as for a task that does not exist. */
+function taskNotFound(taskId: string): A2AError {
+  return toA2AError(new AppError('run.not_found', `run ${taskId} not found`, { details: { runId: taskId } }));
 }

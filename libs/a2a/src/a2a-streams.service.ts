@@ -4,6 +4,7 @@ import type { ResolvedA2AAgent } from '#libs/registry';
 import { RunQueries, RunStreamHub, isTerminal, type RunView } from '#libs/runs';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
+import { ANONYMOUS_CALLER, type A2ACaller } from './a2a.types.js';
 import type { A2AProtocolVersion, InboundMessage, SendOptions } from './a2a.types.js';
 import { projectEnvelope, type ProjectionState, type StreamResult } from './stream-projection.js';
 import { toV1Message, toV1Task } from './v1/v1.mapper.js';
@@ -96,9 +97,9 @@ export class A2AStreams {
    * for a terminal task (unless a cursor still has events to deliver); InvalidParams for a cursor
    * of another task or thread, or past the end of the task's log.
    */
-  async subscribe(agent: ResolvedA2AAgent, taskId: string, cursor: ResumeCursor | null, version: A2AProtocolVersion, signal: AbortSignal): Promise<AsyncIterable<StreamItem>> {
+  async subscribe(agent: ResolvedA2AAgent, taskId: string, cursor: ResumeCursor | null, version: A2AProtocolVersion, signal: AbortSignal, caller: A2ACaller = ANONYMOUS_CALLER): Promise<AsyncIterable<StreamItem>> {
     requireStreaming(agent);
-    const view = await this.ops.getTask(agent, taskId);
+    const view = await this.ops.getTask(agent, taskId, undefined, caller);
     const { run } = view;
     if (!cursor) {
       if (isTerminal(run.status)) {

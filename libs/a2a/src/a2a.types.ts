@@ -23,8 +23,8 @@ export interface SendOptions {
   historyLength?: number;
   /** Push notifications for this task (set with the task, delivered from its first event). */
   pushNotificationConfig?: PushConfigInput;
-  /** Who sends (API key id; null on an open binding): push configs are scoped to it. */
-  caller?: string | null;
+  /** Who sends: the new task's owner; push configs are scoped to it. Absent: anonymous. */
+  caller?: A2ACaller;
   /** The protocol version of the call (the shape of push payloads). */
   version?: A2AProtocolVersion;
   /** Media types the caller accepts for response parts (advisory). */
@@ -40,3 +40,21 @@ export interface SendOptions {
 export type SendOutcome =
   | { kind: 'task'; view: RunView }
   | { kind: 'message'; message: CanonicalMessage; contextId: string };
+
+/**
+ * Who calls an A2A operation. `id`: the principal (`key:<api key id>`), null for an anonymous
+ * caller of an agent without authentication. Tasks belong to the principal that created them;
+ * `allTasks` (scope `admin` or `a2a:all-tasks`) sees every task of the agent.
+ */
+export interface A2ACaller {
+  id: string | null;
+  allTasks: boolean;
+}
+
+/** An anonymous caller (an agent without authentication). */
+export const ANONYMOUS_CALLER: A2ACaller = Object.freeze({ id: null, allTasks: false });
+
+/** Whether `caller` may see a task created by `createdBy` (its owner, or a caller who sees all). */
+export function canSeeTask(caller: A2ACaller, createdBy: string | null): boolean {
+  return caller.allTasks || caller.id === createdBy;
+}

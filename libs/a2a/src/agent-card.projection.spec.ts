@@ -26,6 +26,7 @@ function resolved(over: { a2a?: object; binding?: Partial<ResolvedA2AAgent['bind
       publishedAt: new Date('2026-01-01T00:00:00Z'),
     },
     binding: { id: 'b1', transports: ['JSONRPC'], path: '/a2a/acme/echo', security: { scheme: 'none' }, extensions: [], ...over.binding },
+    modifiedAt: new Date('2026-01-01T00:00:00Z'),
   };
 }
 

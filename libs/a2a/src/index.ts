@@ -25,6 +25,6 @@ export type { V1Task, V1Message, V1Artifact, V1TaskStatus, V1SendMessageResponse
 export { V03MessageSendParamsSchema, V03TaskQueryParamsSchema, V03TaskIdParamsSchema, V03PartSchema, DATA_PART_COMPAT_FLAG } from './v03/v03.schemas.js';
 export { toV03Task, toV03Message, toV03Part, toV03State, toV03SendResult, fromV03MessageSendParams } from './v03/v03.mapper.js';
 export type { V03Task, V03Message, V03Part, V03TaskState } from './v03/v03.mapper.js';
-export { A2APushService, type A2ACaller } from './push/a2a-push.service.js';
+export { A2APushService } from './push/a2a-push.service.js';
 export { PushDeliveryService, pushPayload } from './push/push-delivery.service.js';
 export { toV1PushConfig, toV03PushConfig } from './push/push-schemas.js';

@@ -20,6 +20,7 @@ function view(over: Partial<RunView['run']> = {}, rest: Partial<Omit<RunView, 'r
       blockedReason: null,
       openInteractions: 0,
       interactionVersion: 0,
+      createdBy: null,
       lastSequence: 5,
       originMessageId: 'm1',
       metadata: null,

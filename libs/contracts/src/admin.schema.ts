@@ -19,9 +19,11 @@ export const AgentSlugSchema = SlugSchema.refine((s) => !UUID_RE.test(s), 'an ag
 
 /**
  * API key scopes. `platform`: may create organizations. `admin`: manages its own organization.
- * `a2a:invoke`: calls its organization's A2A bindings that require an API key.
+ * `a2a:invoke`: calls its organization's A2A bindings that require an API key (and sees the tasks
+ * it created). `a2a:all-tasks`: over A2A, sees every task of the organization's agents, not only its
+ * own (`admin` implies it).
  */
-export const ApiKeyScopeSchema = z.enum(['platform', 'admin', 'a2a:invoke']);
+export const ApiKeyScopeSchema = z.enum(['platform', 'admin', 'a2a:invoke', 'a2a:all-tasks']);
 export type ApiKeyScope = z.infer<typeof ApiKeyScopeSchema>;
 
 const IsoDate = z.string().describe('ISO-8601 timestamp');

@@ -22,6 +22,7 @@ export interface DirectoryRow {
   protocolProfiles: { a2a?: unknown } | null;
   runtime: unknown;
   publishedAt: Date | null;
+  modifiedAt: Date | null;
   bindingId: string | null;
   transports: string[] | null;
   path: string | null;
@@ -35,6 +36,7 @@ const SELECT = `
          a.documentation_url AS "documentationUrl", a.icon_url AS "iconUrl", a.is_default AS "isDefault",
          r.id AS "revisionId", r.number AS "revisionNumber", r.protocol_profiles AS "protocolProfiles",
          r.runtime, r.published_at AS "publishedAt",
+         GREATEST(a.updated_at, r.published_at, b.updated_at) AS "modifiedAt",
          b.id AS "bindingId", b.transports, b.path, b.security, b.extensions
     FROM agents a
     JOIN organizations o ON o.id = a.org_id

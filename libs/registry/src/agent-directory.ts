@@ -110,6 +110,7 @@ function toResolved(row: DirectoryRow): ResolvedA2AAgent {
       runtime: row.runtime,
       publishedAt: row.publishedAt,
     },
+    modifiedAt: row.modifiedAt ?? row.publishedAt,
     binding: {
       id: row.bindingId,
       transports: parseStored(TransportsSchema, row.transports, row, 'binding.transports'),

@@ -49,7 +49,7 @@ export class ApiKeyService {
    * otherwise `auth.forbidden`.
    */
   async issue(principal: Principal, name: string, scopes: ApiKeyScope[]): Promise<CreatedApiKey> {
-    const missing = scopes.filter((s) => !(hasScope(principal, s) || (s === 'a2a:invoke' && hasScope(principal, 'admin'))));
+    const missing = scopes.filter((s) => !(hasScope(principal, s) || ((s === 'a2a:invoke' || s === 'a2a:all-tasks') && hasScope(principal, 'admin'))));
     if (missing.length > 0) {
       throw new AppError('auth.forbidden', `this API key cannot grant scopes it does not hold: ${missing.join(', ')}`, { details: { scopes: missing } });
     }

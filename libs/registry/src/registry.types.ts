@@ -133,4 +133,6 @@ export interface ResolvedA2AAgent {
     security: BindingSecurity;
     extensions: A2AExtension[];
   };
+  /** Newest change of what the card is projected from: agent, active revision, binding. */
+  modifiedAt: Date;
 }

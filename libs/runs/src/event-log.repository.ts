@@ -25,6 +25,8 @@ export interface RunRecord {
   openInteractions: number;
   /** Bumped by every interaction event: the optimistic guard of commands that close them. */
   interactionVersion: number;
+  /** The principal that created the run (`key:<api key id>`), null when anonymous. */
+  createdBy: string | null;
 }
 
 /** The run and the envelopes one append committed (and the dispatch it recorded, if asked). */
@@ -46,6 +48,8 @@ export interface NewRun {
   threadId: string;
   originMessageId: string;
   metadata?: Record<string, unknown> | null;
+  /** The principal creating it (`key:<api key id>`); null or absent: anonymous. */
+  createdBy?: string | null;
 }
 
 /** The outbox row a command recorded: its id and the trigger sequence of its job. */
@@ -94,7 +98,7 @@ const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id A
   thread_id AS "threadId", status, blocked_reason AS "blockedReason", last_sequence AS "lastSequence",
   origin_message_id AS "originMessageId", metadata, created_at AS "createdAt",
   updated_at AS "updatedAt", status_at AS "statusAt", open_interactions AS "openInteractions",
-  interaction_version AS "interactionVersion"`;
+  interaction_version AS "interactionVersion", created_by AS "createdBy"`;
 
 /*
  * The tail shared by create and append: given CTE `r` (the run row after the change, with its new
@@ -222,13 +226,14 @@ WITH input AS (
   SELECT (x->>'id')::uuid AS id, (x->>'orgId')::uuid AS org_id, (x->>'agentId')::uuid AS agent_id,
          (x->>'revisionId')::uuid AS revision_id, x->>'threadId' AS thread_id,
          x->>'originMessageId' AS origin_message_id, NULLIF(x->'metadata', 'null'::jsonb) AS metadata,
+         x->>'createdBy' AS created_by,
          x->'events' AS events, NULLIF(x->'dispatch', 'null'::jsonb) AS dispatch
   FROM jsonb_array_elements($1::jsonb) AS t(x)
 ), r AS (
   INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, status, blocked_reason, last_sequence,
-                    origin_message_id, metadata, created_at, updated_at, status_at)
+                    origin_message_id, metadata, created_by, created_at, updated_at, status_at)
   SELECT id, org_id, agent_id, revision_id, thread_id, 'submitted', NULL, jsonb_array_length(events),
-         origin_message_id, metadata, now(), now(), now()
+         origin_message_id, metadata, created_by, now(), now(), now()
   FROM input
   ON CONFLICT (org_id, agent_id, origin_message_id) DO NOTHING
   RETURNING *

@@ -77,6 +77,8 @@ export interface RunListFilter {
   statusAfter?: Date;
   /** Only runs whose status changed at or after this time (A2A ListTasks `statusTimestampAfter`). */
   statusFrom?: Date;
+  /** Only runs created by this principal (null: by anonymous callers); absent: anyone's. */
+  createdBy?: string | null;
   /** Keyset cursor: runs strictly older than (statusAt, id). */
   before?: { statusAt: Date; id: string };
   limit: number;
@@ -94,7 +96,8 @@ const LIST_WHERE = `org_id = $1
           AND ($5::timestamptz IS NULL OR status_at > $5)
           AND ($6::timestamptz IS NULL OR status_at >= $6)
           AND (NOT $7::boolean OR blocked_reason IS NULL)
-          AND ($8::text[] IS NULL OR blocked_reason = ANY($8))`;
+          AND ($8::text[] IS NULL OR blocked_reason = ANY($8))
+          AND (NOT $9::boolean OR created_by IS NOT DISTINCT FROM $10::text)`;
 
 function listParams(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): unknown[] {
   return [
@@ -106,6 +109,8 @@ function listParams(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): 
     f.statusFrom ?? null,
     f.blocked === 'none',
     Array.isArray(f.blocked) ? f.blocked : null,
+    f.createdBy !== undefined,
+    f.createdBy ?? null,
   ];
 }
 
@@ -239,9 +244,9 @@ export class RunRepository {
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE ${LIST_WHERE}
-          AND ($9::timestamptz IS NULL OR (status_at, id) < ($9, $10::uuid))
+          AND ($11::timestamptz IS NULL OR (status_at, id) < ($11, $12::uuid))
         ORDER BY status_at DESC, id DESC
-        LIMIT $11`,
+        LIMIT $13`,
       [...listParams(orgId, f), f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1],
     );
     return rows.map(toRunState);

@@ -287,7 +287,8 @@ export class RuntimeOperations {
    * `run.invalid_transition` (the parent cannot act), `run.not_found`.
    */
   async delegate(orgId: string, parentRunId: string, draft: DelegationDraft): Promise<Delegation> {
-    const [target, depth] = await Promise.all([this.runs.publishedAgent(orgId, draft.agent), this.runs.linkDepth(parentRunId, MAX_LINK_DEPTH)]);
+    const [target, depth, parent] = await Promise.all([this.runs.publishedAgent(orgId, draft.agent), this.runs.linkDepth(parentRunId, MAX_LINK_DEPTH), this.runs.get(orgId, parentRunId)]);
+    if (!parent) throw runNotFound(parentRunId);
     if (!target) throw new AppError('agent.not_published', `no published agent ${draft.agent} in this organization`, { details: { agent: draft.agent } });
     if (depth + 1 > MAX_LINK_DEPTH) {
       throw new AppError('run.link_too_deep', `run ${parentRunId} is ${depth} delegations deep; at most ${MAX_LINK_DEPTH} are allowed`, { details: { runId: parentRunId, depth } });
@@ -319,7 +320,8 @@ export class RuntimeOperations {
     };
     const outcome = await this.events.createLinked(
       {
-        run: { id: childRunId, orgId, agentId: target.agentId, revisionId: target.revisionId, threadId: childThreadId, originMessageId: input.messageId, metadata: { parentTaskId: parentRunId, runLinkKind: kind } },
+        // the child belongs to the parent's owner, who can follow it on the child's agent
+        run: { id: childRunId, orgId, agentId: target.agentId, revisionId: target.revisionId, threadId: childThreadId, originMessageId: input.messageId, metadata: { parentTaskId: parentRunId, runLinkKind: kind }, createdBy: parent.createdBy },
         events: [
           { type: 'run.created', payload: { runId: childRunId, threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, status: 'submitted' } },
           { type: 'message.added', payload: { message: input } },

@@ -1,17 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { A2AAccessService, A2AError, projectExtendedAgentCard, servedTransports, toA2AError, type AgentCard } from '#libs/a2a';
+import { A2AAccessService, A2AError, ANONYMOUS_CALLER, projectExtendedAgentCard, servedTransports, toA2AError, type A2ACaller, type AgentCard } from '#libs/a2a';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
-import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { AgentDirectory, hasScope, type ResolvedA2AAgent } from '#libs/registry';
 import { presentedApiKey, publicBaseUrl } from './a2a-http.js';
 
 const CALLER = Symbol('a2aCaller');
-type CallerRequest = FastifyRequest & { [CALLER]?: string | null };
+type CallerRequest = FastifyRequest & { [CALLER]?: A2ACaller };
 
-/** The caller `admit` authenticated on this request: its API key id, or null (open binding). */
-export function callerOf(req: FastifyRequest): string | null {
-  return (req as CallerRequest)[CALLER] ?? null;
+/** The caller `admit` authenticated on this request (anonymous on an open binding). */
+export function callerOf(req: FastifyRequest): A2ACaller {
+  return (req as CallerRequest)[CALLER] ?? ANONYMOUS_CALLER;
 }
 
 /**
@@ -44,7 +44,9 @@ export class A2AAdmission {
     } catch (e) {
       throw toA2AError(e);
     }
-    (req as CallerRequest)[CALLER] = principal?.keyId ?? null;
+    (req as CallerRequest)[CALLER] = principal
+      ? { id: `key:${principal.keyId}`, allTasks: hasScope(principal, 'admin') || hasScope(principal, 'a2a:all-tasks') }
+      : ANONYMOUS_CALLER;
     return agent;
   }
 

@@ -151,7 +151,7 @@ export class A2ARestController {
 
   @Get(':org/:agent/tasks')
   listTasks(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.unary(p, req, reply, {}, (agent) => this.handler.listTasks(agent, req.query as RestQuery));
+    return this.unary(p, req, reply, {}, (agent) => this.handler.listTasks(agent, req.query as RestQuery, callerOf(req)));
   }
 
   @Get(':org/:agent/:tenant/tasks')
@@ -161,7 +161,7 @@ export class A2ARestController {
 
   @Get(':org/:agent/tasks/:id')
   getTask(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.unary(p, req, reply, {}, (agent) => this.handler.getTask(agent, p.id ?? '', req.query as RestQuery));
+    return this.unary(p, req, reply, {}, (agent) => this.handler.getTask(agent, p.id ?? '', req.query as RestQuery, callerOf(req)));
   }
 
   @Get(':org/:agent/:tenant/tasks/:id')
@@ -173,7 +173,7 @@ export class A2ARestController {
   @Post(':org/:agent/tasks/:id([^/:]+)::cancel')
   @A2ARestBodyRoute()
   cancelTask(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.cancelTask(agent, p.id ?? '', bodyOf(req)));
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.cancelTask(agent, p.id ?? '', bodyOf(req), callerOf(req)));
   }
 
   @Post(':org/:agent/:tenant/tasks/:id([^/:]+)::cancel')
@@ -184,7 +184,7 @@ export class A2ARestController {
 
   @Get(':org/:agent/tasks/:id([^/:]+)::subscribe')
   subscribe(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.streaming(p, req, reply, {}, (agent, signal) => this.handler.subscribe(agent, p.id ?? '', resumeOf(req), signal));
+    return this.streaming(p, req, reply, {}, (agent, signal) => this.handler.subscribe(agent, p.id ?? '', resumeOf(req), signal, callerOf(req)));
   }
 
   @Get(':org/:agent/:tenant/tasks/:id([^/:]+)::subscribe')
@@ -196,7 +196,7 @@ export class A2ARestController {
   @Post(':org/:agent/tasks/:id([^/:]+)::subscribe')
   @A2ARestBodyRoute()
   subscribeByPost(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.subscribe(agent, p.id ?? '', resumeOf(req), signal));
+    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.subscribe(agent, p.id ?? '', resumeOf(req), signal, callerOf(req)));
   }
 
   @Post(':org/:agent/:tenant/tasks/:id([^/:]+)::subscribe')

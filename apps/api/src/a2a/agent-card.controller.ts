@@ -64,9 +64,18 @@ export class AgentCardController {
     }
     const body = JSON.stringify(card);
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`;
-    const headers = { 'cache-control': CARD_CACHE_CONTROL, etag, vary: 'A2A-Version' };
+    // the newest change of anything the card is made of: agent, revision, binding, signing keys
+    const keysChangedAt = (await this.keys.list(resolved.org.id)).reduce((t, k) => Math.max(t, k.createdAt.getTime(), k.retiredAt?.getTime() ?? 0), 0);
+    const modified = Math.floor(Math.max(new Date(resolved.modifiedAt).getTime(), keysChangedAt) / 1000) * 1000;
+    const headers = { 'cache-control': CARD_CACHE_CONTROL, etag, 'last-modified': new Date(modified).toUTCString(), vary: 'A2A-Version' };
     const inm = req.headers['if-none-match'];
-    if (typeof inm === 'string' && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)) {
+    const ims = req.headers['if-modified-since'];
+    // RFC 9110 §13.2.2: If-None-Match wins; If-Modified-Since only when it is absent
+    const notModified =
+      typeof inm === 'string'
+        ? inm.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === etag)
+        : typeof ims === 'string' && !Number.isNaN(Date.parse(ims)) && modified <= Date.parse(ims);
+    if (notModified) {
       void reply.status(304).headers(headers).send();
       return;
     }

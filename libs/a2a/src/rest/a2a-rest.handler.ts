@@ -8,7 +8,8 @@ import { isPlainObject } from '../proto-json.helpers.js';
 import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema, type V1ListTasksResponse } from '../v1/v1-list-tasks.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task, type V1SendMessageResponse, type V1Task } from '../v1/v1.mapper.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from '../v1/v1.schemas.js';
-import { A2APushService, type A2ACaller } from '../push/a2a-push.service.js';
+import { A2APushService } from '../push/a2a-push.service.js';
+import { ANONYMOUS_CALLER, type A2ACaller } from '../a2a.types.js';
 import { fromV1PushConfig, toV1PushConfig, V1ListPushConfigsSchema, V1PushConfigRefSchema, V1PushConfigSchema } from '../push/push-schemas.js';
 
 /** A parsed query string as Fastify hands it over: one string per name, or an array when repeated. */
@@ -76,7 +77,7 @@ export class A2ARestHandler {
   ) {}
 
   /** `POST /message:send`, body SendMessageRequest → SendMessageResponse (`{task}` | `{message}`). */
-  async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = null): Promise<V1SendMessageResponse> {
+  async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = ANONYMOUS_CALLER): Promise<V1SendMessageResponse> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
     return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, { ...options, caller }));
   }
@@ -111,39 +112,39 @@ export class A2ARestHandler {
   }
 
   /** `GET /tasks/{id}?historyLength=` → Task. */
-  async getTask(agent: ResolvedA2AAgent, id: string, query: RestQuery | undefined): Promise<V1Task> {
+  async getTask(agent: ResolvedA2AAgent, id: string, query: RestQuery | undefined, caller: A2ACaller = ANONYMOUS_CALLER): Promise<V1Task> {
     const p = parse(V1GetTaskRequestSchema, { ...queryToProtoJson(query), id });
-    return toV1Task(await this.ops.getTask(agent, p.id, p.historyLength));
+    return toV1Task(await this.ops.getTask(agent, p.id, p.historyLength, caller));
   }
 
   /**
    * `POST /tasks/{id}:cancel`, body CancelTaskRequest (optional: the SDK client sends none) → Task.
    * The path id wins over an `id` in the body.
    */
-  async cancelTask(agent: ResolvedA2AAgent, id: string, body: unknown): Promise<V1Task> {
+  async cancelTask(agent: ResolvedA2AAgent, id: string, body: unknown, caller: A2ACaller = ANONYMOUS_CALLER): Promise<V1Task> {
     const p = parse(V1CancelTaskRequestSchema, { ...objectBody(body, 'CancelTaskRequest', true), id });
-    return toV1Task(await this.ops.cancelTask(agent, p.id));
+    return toV1Task(await this.ops.cancelTask(agent, p.id, undefined, caller));
   }
 
   /** `GET /tasks?contextId=&status=&pageSize=&pageToken=&historyLength=&statusTimestampAfter=&includeArtifacts=` → ListTasksResponse. */
-  async listTasks(agent: ResolvedA2AAgent, query: RestQuery | undefined): Promise<V1ListTasksResponse> {
+  async listTasks(agent: ResolvedA2AAgent, query: RestQuery | undefined, caller: A2ACaller = ANONYMOUS_CALLER): Promise<V1ListTasksResponse> {
     const p = parse(V1ListTasksRequestSchema, queryToProtoJson(query));
-    return toV1ListTasksResponse(await this.ops.listTasks(agent, fromV1ListTasksRequest(p)));
+    return toV1ListTasksResponse(await this.ops.listTasks(agent, fromV1ListTasksRequest(p), caller));
   }
 
   /**
    * `POST /message:stream`, body SendMessageRequest → a stream of StreamResponse items.
    * Errors before the stream starts are thrown.
    */
-  async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal, caller: A2ACaller = null): Promise<AsyncIterable<StreamItem>> {
+  async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal, caller: A2ACaller = ANONYMOUS_CALLER): Promise<AsyncIterable<StreamItem>> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
     return this.streams.sendStreaming(agent, inbound, { ...options, caller }, '1.0', signal);
   }
 
   /** `GET|POST /tasks/{id}:subscribe` → a stream of StreamResponse items (resumable, see A2AStreams.subscribe). */
-  async subscribe(agent: ResolvedA2AAgent, id: string, resume: RestResume, signal: AbortSignal): Promise<AsyncIterable<StreamItem>> {
+  async subscribe(agent: ResolvedA2AAgent, id: string, resume: RestResume, signal: AbortSignal, caller: A2ACaller = ANONYMOUS_CALLER): Promise<AsyncIterable<StreamItem>> {
     if (id === '') throw new A2AError('InvalidParams', 'id must not be empty');
-    return this.streams.subscribe(agent, id, parseResumeCursor(resume), '1.0', signal);
+    return this.streams.subscribe(agent, id, parseResumeCursor(resume), '1.0', signal, caller);
   }
 
   /**

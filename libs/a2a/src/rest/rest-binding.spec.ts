@@ -5,6 +5,7 @@ import type { A2AStreams } from '../a2a-streams.service.js';
 import { A2ARestHandler, queryToProtoJson } from './a2a-rest.handler.js';
 import { REST_ERROR_MAPPING, toRestError } from './rest-errors.js';
 import { A2APushService } from '../push/a2a-push.service.js';
+import { ANONYMOUS_CALLER } from '../a2a.types.js';
 import type { PushConfigService } from '#libs/push';
 import type { RunQueries } from '#libs/runs';
 
@@ -89,10 +90,10 @@ describe('A2ARestHandler', () => {
   });
 
   it('push config routes refuse an agent that does not declare push, before anything else', async () => {
-    await expect(handler.createPushConfig(agent, 't1', {}, null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
-    await expect(handler.listPushConfigs(agent, 't1', {}, null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
-    await expect(handler.getPushConfig(agent, 't1', 'c', null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
-    await expect(handler.deletePushConfig(agent, 't1', 'c', null)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.createPushConfig(agent, 't1', {}, ANONYMOUS_CALLER)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.listPushConfigs(agent, 't1', {}, ANONYMOUS_CALLER)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.getPushConfig(agent, 't1', 'c', ANONYMOUS_CALLER)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
+    await expect(handler.deletePushConfig(agent, 't1', 'c', ANONYMOUS_CALLER)).rejects.toMatchObject({ type: 'PushNotificationNotSupported' });
   });
 
   it.each([

@@ -17,6 +17,8 @@ export interface CreateRunCommand {
   /** The caller's message; its messageId makes the command idempotent per (org, agent). */
   message: CanonicalMessage;
   metadata?: Record<string, unknown>;
+  /** The principal creating it (`key:<api key id>`): the task's owner; absent = anonymous. */
+  createdBy?: string | null;
 }
 
 export interface CreateRunResult {
@@ -51,7 +53,7 @@ export class CreateRunHandler {
     let created: CreatedRun | null;
     try {
       created = await this.events.create({
-        run: { id: runId, orgId: cmd.orgId, agentId: cmd.agentId, revisionId: cmd.revisionId, threadId, originMessageId: message.messageId, metadata: cmd.metadata },
+        run: { id: runId, orgId: cmd.orgId, agentId: cmd.agentId, revisionId: cmd.revisionId, threadId, originMessageId: message.messageId, metadata: cmd.metadata, createdBy: cmd.createdBy ?? null },
         events: [
           { type: 'run.created', payload: { runId, threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, status: 'submitted' } },
           { type: 'message.added', payload: { message } },
