@@ -1,12 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
-import { ApiKeyService, canInvokeA2A, type Principal, type ResolvedA2AAgent } from '#libs/registry';
+import { ApiKeyService, canInvokeA2A, hasScope, type Principal, type ResolvedA2AAgent } from '#libs/registry';
+import { ANONYMOUS_CALLER, type A2ACaller } from './a2a.types.js';
+import { JwtVerifier } from './jwt-verifier.js';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { API_KEY_HEADER } from './agent-card.projection.js';
 
 /**
  * Who may call an agent's A2A binding (BindingSecurity). `none`: anyone (a valid key of the
- * organization, when presented, identifies the caller). `apiKey`: an API key of
+ * organization, when presented, identifies the caller). `jwt`: a bearer JWT of the configured
+ * issuer and audience (JwtVerifier). `apiKey`: an API key of
  * the agent's organization holding `a2a:invoke` or `admin`. Failures follow A2A v1.0 §3.3.2:
  * - no key, an unknown/revoked key, or a key of another organization → Unauthenticated
  *   (the edge answers HTTP 401 with a challenge; another org's key is simply not a credential
@@ -16,7 +19,25 @@ import { API_KEY_HEADER } from './agent-card.projection.js';
  */
 @Injectable()
 export class A2AAccessService {
-  constructor(private readonly apiKeys: ApiKeyService) {}
+  constructor(
+    private readonly apiKeys: ApiKeyService,
+    private readonly jwt: JwtVerifier,
+  ) {}
+
+  /**
+   * Who calls `agent`, by the credentials the binding's security declares (see `authorize`): the
+   * A2A caller that owns the tasks it creates. `presented.apiKey`: X-API-Key or a bearer token
+   * read as a key; `presented.bearer`: the Authorization bearer token (a JWT on a `jwt` binding).
+   */
+  async caller(agent: ResolvedA2AAgent, presented: { apiKey?: string; bearer?: string }): Promise<A2ACaller> {
+    const sec = agent.binding.security;
+    if (sec.scheme === 'jwt') {
+      const c = await this.jwt.verify(presented.bearer, sec);
+      return { id: `jwt:${c.issuer}|${c.subject}`, allTasks: c.scopes.includes('a2a:all-tasks') };
+    }
+    const principal = await this.authorize(agent, presented.apiKey);
+    return principal ? { id: `key:${principal.keyId}`, allTasks: hasScope(principal, 'admin') || hasScope(principal, 'a2a:all-tasks') } : ANONYMOUS_CALLER;
+  }
 
   /**
    * `required`: demand a valid key of the organization even when the binding is open (the

@@ -3,6 +3,7 @@ import { PushModule } from '#libs/push';
 import { RegistryModule } from '#libs/registry';
 import { RunsModule } from '#libs/runs';
 import { A2AAccessService } from './a2a-access.service.js';
+import { JwtVerifier } from './jwt-verifier.js';
 import { A2AJsonRpcHandler } from './a2a-jsonrpc.handler.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams } from './a2a-streams.service.js';
@@ -18,7 +19,7 @@ import { PushDeliveryService } from './push/push-delivery.service.js';
  */
 @Module({
   imports: [RunsModule, RegistryModule, PushModule],
-  providers: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService, A2APushService],
+  providers: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService, A2APushService, JwtVerifier],
   exports: [A2AOperations, A2AStreams, A2AJsonRpcHandler, A2ARestHandler, A2AAccessService, A2APushService, RegistryModule, PushModule],
 })
 export class A2AModule {}

@@ -29,6 +29,11 @@ export const SERVED_CAPABILITIES = SERVED_A2A_CAPABILITIES;
 
 /** Header an apiKey-secured binding reads the key from (also accepted: `Authorization: Bearer`). */
 export const API_KEY_HEADER = 'X-API-Key';
+/** Names of the security schemes on the card of a jwt binding. */
+export const BEARER_SCHEME_NAME = 'bearer';
+export const OAUTH2_SCHEME_NAME = 'oauth2';
+export const OIDC_SCHEME_NAME = 'oidc';
+
 /** Name of the security scheme on the card for an apiKey binding. */
 export const API_KEY_SCHEME_NAME = 'apiKey';
 
@@ -55,6 +60,8 @@ export interface AgentSkill {
 export interface SecurityScheme {
   apiKeySecurityScheme?: { description?: string; location: string; name: string };
   httpAuthSecurityScheme?: { description?: string; scheme: string; bearerFormat?: string };
+  oauth2SecurityScheme?: { description?: string; flows: { clientCredentials: { tokenUrl: string; scopes: Record<string, string> } } };
+  openIdConnectSecurityScheme?: { description?: string; openIdConnectUrl: string };
 }
 
 export interface SecurityRequirement {
@@ -153,6 +160,21 @@ export function projectAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: stri
     };
     card.securityRequirements = [{ schemes: { [API_KEY_SCHEME_NAME]: {} } }];
   }
+  if (binding.security.scheme === 'jwt') {
+    const sec = binding.security;
+    const scopes = Object.fromEntries(sec.requiredScopes.map((s) => [s, `required to invoke ${agent.name}`]));
+    card.securitySchemes = {
+      [BEARER_SCHEME_NAME]: {
+        httpAuthSecurityScheme: { scheme: 'Bearer', bearerFormat: 'JWT', description: `A JWT from ${sec.issuer} for audience ${sec.audience}${sec.requiredScopes.length ? ` with scope ${sec.requiredScopes.join(' ')}` : ''}.` },
+      },
+      ...(sec.tokenUrl ? { [OAUTH2_SCHEME_NAME]: { oauth2SecurityScheme: { flows: { clientCredentials: { tokenUrl: sec.tokenUrl, scopes } } } } } : {}),
+      ...(!sec.jwksUri ? { [OIDC_SCHEME_NAME]: { openIdConnectSecurityScheme: { openIdConnectUrl: `${sec.issuer.replace(/\/+$/, '')}/.well-known/openid-configuration` } } } : {}),
+    };
+    card.securityRequirements = [
+      { schemes: { [BEARER_SCHEME_NAME]: { list: [] } } },
+      ...(sec.tokenUrl ? [{ schemes: { [OAUTH2_SCHEME_NAME]: { list: sec.requiredScopes } } }] : []),
+    ];
+  }
   return card;
 }
 
@@ -201,7 +223,7 @@ export interface V03AgentCard {
   documentationUrl?: string;
   iconUrl?: string;
   capabilities: { streaming: boolean; pushNotifications: boolean; extensions?: A2AExtension[] };
-  securitySchemes?: Record<string, { type: 'apiKey'; in: 'header'; name: string; description?: string }>;
+  securitySchemes?: Record<string, V03SecurityScheme>;
   security?: Array<Record<string, string[]>>;
   defaultInputModes: string[];
   defaultOutputModes: string[];
@@ -218,7 +240,7 @@ export function toV03AgentCard(card: AgentCard): V03AgentCard | null {
   const interfaces = card.supportedInterfaces.filter((i) => i.protocolVersion === '0.3');
   const main = interfaces.find((i) => i.protocolBinding === 'JSONRPC');
   if (!main) return null;
-  const apiKey = card.securitySchemes?.[API_KEY_SCHEME_NAME]?.apiKeySecurityScheme;
+  const schemes = v03SecuritySchemes(card);
   return {
     protocolVersion: '0.3.0',
     name: card.name,
@@ -235,10 +257,10 @@ export function toV03AgentCard(card: AgentCard): V03AgentCard | null {
       pushNotifications: card.capabilities.pushNotifications ?? false,
       ...(card.capabilities.extensions ? { extensions: card.capabilities.extensions } : {}),
     },
-    ...(apiKey
+    ...(schemes
       ? {
-          securitySchemes: { [API_KEY_SCHEME_NAME]: { type: 'apiKey' as const, in: 'header' as const, name: apiKey.name, ...(apiKey.description ? { description: apiKey.description } : {}) } },
-          security: [{ [API_KEY_SCHEME_NAME]: [] }],
+          securitySchemes: schemes,
+          security: (card.securityRequirements ?? []).map((r) => Object.fromEntries(Object.entries(r.schemes).map(([name, v]) => [name, (v as { list?: string[] }).list ?? []]))),
         }
       : {}),
     defaultInputModes: card.defaultInputModes,
@@ -246,6 +268,26 @@ export function toV03AgentCard(card: AgentCard): V03AgentCard | null {
     skills: card.skills,
     supportsAuthenticatedExtendedCard: false,
   };
+}
+
+/** A v0.3 (OpenAPI-style) security scheme. */
+export type V03SecurityScheme =
+  | { type: 'apiKey'; in: 'header'; name: string; description?: string }
+  | { type: 'http'; scheme: string; bearerFormat?: string; description?: string }
+  | { type: 'oauth2'; flows: { clientCredentials: { tokenUrl: string; scopes: Record<string, string> } }; description?: string }
+  | { type: 'openIdConnect'; openIdConnectUrl: string; description?: string };
+
+/** The v1.0 card's security schemes in the v0.3 shape (null when there are none). */
+function v03SecuritySchemes(card: AgentCard): Record<string, V03SecurityScheme> | null {
+  const out: Record<string, V03SecurityScheme> = {};
+  for (const [name, s] of Object.entries(card.securitySchemes ?? {})) {
+    const d = (x: { description?: string }) => (x.description ? { description: x.description } : {});
+    if (s.apiKeySecurityScheme) out[name] = { type: 'apiKey', in: 'header', name: s.apiKeySecurityScheme.name, ...d(s.apiKeySecurityScheme) };
+    else if (s.httpAuthSecurityScheme) out[name] = { type: 'http', scheme: s.httpAuthSecurityScheme.scheme.toLowerCase(), ...(s.httpAuthSecurityScheme.bearerFormat ? { bearerFormat: s.httpAuthSecurityScheme.bearerFormat } : {}), ...d(s.httpAuthSecurityScheme) };
+    else if (s.oauth2SecurityScheme) out[name] = { type: 'oauth2', flows: s.oauth2SecurityScheme.flows, ...d(s.oauth2SecurityScheme) };
+    else if (s.openIdConnectSecurityScheme) out[name] = { type: 'openIdConnect', openIdConnectUrl: s.openIdConnectSecurityScheme.openIdConnectUrl, ...d(s.openIdConnectSecurityScheme) };
+  }
+  return Object.keys(out).length > 0 ? out : null;
 }
 
 /**

@@ -28,3 +28,4 @@ export type { V03Task, V03Message, V03Part, V03TaskState } from './v03/v03.mappe
 export { A2APushService } from './push/a2a-push.service.js';
 export { PushDeliveryService, pushPayload } from './push/push-delivery.service.js';
 export { toV1PushConfig, toV03PushConfig } from './push/push-schemas.js';
+export { JwtVerifier, bearerChallenge, type JwtCaller } from './jwt-verifier.js';

@@ -72,6 +72,21 @@ export type A2ATransport = z.infer<typeof A2ATransportSchema>;
 export const BindingSecuritySchema = z.discriminatedUnion('scheme', [
   z.object({ scheme: z.literal('none') }),
   z.object({ scheme: z.literal('apiKey') }),
+  /**
+   * HTTP bearer JWTs from an external issuer (OAuth2 / OIDC), verified with `jose`: signature by a
+   * key of the issuer's JWKS (`jwksUri`, else its OIDC discovery document), `iss`, `aud`, `exp` /
+   * `nbf`, and every `requiredScopes` entry in the `scope` (space separated) or `scp` claim. The
+   * caller is `jwt:<iss>|<sub>`; scope `a2a:all-tasks` sees every task. `tokenUrl` advertises the
+   * OAuth2 client-credentials flow on the card.
+   */
+  z.object({
+    scheme: z.literal('jwt'),
+    issuer: z.url({ protocol: /^https?$/ }).max(2048),
+    audience: z.string().min(1).max(512),
+    jwksUri: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+    requiredScopes: z.array(z.string().min(1).max(200)).max(20).default([]),
+    tokenUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+  }),
 ]);
 export type BindingSecurity = z.infer<typeof BindingSecuritySchema>;
 

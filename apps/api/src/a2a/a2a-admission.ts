@@ -3,8 +3,8 @@ import type { FastifyRequest } from 'fastify';
 import { A2AAccessService, A2AError, ANONYMOUS_CALLER, projectExtendedAgentCard, servedTransports, toA2AError, type A2ACaller, type AgentCard } from '#libs/a2a';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
-import { AgentDirectory, hasScope, type ResolvedA2AAgent } from '#libs/registry';
-import { presentedApiKey, publicBaseUrl } from './a2a-http.js';
+import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
+import { presentedApiKey, presentedBearer, publicBaseUrl } from './a2a-http.js';
 
 const CALLER = Symbol('a2aCaller');
 type CallerRequest = FastifyRequest & { [CALLER]?: A2ACaller };
@@ -38,15 +38,11 @@ export class A2AAdmission {
     if (!servedTransports(agent.binding).includes(transport)) {
       throw new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over ${transport === 'JSONRPC' ? 'JSON-RPC' : transport}`);
     }
-    let principal;
     try {
-      principal = await this.access.authorize(agent, presentedApiKey(req));
+      (req as CallerRequest)[CALLER] = await this.access.caller(agent, { apiKey: presentedApiKey(req), bearer: presentedBearer(req) });
     } catch (e) {
       throw toA2AError(e);
     }
-    (req as CallerRequest)[CALLER] = principal
-      ? { id: `key:${principal.keyId}`, allTasks: hasScope(principal, 'admin') || hasScope(principal, 'a2a:all-tasks') }
-      : ANONYMOUS_CALLER;
     return agent;
   }
 
@@ -60,7 +56,9 @@ export class A2AAdmission {
     // not declared / not configured is said to anyone; the card itself only to the authenticated
     const card = projectExtendedAgentCard(agent, publicBaseUrl(this.config, req));
     try {
-      await this.access.authorize(agent, presentedApiKey(req), { required: true });
+      // a jwt binding's callers are authenticated by their token; otherwise a key of the organization
+      if (agent.binding.security.scheme === 'jwt') await this.access.caller(agent, { bearer: presentedBearer(req) });
+      else await this.access.authorize(agent, presentedApiKey(req), { required: true });
     } catch (e) {
       throw toA2AError(e);
     }

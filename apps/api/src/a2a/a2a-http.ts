@@ -29,6 +29,18 @@ export function presentedApiKey(req: FastifyRequest): string | undefined {
   return m ? m[1] : undefined;
 }
 
+/** The token of `Authorization: Bearer <token>`, if any. */
+export function presentedBearer(req: FastifyRequest): string | undefined {
+  const auth = req.headers.authorization;
+  const m = typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth) : null;
+  return m ? m[1] : undefined;
+}
+
+/** The WWW-Authenticate challenge of a refused call: the error's own (a bearer binding), else the generic one. */
+export function challengeOf(err: { metadata?: Record<string, string> }): string {
+  return err.metadata?.challenge ?? WWW_AUTHENTICATE;
+}
+
 /**
  * Origin written into Agent Cards: PUBLIC_BASE_URL; else the request's Host when its host name is
  * in TRUSTED_HOSTS (default: loopback names, for development); else `http://localhost:<PORT>`.

@@ -17,7 +17,7 @@ import { A2AAdmission, callerOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
-import { JSON_RPC_CONTENT_TYPES, WWW_AUTHENTICATE, mediaTypeOf, requestedVersion, sendJson } from './a2a-http.js';
+import { JSON_RPC_CONTENT_TYPES, challengeOf, mediaTypeOf, requestedVersion, sendJson } from './a2a-http.js';
 
 
 /**
@@ -52,9 +52,9 @@ export class A2AJsonRpcController {
     } catch (e) {
       const err = toA2AError(e);
       // the endpoint does not exist (404), or the caller may not use it (401 / 403)
-      if (err.type === 'Unauthenticated') return fail(401, err, { 'www-authenticate': WWW_AUTHENTICATE });
-      const status = err.type === 'Unauthorized' ? 403 : err.type === 'InternalError' ? 500 : 404;
-      return fail(status, err);
+      if (err.type === 'Unauthenticated') return fail(401, err, { 'www-authenticate': challengeOf(err) });
+      if (err.type === 'Unauthorized') return fail(403, err, err.metadata?.challenge ? { 'www-authenticate': err.metadata.challenge } : {});
+      return fail(err.type === 'InternalError' ? 500 : 404, err);
     }
     const mediaType = mediaTypeOf(req);
     if (mediaType !== undefined && !JSON_RPC_CONTENT_TYPES.includes(mediaType)) {

@@ -15,7 +15,7 @@ import { A2AAdmission, callerOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
-import { WWW_AUTHENTICATE, requestedVersion, sendJson } from './a2a-http.js';
+import { challengeOf, requestedVersion, sendJson } from './a2a-http.js';
 import { A2ARestBodyRoute, hasBody } from './a2a-rest-content-type.js';
 
 
@@ -289,7 +289,7 @@ export class A2ARestController {
       agent = await this.admission.admit(p.org, p.agent, 'HTTP+JSON', req);
     } catch (e) {
       const err = toA2AError(e);
-      fail(reply, err, err.type === 'Unauthenticated' ? { 'www-authenticate': WWW_AUTHENTICATE } : {});
+      fail(reply, err, err.type === 'Unauthenticated' ? { 'www-authenticate': challengeOf(err) } : err.metadata?.challenge ? { 'www-authenticate': err.metadata.challenge } : {});
       return null;
     }
     const version = versionError(requestedVersion(req));

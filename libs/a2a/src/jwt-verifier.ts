@@ -1,0 +1,138 @@
+import { Injectable } from '@nestjs/common';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import type { BindingSecurity } from '#libs/contracts';
+import { A2AError } from './a2a.errors.js';
+
+type JwtSecurity = Extract<BindingSecurity, { scheme: 'jwt' }>;
+
+/** A verified bearer token's caller. */
+export interface JwtCaller {
+  issuer: string;
+  subject: string;
+  scopes: string[];
+}
+
+/** How long a discovered jwks_uri is trusted before the discovery document is read again (ms). */
+const DISCOVERY_TTL_MS = 10 * 60_000;
+/** Longest a discovery or JWKS fetch may take (ms). */
+const FETCH_TIMEOUT_MS = 5_000;
+
+/** RFC 6750 §3 challenge for a bearer-token binding. */
+export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string): string {
+  const parts = ['Bearer realm="a2a"'];
+  if (error) parts.push(`error="${error}"`);
+  if (description) parts.push(`error_description="${description.replace(/["\\\\]/g, "'").slice(0, 200)}"`);
+  if (scope) parts.push(`scope="${scope}"`);
+  return parts.join(', ');
+}
+
+/**
+ * Verifies the bearer JWTs of a `jwt` binding with `jose`: the signature against the issuer's
+ * keys (the binding's `jwksUri`, else the `jwks_uri` of the issuer's OIDC discovery document,
+ * whose `issuer` must be the configured one), then `iss`, `aud`, `exp` / `nbf` (30 s of clock
+ * tolerance) and the binding's required scopes (`scope`, space separated, or `scp`). Key sets are
+ * cached per URI by jose (refetched on an unknown `kid`, at most every 30 s).
+ * Errors: Unauthenticated (a challenge with `invalid_token` in `metadata.challenge`) for a missing,
+ * malformed, badly signed, expired or wrong-issuer / wrong-audience token; Unauthorized
+ * (`insufficient_scope`) when a required scope is missing.
+ */
+@Injectable()
+export class JwtVerifier {
+  private readonly keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+  private readonly discovered = new Map<string, { jwksUri: string; at: number }>();
+
+  async verify(token: string | undefined, sec: JwtSecurity): Promise<JwtCaller> {
+    if (!token) {
+      throw new A2AError('Unauthenticated', 'this agent requires a bearer token (Authorization: Bearer <JWT>)', { metadata: { challenge: bearerChallenge() } });
+    }
+    let payload: JWTPayload;
+    try {
+      const keys = await this.keySet(sec);
+      ({ payload } = await jwtVerify(token, keys, { issuer: sec.issuer, audience: sec.audience, clockTolerance: 30 }));
+    } catch (e) {
+      if (e instanceof A2AError) throw e;
+      const reason = describeJoseError(e);
+      throw new A2AError('Unauthenticated', `the bearer token is not valid for this agent: ${reason}`, { metadata: { challenge: bearerChallenge('invalid_token', reason) } });
+    }
+    if (typeof payload.sub !== 'string' || payload.sub === '') {
+      throw new A2AError('Unauthenticated', 'the bearer token has no subject (sub)', { metadata: { challenge: bearerChallenge('invalid_token', 'no sub claim') } });
+    }
+    const scopes = scopesOf(payload);
+    const missing = sec.requiredScopes.filter((s) => !scopes.includes(s));
+    if (missing.length > 0) {
+      throw new A2AError('Unauthorized', `the bearer token lacks scope ${missing.join(' ')}`, {
+        metadata: { requiredScope: missing.join(' '), challenge: bearerChallenge('insufficient_scope', undefined, sec.requiredScopes.join(' ')) },
+      });
+    }
+    return { issuer: sec.issuer, subject: payload.sub, scopes };
+  }
+
+  private async keySet(sec: JwtSecurity): Promise<ReturnType<typeof createRemoteJWKSet>> {
+    const uri = sec.jwksUri ?? (await this.discover(sec.issuer));
+    let set = this.keySets.get(uri);
+    if (!set) {
+      set = createRemoteJWKSet(new URL(uri), { timeoutDuration: FETCH_TIMEOUT_MS, cooldownDuration: 30_000 });
+      if (this.keySets.size > 1_000) this.keySets.clear();
+      this.keySets.set(uri, set);
+    }
+    return set;
+  }
+
+  /** OIDC discovery (OpenID Connect Discovery 1.0 §4): the issuer's jwks_uri. */
+  private async discover(issuer: string): Promise<string> {
+    const hit = this.discovered.get(issuer);
+    if (hit && Date.now() - hit.at < DISCOVERY_TTL_MS) return hit.jwksUri;
+    const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
+    let doc: { issuer?: unknown; jwks_uri?: unknown };
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: 'error' });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      doc = (await res.json()) as typeof doc;
+    } catch (e) {
+      throw new A2AError('Unauthenticated', `the token issuer's discovery document could not be read (${e instanceof Error ? e.message : String(e)})`, {
+        metadata: { challenge: bearerChallenge('invalid_token', 'issuer keys unavailable') },
+      });
+    }
+    if (doc.issuer !== issuer || typeof doc.jwks_uri !== 'string') {
+      throw new A2AError('Unauthenticated', "the token issuer's discovery document does not name this issuer and a jwks_uri", {
+        metadata: { challenge: bearerChallenge('invalid_token', 'issuer discovery mismatch') },
+      });
+    }
+    this.discovered.set(issuer, { jwksUri: doc.jwks_uri, at: Date.now() });
+    return doc.jwks_uri;
+  }
+}
+
+function scopesOf(payload: JWTPayload): string[] {
+  const scope = payload.scope;
+  if (typeof scope === 'string') return scope.split(' ').filter(Boolean);
+  const scp = payload.scp;
+  if (Array.isArray(scp)) return scp.filter((s): s is string => typeof s === 'string');
+  if (typeof scp === 'string') return scp.split(' ').filter(Boolean);
+  return [];
+}
+
+/** jose's error as one readable reason (which claim or check failed). */
+function describeJoseError(e: unknown): string {
+  const err = e as { code?: string; claim?: string; message?: string };
+  switch (err.code) {
+    case 'ERR_JWT_EXPIRED':
+      return 'the token has expired';
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      return `claim ${err.claim ?? ''} check failed: ${err.message ?? ''}`.trim();
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return 'the signature does not verify';
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+      return "no key of the issuer's key set matches the token";
+    case 'ERR_JWS_INVALID':
+    case 'ERR_JWT_INVALID':
+      return 'the token is malformed';
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case 'ERR_JOSE_NOT_SUPPORTED':
+      return 'the token algorithm is not accepted';
+    case 'ERR_JWKS_TIMEOUT':
+      return "the issuer's key set could not be fetched in time";
+    default:
+      return err.message ?? String(e);
+  }
+}
