@@ -36,6 +36,25 @@ export type InteractionExpiryOutcome = z.infer<typeof InteractionExpiryOutcomeSc
 export const InteractionDecisionSchema = z.enum(['answered', 'approved', 'rejected']);
 export type InteractionDecision = z.infer<typeof InteractionDecisionSchema>;
 
+/**
+ * How an InteractionRequest is opened beyond its prompt message (all optional): runtimes give it
+ * (RuntimeContext.requestInteraction) and the append path records it (`interaction.requested`).
+ */
+export interface InteractionRequestOptions {
+  title?: string;
+  description?: string;
+  /** Choices (a confirmation without options offers approve / reject). */
+  options?: Array<{ id: string; label: string; kind?: InteractionOption['kind'] }>;
+  /** Default true: the run waits on its caller (A2A input-required / auth-required). */
+  blocking?: boolean;
+  /** Expires this many milliseconds from now; then `onExpire` (default `fail`). */
+  expiresInMs?: number;
+  onExpire?: InteractionExpiryOutcome;
+  /** Handed back to the runtime when the interaction closes (JSON). */
+  state?: unknown;
+  metadata?: Record<string, unknown>;
+}
+
 /** Kind of a RunLink between a parent run and a child run. */
 export const RunLinkKindSchema = z.enum(['delegation', 'subtask', 'handoff']);
 export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;

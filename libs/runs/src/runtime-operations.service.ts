@@ -9,6 +9,7 @@ import {
   type CanonicalMessage,
   type InteractionExpiryOutcome,
   type InteractionKind,
+  type InteractionRequestOptions,
   type InteractionOption,
   type Part,
   type RunEvent,
@@ -40,19 +41,11 @@ export interface AgentMessageDraft {
  * `fail`) says what happens when nobody answers; a confirmation without `options` offers
  * approve / reject. `state` is handed back to the runtime when the interaction closes.
  */
-export interface InteractionDraft {
+export interface InteractionDraft extends InteractionRequestOptions {
   /** Set by the caller of `apply` so it knows the id before the commit; a UUID otherwise. */
   interactionId?: string;
   message?: AgentMessageDraft;
-  title?: string;
-  description?: string;
-  options?: Array<{ id: string; label: string; kind?: InteractionOption['kind'] }>;
-  blocking?: boolean;
-  expiresInMs?: number;
-  onExpire?: InteractionExpiryOutcome;
   origin?: string;
-  state?: unknown;
-  metadata?: Record<string, unknown>;
   /** Legacy free-form details (merged into metadata). */
   details?: Record<string, unknown>;
 }

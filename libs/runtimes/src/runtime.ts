@@ -3,9 +3,8 @@ import type {
   BlockedReason,
   CanonicalMessage,
   InteractionDecision,
-  InteractionExpiryOutcome,
   InteractionKind,
-  InteractionOption,
+  InteractionRequestOptions,
   Part,
   RunLinkKind,
   RunStatus,
@@ -21,21 +20,8 @@ export interface AgentMessageInput {
   metadata?: Record<string, unknown>;
 }
 
-/** How a runtime opens an InteractionRequest beyond its prompt message (all optional). */
-export interface InteractionRequestInput {
-  title?: string;
-  description?: string;
-  /** Choices (a confirmation without options offers approve / reject). */
-  options?: Array<{ id: string; label: string; kind?: InteractionOption['kind'] }>;
-  /** Default true: the run waits on its caller (A2A input-required / auth-required). */
-  blocking?: boolean;
-  /** Expires this many milliseconds from now; then `onExpire` (default `fail`). */
-  expiresInMs?: number;
-  onExpire?: InteractionExpiryOutcome;
-  /** Handed back in `RuntimeContext.trigger` when the interaction closes (JSON). */
-  state?: unknown;
-  metadata?: Record<string, unknown>;
-}
+/** How a runtime opens an InteractionRequest beyond its prompt message; `state` comes back in `RuntimeContext.trigger`. */
+export type InteractionRequestInput = InteractionRequestOptions;
 
 /** An InteractionRequest as it closed, as the execution it triggers sees it. */
 export interface ClosedInteraction {
