@@ -1,3 +1,4 @@
+import type { A2AExtensionPlugin } from '#libs/extensions';
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -23,7 +24,11 @@ export const JSON_CONTENT_TYPES = ['application/json', 'application/a2a+json'];
  * Build the API app (not listening). Logging is pino through Fastify, with credentials redacted.
  * Used by main.ts, the demo and the tests.
  */
-export async function createApiApp(overrides: ConfigOverrides = {}): Promise<NestFastifyApplication> {
+/**
+ * `opts.extensions`: A2A extension plugins to register beside the built-ins (see
+ * docs/extensions.md).
+ */
+export async function createApiApp(overrides: ConfigOverrides = {}, opts: { extensions?: ReadonlyArray<A2AExtensionPlugin<any>> } = {}): Promise<NestFastifyApplication> {
   const config = loadConfig({ ...process.env, ...overrides });
   // one JSON log for everything: Fastify's request lines and Nest's own, through one pino logger
   const logger = createLogger(config, 'aaas-api');
@@ -65,7 +70,7 @@ export async function createApiApp(overrides: ConfigOverrides = {}): Promise<Nes
     done(null, bad ? new MalformedJson(bad.reason, 'invalid', bad.path) : value);
   });
 
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), adapter, {
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides, opts), adapter, {
     bodyParser: false,
     logger: config.LOG_LEVEL === 'silent' ? false : new NestPinoLogger(logger),
   });

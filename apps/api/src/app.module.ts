@@ -1,3 +1,4 @@
+import { ExtensionsModule, type A2AExtensionPlugin } from '#libs/extensions';
 import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
@@ -12,10 +13,10 @@ import { HealthModule } from './health/health.module.js';
 /** Root module of the API app. `overrides` are config values (tests and the demo use them). */
 @Module({})
 export class AppModule {
-  static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
+  static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}, opts: { extensions?: ReadonlyArray<A2AExtensionPlugin<any>> } = {}): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), RunsModule, SweeperModule, AdminModule, A2AHttpModule, HealthModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), ExtensionsModule.forRoot({ extensions: opts.extensions }), RunsModule, SweeperModule, AdminModule, A2AHttpModule, HealthModule],
     };
   }
 }

@@ -2,6 +2,7 @@ import { toV03AgentCard, type AgentCard } from './agent-card.projection.js';
 import { Injectable, Logger } from '@nestjs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { ZodType } from 'zod';
+import type { Negotiated } from '#libs/extensions';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
@@ -57,6 +58,8 @@ export interface JsonRpcCall {
   signal?: AbortSignal;
   /** Who calls (the edge authenticated it): tasks and push configs are scoped to it. Absent: anonymous. */
   caller?: A2ACaller;
+  /** The extensions the request activated (the edge negotiated them). */
+  extensions?: Negotiated;
   /**
    * The authenticated extended card (v1.0 shape) for this caller: the edge authenticates the caller
    * (Unauthenticated otherwise) and projects it (UnsupportedOperation / ExtendedAgentCardNotConfigured).
@@ -151,7 +154,10 @@ export class A2AJsonRpcHandler {
   ) {
     const signalOf = (call: JsonRpcCall) => call.signal ?? new AbortController().signal;
     const callerOf = (call: JsonRpcCall): A2ACaller => call.caller ?? ANONYMOUS_CALLER;
-    const send = <T extends { options: SendOptions }>(m: T, call: JsonRpcCall): T => ({ ...m, options: { ...m.options, caller: callerOf(call) } });
+    const send = <T extends { options: SendOptions }>(m: T, call: JsonRpcCall): T => ({
+      ...m,
+      options: { ...m.options, caller: callerOf(call), ...(call.extensions ? { extensions: call.extensions } : {}) },
+    });
     this.v1 = {
       SendStreamingMessage: async (agent, params, call) => {
         requireStreaming(agent);

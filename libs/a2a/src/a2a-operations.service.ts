@@ -15,6 +15,7 @@ import {
 import { AppError } from '#libs/common';
 import { ParsedRuntimeCache, RuntimeRegistry, type AgentRuntime } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
+import { ExtensionRuleError } from '#libs/extensions';
 import { A2APushService } from './push/a2a-push.service.js';
 import { ANONYMOUS_CALLER, canSeeTask, type A2ACaller, type InboundMessage, type SendOptions, type SendOutcome } from './a2a.types.js';
 import { decodePageToken, encodePageToken, listFingerprint, taskStateFilter, type ListTasksPage, type ListTasksQuery } from './list-tasks.js';
@@ -78,6 +79,7 @@ export class A2AOperations {
     try {
       if (options.pushNotificationConfig) this.push.require(agent);
       this.checkInputModes(agent, inbound.message.parts);
+      inbound = applyExtensions(inbound, options);
       const orgId = agent.org.id;
       const agentId = agent.agent.id;
 
@@ -100,6 +102,7 @@ export class A2AOperations {
         message: inbound.message,
         metadata: options.metadata,
         createdBy: options.caller?.id ?? null,
+        ...(options.extensions?.activated.length ? { extensions: options.extensions.activated } : {}),
       });
       // the task's whole story (a retry of the same message sets the same config again)
       if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
@@ -262,4 +265,23 @@ export class A2AOperations {
 /** TaskNotFound for a task the caller may not see: said exactly as for a task that does not exist. */
 function taskNotFound(taskId: string): A2AError {
   return toA2AError(new AppError('run.not_found', `run ${taskId} not found`, { details: { runId: taskId } }));
+}
+
+/**
+ * The message hooks of the extensions the request activated (profile extensions check or
+ * transform the caller's message). A broken rule → `extension.rule` (A2A InvalidParams naming the
+ * extension and the rule).
+ */
+function applyExtensions(inbound: InboundMessage, options: SendOptions): InboundMessage {
+  let message = inbound.message;
+  for (const { plugin, params } of options.extensions?.plugins ?? []) {
+    if (!plugin.onMessage) continue;
+    try {
+      message = plugin.onMessage(message, params) ?? message;
+    } catch (e) {
+      if (e instanceof ExtensionRuleError) throw new AppError('extension.rule', e.message, { details: { extension: e.uri, rule: e.rule } });
+      throw e;
+    }
+  }
+  return message === inbound.message ? inbound : { ...inbound, message };
 }

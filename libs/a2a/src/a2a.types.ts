@@ -1,4 +1,5 @@
 import type { CanonicalMessage } from '#libs/contracts';
+import type { Negotiated } from '#libs/extensions';
 import type { PushConfigInput } from '#libs/push';
 import type { RunView } from '#libs/runs';
 
@@ -27,6 +28,8 @@ export interface SendOptions {
   caller?: A2ACaller;
   /** The protocol version of the call (the shape of push payloads). */
   version?: A2AProtocolVersion;
+  /** The extensions the request activated (A2A-Extensions), with the plugins that act on it. */
+  extensions?: Negotiated;
   /** Media types the caller accepts for response parts (advisory). */
   acceptedOutputModes?: string[];
   /** SendMessageRequest.metadata: stored on a new task as its metadata. */

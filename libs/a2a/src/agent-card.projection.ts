@@ -91,6 +91,11 @@ export function servedTransports(binding: Pick<ResolvedA2AAgent['binding'], 'tra
   return binding.transports.filter((t) => SERVED_TRANSPORTS.includes(t));
 }
 
+/** The extensions an agent declares (its card's `capabilities.extensions`): revision ∪ binding. */
+export function declaredExtensions(agent: ResolvedA2AAgent): A2AExtension[] {
+  return mergeExtensions(agent.revision.a2a.extensions, agent.binding.extensions);
+}
+
 /** Revision extensions, then the binding's; a URI given twice keeps the binding's declaration. */
 function mergeExtensions(revision: A2AExtension[], binding: A2AExtension[]): A2AExtension[] {
   const byUri = new Map<string, A2AExtension>();

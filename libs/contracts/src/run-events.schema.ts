@@ -92,6 +92,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
       agentId: z.string(),
       revisionId: z.string(),
       status: RunStatusSchema,
+      /** A2A extensions the creating request activated. */
+      extensions: z.array(z.string()).optional(),
     }),
   }),
   z.object({

@@ -59,6 +59,9 @@ export const ScriptedArtifactContentSchema = z.union([
 ]);
 export type ScriptedArtifactContent = z.infer<typeof ScriptedArtifactContentSchema>;
 
+/** URI of the built-in working sub-states extension (libs/extensions); the `substate` step writes its metadata. */
+export const SUBSTATES_EXTENSION_URI = 'https://aaas.dev/extensions/substates/v1';
+
 /** Placeholder in `text` fields after a `delegate` step: the child run's result as text. */
 export const SCRIPTED_RESULT_PLACEHOLDER = '{{result}}';
 
@@ -98,6 +101,8 @@ export interface ScriptedInteractionStep {
  * - `holdUntilCanceled`: keep the run open until it is canceled.
  * - `reply`: answer with a message only and create no task; must be its rule's only step.
  * - `interaction`: see ScriptedInteractionStep.
+ * - `substate`: a working status update whose message (`text`, default the state) carries
+ *   `metadata["${SUBSTATES_EXTENSION_URI}"] = { state }` (the working sub-states extension).
  * - `delegate`: hand `text` (default `{{input}}`) to the published agent `agent` of the same
  *   organization as a child run (RunLink of `kind`) and end this execution; when the child
  *   settles the script resumes after this step. A completed child's artifacts are adopted
@@ -112,7 +117,8 @@ export type ScriptedStep =
   | { type: 'holdUntilCanceled' }
   | { type: 'reply'; text?: string; parts?: z.infer<typeof PartSchema>[] }
   | ScriptedInteractionStep
-  | { type: 'delegate'; agent: string; text?: string; kind?: 'delegation' | 'subtask' | 'handoff'; onFailure?: 'fail' | 'continue'; adopt?: boolean };
+  | { type: 'delegate'; agent: string; text?: string; kind?: 'delegation' | 'subtask' | 'handoff'; onFailure?: 'fail' | 'continue'; adopt?: boolean }
+  | { type: 'substate'; state: string; text?: string };
 
 const InteractionStepSchema = z.strictObject({
   type: z.literal('interaction'),
@@ -167,6 +173,7 @@ export const ScriptedStepSchema: z.ZodType<ScriptedStep> = z.discriminatedUnion(
     })
     .refine(...exactlyTextOrParts),
   InteractionStepSchema,
+  z.strictObject({ type: z.literal('substate'), state: z.string().regex(/^[a-z][a-z0-9-]{0,63}$/), text: z.string().optional() }),
   z.strictObject({
     type: z.literal('delegate'),
     agent: z.string().min(1).max(200),

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { ExtensionRegistry } from '#libs/extensions';
 import { AppError } from '#libs/common';
 import type { A2AExtension, A2ATransport, BindingSecurity } from '#libs/contracts';
 import { AgentService } from './agent.service.js';
@@ -39,6 +40,7 @@ export class BindingService {
     private readonly agents: AgentService,
     private readonly orgs: OrganizationService,
     private readonly bindings: BindingRepository,
+    @Optional() private readonly extensions?: ExtensionRegistry,
   ) {}
 
   /** Throws `binding.not_found` when the agent has no A2A binding. */
@@ -70,6 +72,7 @@ export class BindingService {
    * their defaults). `created` says which happened.
    */
   async put(orgId: string, agentRef: string, input: A2ABindingInput): Promise<{ binding: A2ABinding; created: boolean }> {
+    if (input.extensions) this.extensions?.validate(input.extensions, 'extensions');
     const agent = await this.agents.get(orgId, agentRef);
     const fields = { ...DEFAULT_A2A_BINDING, ...defined(input) };
     let raced = false;
@@ -90,6 +93,7 @@ export class BindingService {
 
   /** Change only the given fields (`{ enabled: false }` disables it). Throws `binding.not_found`. */
   async update(orgId: string, agentRef: string, patch: A2ABindingInput): Promise<A2ABinding> {
+    if (patch.extensions) this.extensions?.validate(patch.extensions, 'extensions');
     const agent = await this.agents.get(orgId, agentRef);
     const binding = await this.bindings.updateA2A(orgId, agent.id, defined(patch));
     if (!binding) throw notFound(agent);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { ExtensionRegistry } from '#libs/extensions';
 import { AppError, invalidRequest } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { ProtocolProfilesSchema, SERVED_A2A_CAPABILITIES, type ProtocolProfiles } from '#libs/contracts';
@@ -26,6 +27,7 @@ export class RevisionService {
     private readonly revisions: RevisionRepository,
     @Inject(RuntimeRegistry) private readonly runtimes: RuntimeRegistry,
     @Inject(APP_CONFIG) config: AppConfig,
+    @Optional() private readonly extensions?: ExtensionRegistry,
   ) {
     // push needs a key to keep its secrets: without one this deployment does not serve it
     this.served = { ...SERVED_A2A_CAPABILITIES, pushNotifications: Boolean(config.PUSH_ENCRYPTION_SECRET ?? config.SIGNING_KEY_ENCRYPTION_SECRET) };
@@ -160,6 +162,8 @@ export class RevisionService {
       }
     }
     if (issues.length > 0) throw invalidRequest(issues, 'revision');
+    // declared extensions: known ones' params against their schemas; unknown ones data-only
+    if (out.protocolProfiles?.a2a) this.extensions?.validate(out.protocolProfiles.a2a.extensions, 'protocolProfiles.a2a.extensions');
     return out;
   }
 }

@@ -1,12 +1,19 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { FastifyRequest } from 'fastify';
-import { A2AAccessService, A2AError, ANONYMOUS_CALLER, projectExtendedAgentCard, servedTransports, toA2AError, type A2ACaller, type AgentCard } from '#libs/a2a';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from '#libs/extensions';
+import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, projectExtendedAgentCard, servedTransports, toA2AError, type A2ACaller, type AgentCard } from '#libs/a2a';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
 import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
 import { presentedApiKey, presentedBearer, publicBaseUrl } from './a2a-http.js';
 
 const CALLER = Symbol('a2aCaller');
+const NEGOTIATED = Symbol('a2aExtensions');
+
+/** The extensions `negotiate` activated on this request (none before it ran). */
+export function negotiatedOf(req: FastifyRequest): Negotiated | undefined {
+  return (req as FastifyRequest & { [NEGOTIATED]?: Negotiated })[NEGOTIATED];
+}
 type CallerRequest = FastifyRequest & { [CALLER]?: A2ACaller };
 
 /** The caller `admit` authenticated on this request (anonymous on an open binding). */
@@ -25,6 +32,7 @@ export class A2AAdmission {
   constructor(
     private readonly directory: AgentDirectory,
     private readonly access: A2AAccessService,
+    private readonly extensions: ExtensionRegistry,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -44,6 +52,25 @@ export class A2AAdmission {
       throw toA2AError(e);
     }
     return agent;
+  }
+
+  /**
+   * The extensions this request activates (A2A v1.0 "Extensions"): the `A2A-Extensions` (v0.3:
+   * `X-A2A-Extensions`) header's URIs that the agent declares, exact match, unknown ones ignored.
+   * Sets the same header on the response, listing what was activated. Throws A2AError:
+   * ExtensionSupportRequired (a required extension not activated), InvalidParams (a dependency
+   * not activated).
+   */
+  negotiate(agent: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply, version: '1.0' | '0.3'): Negotiated {
+    let negotiated: Negotiated;
+    try {
+      negotiated = this.extensions.negotiate(declaredExtensions(agent), parseExtensionsHeader(req.headers['a2a-extensions'] ?? req.headers['x-a2a-extensions']));
+    } catch (e) {
+      throw toA2AError(e);
+    }
+    (req as FastifyRequest & { [NEGOTIATED]?: Negotiated })[NEGOTIATED] = negotiated;
+    if (negotiated.activated.length > 0) reply.raw.setHeader(version === '0.3' ? 'X-A2A-Extensions' : 'A2A-Extensions', negotiated.activated.join(', '));
+    return negotiated;
   }
 
   /**

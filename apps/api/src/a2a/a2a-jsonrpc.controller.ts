@@ -61,6 +61,12 @@ export class A2AJsonRpcController {
       // the registry maps request.unsupported_media_type to InvalidRequest for A2A; still a JSON-RPC error (HTTP 200)
       return fail(200, new A2AError('InvalidRequest', `Content-Type ${mediaType} is not accepted; send application/json or application/a2a+json`));
     }
+    let negotiated;
+    try {
+      negotiated = this.admission.negotiate(agent, req, reply, errorShapeVersion(version));
+    } catch (e) {
+      return fail(200, e);
+    }
     // the signal ends a stream when its client goes away; a plain answer never needs it aborted
     // (aborting builds a DOMException: measurable on the SendMessage hot path)
     const ac = new AbortController();
@@ -71,6 +77,7 @@ export class A2AJsonRpcController {
       resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
       signal: ac.signal,
       caller: callerOf(req),
+      extensions: negotiated,
       extendedCard: () => this.admission.extendedCard(agent, req),
     });
     if (!isJsonRpcStream(result)) {

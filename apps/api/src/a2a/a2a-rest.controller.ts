@@ -11,7 +11,7 @@ import {
   type StreamItem,
 } from '#libs/a2a';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { A2AAdmission, callerOf } from './a2a-admission.js';
+import { A2AAdmission, callerOf, negotiatedOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';
 import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
@@ -74,7 +74,7 @@ export class A2ARestController {
   @Post(':org/:agent/message::send')
   @A2ARestBodyRoute()
   sendMessage(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.sendMessage(agent, bodyOf(req), callerOf(req)));
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.sendMessage(agent, bodyOf(req), callerOf(req), negotiatedOf(req)));
   }
 
   @Post(':org/:agent/:tenant/message::send')
@@ -86,7 +86,7 @@ export class A2ARestController {
   @Post(':org/:agent/message::stream')
   @A2ARestBodyRoute()
   sendStreamingMessage(@Param() p: RestParams, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.sendStreamingMessage(agent, bodyOf(req), signal, callerOf(req)));
+    return this.streaming(p, req, reply, { body: true }, (agent, signal) => this.handler.sendStreamingMessage(agent, bodyOf(req), signal, callerOf(req), negotiatedOf(req)));
   }
 
   @Post(':org/:agent/:tenant/message::stream')
@@ -299,6 +299,12 @@ export class A2ARestController {
     }
     if (p.tenant !== undefined && p.tenant !== agent.org.slug) {
       fail(reply, new A2AError('TaskNotFound', `tenant '${p.tenant.slice(0, 64)}' is not served at this URL`, { metadata: { tenant: p.tenant.slice(0, 64) } }));
+      return null;
+    }
+    try {
+      this.admission.negotiate(agent, req, reply, '1.0');
+    } catch (e) {
+      fail(reply, e);
       return null;
     }
     if (opts.body) {

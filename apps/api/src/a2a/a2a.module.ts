@@ -1,3 +1,4 @@
+import { ExtensionDocsController } from './extension-docs.controller.js';
 import { RegistryController } from './registry.controller.js';
 import { Module } from '@nestjs/common';
 import { A2AModule } from '#libs/a2a';
@@ -16,7 +17,7 @@ import { A2AAdmission } from './a2a-admission.js';
  */
 @Module({
   imports: [A2AModule],
-  controllers: [A2AJsonRpcController, A2ARestController, AgentCardController, RegistryController],
+  controllers: [A2AJsonRpcController, A2ARestController, AgentCardController, RegistryController, ExtensionDocsController],
   providers: [A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard],
 })
 export class A2AHttpModule {}

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { ZodType } from 'zod';
 import type { ResolvedA2AAgent } from '#libs/registry';
+import type { Negotiated } from '#libs/extensions';
 import { A2AError, invalidParams } from '../a2a.errors.js';
 import { A2AOperations } from '../a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, type StreamItem } from '../a2a-streams.service.js';
@@ -77,9 +78,9 @@ export class A2ARestHandler {
   ) {}
 
   /** `POST /message:send`, body SendMessageRequest → SendMessageResponse (`{task}` | `{message}`). */
-  async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = ANONYMOUS_CALLER): Promise<V1SendMessageResponse> {
+  async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = ANONYMOUS_CALLER, extensions?: Negotiated): Promise<V1SendMessageResponse> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
-    return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, { ...options, caller }));
+    return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, { ...options, caller, ...(extensions ? { extensions } : {}) }));
   }
 
   /** `POST /tasks/{taskId}/pushNotificationConfigs`, body TaskPushNotificationConfig → the config (with `webhookSecret` once). */
@@ -136,9 +137,9 @@ export class A2ARestHandler {
    * `POST /message:stream`, body SendMessageRequest → a stream of StreamResponse items.
    * Errors before the stream starts are thrown.
    */
-  async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal, caller: A2ACaller = ANONYMOUS_CALLER): Promise<AsyncIterable<StreamItem>> {
+  async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal, caller: A2ACaller = ANONYMOUS_CALLER, extensions?: Negotiated): Promise<AsyncIterable<StreamItem>> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
-    return this.streams.sendStreaming(agent, inbound, { ...options, caller }, '1.0', signal);
+    return this.streams.sendStreaming(agent, inbound, { ...options, caller, ...(extensions ? { extensions } : {}) }, '1.0', signal);
   }
 
   /** `GET|POST /tasks/{id}:subscribe` → a stream of StreamResponse items (resumable, see A2AStreams.subscribe). */

@@ -19,6 +19,8 @@ export interface CreateRunCommand {
   metadata?: Record<string, unknown>;
   /** The principal creating it (`key:<api key id>`): the task's owner; absent = anonymous. */
   createdBy?: string | null;
+  /** A2A extensions the request activated (recorded in `run.created`). */
+  extensions?: string[];
 }
 
 export interface CreateRunResult {
@@ -55,7 +57,7 @@ export class CreateRunHandler {
       created = await this.events.create({
         run: { id: runId, orgId: cmd.orgId, agentId: cmd.agentId, revisionId: cmd.revisionId, threadId, originMessageId: message.messageId, metadata: cmd.metadata, createdBy: cmd.createdBy ?? null },
         events: [
-          { type: 'run.created', payload: { runId, threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, status: 'submitted' } },
+          { type: 'run.created', payload: { runId, threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, status: 'submitted', ...(cmd.extensions?.length ? { extensions: cmd.extensions } : {}) } },
           { type: 'message.added', payload: { message } },
         ],
         dispatch,

@@ -5,6 +5,7 @@ import {
   messageText,
   SCRIPTED_INPUT_PLACEHOLDER,
   SCRIPTED_RESULT_PLACEHOLDER,
+  SUBSTATES_EXTENSION_URI,
   ScriptedRuntimeConfigSchema,
   type ArtifactChunkInput,
   type CanonicalMessage,
@@ -340,6 +341,9 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
         });
         return step.blocking !== false;
       }
+      case 'substate':
+        await ctx.setStatus('working', { parts: [{ text: step.text !== undefined ? render(step.text, vars) : step.state }], metadata: { [SUBSTATES_EXTENSION_URI]: { state: step.state } } });
+        return false;
       case 'delegate': {
         const state: ScriptedState = { scripted: { path } };
         try {

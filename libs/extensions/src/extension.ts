@@ -1,0 +1,43 @@
+import type { ZodType } from 'zod';
+import type { CanonicalMessage } from '#libs/contracts';
+
+/**
+ * A broken rule of an activated extension (e.g. a message without the DataPart a profile
+ * extension demands). The A2A adapter answers InvalidParams naming the extension and the rule.
+ */
+export class ExtensionRuleError extends Error {
+  constructor(
+    readonly uri: string,
+    readonly rule: string,
+  ) {
+    super(`extension ${uri}: ${rule}`);
+    this.name = 'ExtensionRuleError';
+  }
+}
+
+/**
+ * An A2A extension the service implements (A2A "Extensions": data-only, profile, method and
+ * state-machine extensions; an extension adds data through `metadata`, never fields or enum
+ * values). Registered once in ExtensionsModule.forRoot; a revision or binding declares it by
+ * `uri` with `params` (validated by `params` when drafted / published).
+ *
+ * Hooks run only for requests that activated the extension (`A2A-Extensions` header).
+ */
+export interface A2AExtensionPlugin<P = Record<string, unknown>> {
+  /** Exact URI (a `/v2` is another extension than `/v1`). */
+  readonly uri: string;
+  readonly description: string;
+  /** Schema of the declaration's `params` (absent: no params). */
+  readonly params?: ZodType<P>;
+  /** Extensions a request must activate together with this one. */
+  readonly dependsOn?: readonly string[];
+  /** Data only (no behaviour): may not be declared `required`. */
+  readonly dataOnly?: boolean;
+  /** Markdown specification, served at the URI's path on this service. */
+  readonly specDocument?: string;
+  /**
+   * Check (and optionally transform) an incoming user message of a request that activated the
+   * extension. Throw ExtensionRuleError to refuse it; return a message to replace it.
+   */
+  onMessage?(message: CanonicalMessage, params: P): CanonicalMessage | void;
+}

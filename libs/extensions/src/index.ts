@@ -1,0 +1,18 @@
+/**
+ * Extensions — the plugin API for A2A extensions (data-only, profile, method, state-machine): a
+ * plugin is a URI, a zod schema of its declared params and hooks; ExtensionRegistry validates
+ * declarations and negotiates what a request activates. Built-ins in builtin/.
+ */
+export { ExtensionRuleError, type A2AExtensionPlugin } from './extension.js';
+export { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from './extension.registry.js';
+export { ExtensionsModule } from './extensions.module.js';
+export {
+  BUILTIN_EXTENSION_BASE,
+  COMPLIANCE_EXTENSION_URI,
+  STRUCTURED_INPUT_EXTENSION_URI,
+  SUBSTATES_EXTENSION_URI,
+  builtinExtensions,
+  complianceExtension,
+  structuredInputExtension,
+  substatesExtension,
+} from './builtin/builtins.js';
