@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ClientFactory, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { COMPLIANCE_EXTENSION_URI, STRUCTURED_INPUT_EXTENSION_URI, SUBSTATES_EXTENSION_URI, type A2AExtensionPlugin } from '#libs/extensions';
+import { COMPLIANCE_EXTENSION_URI, STRUCTURED_INPUT_EXTENSION_URI, SUBSTATES_EXTENSION_URI, TASK_SEARCH_EXTENSION_URI, type A2AExtensionPlugin } from '#libs/extensions';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { readSse } from './support/sse.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -111,6 +111,16 @@ describe('declaration', () => {
     expect(requiredUnknown.status).toBe(422);
     expect(JSON.stringify(requiredUnknown.body)).toMatch(/data-only extension .* must not be required/);
     expect((await draft([{ uri: 'https://unknown.example/ext/v1', params: { anything: 1 } }])).status).toBe(201);
+    // a scripted substate step must use a sub-state the extension declares
+    const substates = (states: string[]) =>
+      adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/agents/drafty/revisions', {
+        protocolProfiles: { a2a: { skillsProjection: [{ id: 's', name: 'S', description: 'd', tags: ['t'] }], extensions: [{ uri: SUBSTATES_EXTENSION_URI, params: { states } }] } },
+        runtime: { kind: 'scripted', rules: [{ match: { text: 'x' }, steps: [{ type: 'substate', state: 'painting' }] }] },
+      });
+    const undeclared = await substates(['thinking']);
+    expect(undeclared.status).toBe(422);
+    expect(JSON.stringify(undeclared.body)).toContain('painting not declared');
+    expect((await substates(['painting'])).status).toBe(201);
   });
 });
 
@@ -192,5 +202,40 @@ describe('the sub-state extension', () => {
       ['TASK_STATE_WORKING', 'thinking'],
       ['TASK_STATE_WORKING', 'drafting'],
     ]);
+  });
+});
+
+describe('the task-search method extension', () => {
+  it('SearchTasks finds only the caller\'s own tasks by the words of their messages, paginated, on both versions; it exists only when activated', async () => {
+    const searchable = await publishAgent(stack.baseUrl, stack.adminKey, {
+      slug: 'searchable',
+      runtime: { kind: 'scripted', rules: [] },
+      security: { scheme: 'apiKey' },
+      a2a: { extensions: [{ uri: TASK_SEARCH_EXTENSION_URI }] },
+    });
+    const key = async (name: string) => (await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/api-keys', { name, scopes: ['a2a:invoke'] })).body.key as string;
+    const [a, b] = [await key('searcher a'), await key('searcher b')];
+    const act = (k: string) => ({ 'x-api-key': k, 'A2A-Extensions': TASK_SEARCH_EXTENSION_URI });
+    const created: string[] = [];
+    for (const text of ['a pizza order for two', 'green tea please', 'another pizza, vegetarian']) {
+      created.push((await rpc(searchable, 'SendMessage', v1Send([{ text }]), { 'x-api-key': a })).body.result.task.id);
+    }
+    await rpc(searchable, 'SendMessage', v1Send([{ text: 'pizza party for b' }]), { 'x-api-key': b });
+
+    const first = await rpc(searchable, 'SearchTasks', { query: 'pizza', pageSize: 1 }, act(a));
+    expect(first.headers.get('a2a-extensions')).toBe(TASK_SEARCH_EXTENSION_URI);
+    expect(first.body.result.tasks.map((t: { id: string }) => t.id)).toEqual([created[2]]);
+    const second = await rpc(searchable, 'SearchTasks', { query: 'pizza', pageSize: 1, pageToken: first.body.result.nextPageToken }, act(a));
+    expect(second.body.result.tasks.map((t: { id: string }) => t.id)).toEqual([created[0]]);
+    expect(second.body.result.nextPageToken).toBe('');
+    // b's search sees only b's task; a's page token is not b's
+    expect((await rpc(searchable, 'SearchTasks', { query: 'pizza' }, act(b))).body.result.tasks).toHaveLength(1);
+    expect((await rpc(searchable, 'SearchTasks', { query: 'pizza', pageToken: first.body.result.nextPageToken }, act(b))).body.error.code).toBe(-32602);
+    // v0.3 shapes
+    const v03 = await rpc(searchable, 'SearchTasks', { query: 'tea' }, { 'x-api-key': a, 'X-A2A-Extensions': TASK_SEARCH_EXTENSION_URI }, null);
+    expect(v03.body.result.tasks.map((t: { id: string; kind: string }) => [t.id, t.kind])).toEqual([[created[1], 'task']]);
+    // untrusted params are validated; without activation the method does not exist
+    expect((await rpc(searchable, 'SearchTasks', { query: '' }, act(a))).body.error.code).toBe(-32602);
+    expect((await rpc(searchable, 'SearchTasks', { query: 'pizza' }, { 'x-api-key': a })).body.error.code).toBe(-32601);
   });
 });

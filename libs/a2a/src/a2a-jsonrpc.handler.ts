@@ -2,7 +2,7 @@ import { toV03AgentCard, type AgentCard } from './agent-card.projection.js';
 import { Injectable, Logger } from '@nestjs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { ZodType } from 'zod';
-import type { Negotiated } from '#libs/extensions';
+import type { ExtensionMethod, Negotiated } from '#libs/extensions';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
@@ -283,6 +283,24 @@ export class A2AJsonRpcHandler {
         const card = await call.extendedCard();
         return { jsonrpc: '2.0', id, result: version === '1.0' ? card : toV03AgentCard(card) };
       }
+      const ext = own(version === '1.0' ? this.v1 : this.v03, method) ? undefined : extensionMethod(call.extensions, method);
+      if (ext) {
+        const caller = call.caller ?? ANONYMOUS_CALLER;
+        const result = await ext({
+          orgId: agent.org.id,
+          agentId: agent.agent.id,
+          caller,
+          version,
+          params: body.params,
+          services: {
+            searchTasks: async (q) => {
+              const r = await this.ops.searchTasks(agent, caller, q);
+              return { tasks: r.views.map((v) => (version === '1.0' ? toV1Task(v) : toV03Task(v))), nextPageToken: r.nextPageToken };
+            },
+          },
+        });
+        return { jsonrpc: '2.0', id, result };
+      }
       const impl = own(version === '1.0' ? this.v1 : this.v03, method);
       if (!impl) {
         const notOffered = own(version === '1.0' ? V1_NOT_OFFERED : V03_NOT_OFFERED, method);
@@ -321,6 +339,15 @@ function checkEnvelope(body: Record<string, unknown>): void {
   if ('params' in body && body.params !== undefined && typeof body.params !== 'object') {
     throw new A2AError('InvalidRequest', 'params must be an object');
   }
+}
+
+/** The method `name` of an extension the request activated (method extensions), if any. */
+function extensionMethod(negotiated: Negotiated | undefined, name: string): ExtensionMethod | undefined {
+  for (const { plugin } of negotiated?.plugins ?? []) {
+    const m = plugin.methods && Object.hasOwn(plugin.methods, name) ? plugin.methods[name] : undefined;
+    if (m) return m;
+  }
+  return undefined;
 }
 
 /** `table[key]` for own keys only: a method named `constructor` or `__proto__` is just unknown. */

@@ -195,6 +195,28 @@ export class A2AOperations {
   }
 
   /**
+   * Full-text search over the caller's tasks of this agent (the task-search method extension):
+   * newest status first, HMAC page tokens bound to the query and the caller (InvalidParams for
+   * another's), Tasks in the call's version.
+   */
+  async searchTasks(agent: ResolvedA2AAgent, caller: A2ACaller, q: { query: string; pageSize: number; pageToken?: string; historyLength?: number }): Promise<{ views: RunView[]; nextPageToken: string }> {
+    try {
+      const fingerprint = listFingerprint(agent.agent.id, { contextId: `search:${q.query}` }) + (caller.allTasks ? '' : `|${caller.id ?? ''}`);
+      const before = q.pageToken ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
+      // an anonymous caller owns nothing it could name: searching across anonymous tasks would
+      // show other callers' tasks, so it finds nothing
+      if (!caller.allTasks && caller.id === null) return { views: [], nextPageToken: '' };
+      const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, ...(caller.allTasks ? {} : { createdBy: caller.id }), before, limit: q.pageSize });
+      const page = rows.slice(0, q.pageSize);
+      const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength });
+      const last = page.at(-1);
+      return { views, nextPageToken: rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '' };
+    } catch (e) {
+      throw toA2AError(e);
+    }
+  }
+
+  /**
    * A message on an existing task. A2A answers an input-required / auth-required task with a
    * message on it (§3.1.1, §6.3). The message is RespondInteractionCommand when it names an open
    * interaction (`metadata.interactionId`, as the prompt's `metadata.interaction.id` gives it;

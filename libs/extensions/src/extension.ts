@@ -40,4 +40,32 @@ export interface A2AExtensionPlugin<P = Record<string, unknown>> {
    * extension. Throw ExtensionRuleError to refuse it; return a message to replace it.
    */
   onMessage?(message: CanonicalMessage, params: P): CanonicalMessage | void;
+  /**
+   * Method extension: JSON-RPC methods this extension adds (both versions), callable only by
+   * requests that activate it, after the same authentication, tenancy and rate limits as core
+   * methods. `params` is the caller's (untrusted: validate it). Throw an AppError / A2AError.
+   */
+  readonly methods?: Readonly<Record<string, ExtensionMethod>>;
+}
+
+/** What an extension method gets: the caller and agent, its params, and the services it may use. */
+export interface ExtensionMethodContext {
+  orgId: string;
+  agentId: string;
+  caller: { id: string | null; allTasks: boolean };
+  version: '1.0' | '0.3';
+  params: unknown;
+  services: ExtensionServices;
+}
+
+export type ExtensionMethod = (ctx: ExtensionMethodContext) => Promise<unknown>;
+
+/** Services the A2A adapter offers extension methods (results already in the call's version shape). */
+export interface ExtensionServices {
+  /**
+   * Full-text search over the caller's own tasks of the agent (all of them with `allTasks`):
+   * matching tasks, newest status first, and the next page's token ('' on the last page).
+   * InvalidParams for a bad page token.
+   */
+  searchTasks(q: { query: string; pageSize: number; pageToken?: string; historyLength?: number }): Promise<{ tasks: unknown[]; nextPageToken: string }>;
 }

@@ -3,7 +3,7 @@
  * plugin is a URI, a zod schema of its declared params and hooks; ExtensionRegistry validates
  * declarations and negotiates what a request activates. Built-ins in builtin/.
  */
-export { ExtensionRuleError, type A2AExtensionPlugin } from './extension.js';
+export { ExtensionRuleError, type A2AExtensionPlugin, type ExtensionMethod, type ExtensionMethodContext, type ExtensionServices } from './extension.js';
 export { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from './extension.registry.js';
 export { ExtensionsModule } from './extensions.module.js';
 export {
@@ -11,7 +11,10 @@ export {
   COMPLIANCE_EXTENSION_URI,
   STRUCTURED_INPUT_EXTENSION_URI,
   SUBSTATES_EXTENSION_URI,
+  TASK_SEARCH_EXTENSION_URI,
+  TASK_SEARCH_METHOD,
   builtinExtensions,
+  taskSearchExtension,
   complianceExtension,
   structuredInputExtension,
   substatesExtension,

@@ -3,7 +3,7 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { ExtensionRegistry } from '#libs/extensions';
 import { AppError, invalidRequest } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { ProtocolProfilesSchema, SERVED_A2A_CAPABILITIES, type ProtocolProfiles } from '#libs/contracts';
+import { ProtocolProfilesSchema, SERVED_A2A_CAPABILITIES, SUBSTATES_EXTENSION_URI, type ProtocolProfiles } from '#libs/contracts';
 import { RuntimeRegistry } from '#libs/runtimes';
 import { ZodError } from 'zod';
 import { AgentService } from './agent.service.js';
@@ -164,7 +164,31 @@ export class RevisionService {
     if (issues.length > 0) throw invalidRequest(issues, 'revision');
     // declared extensions: known ones' params against their schemas; unknown ones data-only
     if (out.protocolProfiles?.a2a) this.extensions?.validate(out.protocolProfiles.a2a.extensions, 'protocolProfiles.a2a.extensions');
+    if (out.protocolProfiles?.a2a && out.runtime !== undefined) checkSubstates(out.protocolProfiles.a2a.extensions, out.runtime);
     return out;
+  }
+}
+
+/**
+ * The sub-states a runtime emits (scripted `substate` steps, anywhere in its config) must be
+ * declared by the working sub-states extension (`params.states`): a client reads only declared ones.
+ */
+function checkSubstates(extensions: ReadonlyArray<{ uri: string; params?: Record<string, unknown> }>, runtime: unknown): void {
+  const used = new Set<string>();
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) return v.forEach(walk);
+    if (v === null || typeof v !== 'object') return;
+    const o = v as Record<string, unknown>;
+    if (o.type === 'substate' && typeof o.state === 'string') used.add(o.state);
+    Object.values(o).forEach(walk);
+  };
+  walk(runtime);
+  if (used.size === 0) return;
+  const declared = extensions.find((e) => e.uri === SUBSTATES_EXTENSION_URI)?.params?.states;
+  const states = Array.isArray(declared) ? declared : [];
+  const undeclared = [...used].filter((s) => !states.includes(s));
+  if (undeclared.length > 0) {
+    throw invalidRequest([{ path: ['runtime'], message: `sub-state${undeclared.length > 1 ? 's' : ''} ${undeclared.join(', ')} not declared: list them in the ${SUBSTATES_EXTENSION_URI} extension's params.states` }], 'revision');
   }
 }
 

@@ -47,6 +47,11 @@ export class RunQueries {
     return this.runs.list(orgId, filter);
   }
 
+  /** Full-text search over an agent's runs' messages (see RunRepository.search). */
+  search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
+    return this.runs.search(orgId, agentId, f);
+  }
+
   count(orgId: string, filter: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
     return this.runs.count(orgId, filter);
   }

@@ -252,6 +252,26 @@ export class RunRepository {
     return rows.map(toRunState);
   }
 
+  /**
+   * Full-text search (PostgreSQL `simple` configuration, every word must match) over the messages
+   * of one agent's runs, newest status first, keyset-paginated like `list` (`limit + 1` rows at
+   * most). `createdBy` given: only that principal's runs (null: anonymous callers').
+   */
+  async search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
+    const rows = await this.db.query<Record<string, unknown>>(
+      `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
+        WHERE org_id = $1 AND agent_id = $2
+          AND (NOT $3::boolean OR created_by IS NOT DISTINCT FROM $4::text)
+          AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = runs.id
+                       AND to_tsvector('simple', m.parts::text) @@ plainto_tsquery('simple', $5))
+          AND ($6::timestamptz IS NULL OR (status_at, id) < ($6, $7::uuid))
+        ORDER BY status_at DESC, id DESC
+        LIMIT $8`,
+      [orgId, agentId, f.createdBy !== undefined, f.createdBy ?? null, f.query, f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1],
+    );
+    return rows.map(toRunState);
+  }
+
   /** How many runs match the filter of `list` (ignoring its cursor and limit). */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
     const rows = await this.db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));

@@ -1,5 +1,6 @@
 import { Ajv } from 'ajv';
 import { z } from 'zod';
+import { AppError } from '#libs/common';
 import { SUBSTATES_EXTENSION_URI, type CanonicalMessage } from '#libs/contracts';
 import { ExtensionRuleError, type A2AExtensionPlugin } from '../extension.js';
 
@@ -116,5 +117,49 @@ The task's state stays TASK_STATE_WORKING: the extension adds no state, only its
 `,
 };
 
+export const TASK_SEARCH_EXTENSION_URI = `${BUILTIN_EXTENSION_BASE}/task-search/v1`;
+/** The JSON-RPC method the task-search extension adds. */
+export const TASK_SEARCH_METHOD = 'SearchTasks';
+
+const SearchParams = z.strictObject({
+  /** Words that must all occur in a message of the task. */
+  query: z.string().trim().min(1).max(200),
+  pageSize: z.int().min(1).max(50).default(20),
+  pageToken: z.string().max(256).optional(),
+  historyLength: z.int().min(0).max(1000).optional(),
+});
+
+/**
+ * Method extension: `SearchTasks` — full-text search over the caller's own tasks of the agent and
+ * their messages, paginated. Untrusted params are validated here; results are the call's
+ * version's Task shapes.
+ */
+export const taskSearchExtension: A2AExtensionPlugin = {
+  uri: TASK_SEARCH_EXTENSION_URI,
+  description: 'SearchTasks: full-text search over your own tasks and their messages (method).',
+  specDocument: `# Task search (method A2A extension)
+
+URI: \`${TASK_SEARCH_EXTENSION_URI}\`
+
+Adds the JSON-RPC method \`${TASK_SEARCH_METHOD}\` (both protocol versions), callable by a request that activates
+the extension (\`A2A-Extensions: ${TASK_SEARCH_EXTENSION_URI}\`):
+
+params: \`{ "query": string, "pageSize"?: 1..50 (20), "pageToken"?: string, "historyLength"?: int }\`
+
+result: \`{ "tasks": Task[], "nextPageToken": string }\` — the caller's own tasks of the agent (every
+task for a caller with \`a2a:all-tasks\`) with a message containing every word of \`query\`, newest
+status first; \`nextPageToken\` is \`""\` on the last page. Bad params: InvalidParams.
+`,
+  methods: {
+    [TASK_SEARCH_METHOD]: async (ctx) => {
+      const parsed = SearchParams.safeParse(ctx.params ?? {});
+      if (!parsed.success) {
+        throw new AppError('request.invalid', `invalid ${TASK_SEARCH_METHOD} params: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ')}`);
+      }
+      return ctx.services.searchTasks(parsed.data);
+    },
+  },
+};
+
 /** The built-in extensions, registered by default. */
-export const builtinExtensions: ReadonlyArray<A2AExtensionPlugin<any>> = [complianceExtension, structuredInputExtension, substatesExtension];
+export const builtinExtensions: ReadonlyArray<A2AExtensionPlugin<any>> = [complianceExtension, structuredInputExtension, substatesExtension, taskSearchExtension];
