@@ -210,6 +210,7 @@ describe('the task-search method extension', () => {
     const searchable = await publishAgent(stack.baseUrl, stack.adminKey, {
       slug: 'searchable',
       runtime: { kind: 'scripted', rules: [] },
+      transports: ['JSONRPC', 'HTTP+JSON'],
       security: { scheme: 'apiKey' },
       a2a: { extensions: [{ uri: TASK_SEARCH_EXTENSION_URI }] },
     });
@@ -237,5 +238,12 @@ describe('the task-search method extension', () => {
     // untrusted params are validated; without activation the method does not exist
     expect((await rpc(searchable, 'SearchTasks', { query: '' }, act(a))).body.error.code).toBe(-32602);
     expect((await rpc(searchable, 'SearchTasks', { query: 'pizza' }, { 'x-api-key': a })).body.error.code).toBe(-32601);
+    // HTTP+JSON: POST /extensions/{method}
+    const rest = (headers: Record<string, string>) =>
+      fetch(`${stack.baseUrl}${searchable.basePath}/extensions/SearchTasks`, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...headers }, body: JSON.stringify({ query: 'pizza' }) });
+    const viaRest = await rest(act(a));
+    expect(viaRest.status).toBe(200);
+    expect(((await viaRest.json()) as any).tasks.map((t: { id: string }) => t.id)).toEqual([created[2], created[0]]);
+    expect((await rest({ 'x-api-key': a })).status).toBe(404);
   });
 });

@@ -2,7 +2,7 @@ import { toV03AgentCard, type AgentCard } from './agent-card.projection.js';
 import { Injectable, Logger } from '@nestjs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { ZodType } from 'zod';
-import type { ExtensionMethod, Negotiated } from '#libs/extensions';
+import type { ExtensionMethod, ExtensionServices, Negotiated } from '#libs/extensions';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
@@ -286,19 +286,7 @@ export class A2AJsonRpcHandler {
       const ext = own(version === '1.0' ? this.v1 : this.v03, method) ? undefined : extensionMethod(call.extensions, method);
       if (ext) {
         const caller = call.caller ?? ANONYMOUS_CALLER;
-        const result = await ext({
-          orgId: agent.org.id,
-          agentId: agent.agent.id,
-          caller,
-          version,
-          params: body.params,
-          services: {
-            searchTasks: async (q) => {
-              const r = await this.ops.searchTasks(agent, caller, q);
-              return { tasks: r.views.map((v) => (version === '1.0' ? toV1Task(v) : toV03Task(v))), nextPageToken: r.nextPageToken };
-            },
-          },
-        });
+        const result = await ext({ orgId: agent.org.id, agentId: agent.agent.id, caller, version, params: body.params, services: extensionServices(this.ops, agent, caller, version) });
         return { jsonrpc: '2.0', id, result };
       }
       const impl = own(version === '1.0' ? this.v1 : this.v03, method);
@@ -341,8 +329,18 @@ function checkEnvelope(body: Record<string, unknown>): void {
   }
 }
 
+/** What the adapter offers extension methods, with results in `version`'s shapes. */
+export function extensionServices(ops: A2AOperations, agent: ResolvedA2AAgent, caller: A2ACaller, version: A2AProtocolVersion): ExtensionServices {
+  return {
+    searchTasks: async (q) => {
+      const r = await ops.searchTasks(agent, caller, q);
+      return { tasks: r.views.map((v) => (version === '1.0' ? toV1Task(v) : toV03Task(v))), nextPageToken: r.nextPageToken };
+    },
+  };
+}
+
 /** The method `name` of an extension the request activated (method extensions), if any. */
-function extensionMethod(negotiated: Negotiated | undefined, name: string): ExtensionMethod | undefined {
+export function extensionMethod(negotiated: Negotiated | undefined, name: string): ExtensionMethod | undefined {
   for (const { plugin } of negotiated?.plugins ?? []) {
     const m = plugin.methods && Object.hasOwn(plugin.methods, name) ? plugin.methods[name] : undefined;
     if (m) return m;

@@ -93,7 +93,8 @@ export interface ScriptedInteractionStep {
  * - `status`: set the run's status, optionally with an agent message (`{{input}}` allowed);
  *   `input-required` / `auth-required` ask the caller and end this execution (the answer selects
  *   a rule again).
- * - `message`: emit an agent message from `text` (`{{input}}` allowed) or from `parts`.
+ * - `message`: emit an agent message from `text` (`{{input}}` allowed) or from `parts`, with
+ *   optional `metadata` (e.g. an extension's data under its URI).
  * - `artifact`: emit an artifact (text content may use `{{input}}`), in `chunks` pieces (default 1) with append/lastChunk set;
  *   text is split by code points, bytes by decoded bytes; `url`/`data` cannot be chunked.
  *   `artifactId` defaults to a fresh UUID per execution.
@@ -111,7 +112,7 @@ export interface ScriptedInteractionStep {
  */
 export type ScriptedStep =
   | { type: 'status'; status: ScriptedStatus; message?: string }
-  | { type: 'message'; text?: string; parts?: z.infer<typeof PartSchema>[] }
+  | { type: 'message'; text?: string; parts?: z.infer<typeof PartSchema>[]; metadata?: Record<string, unknown> }
   | { type: 'artifact'; artifactId?: string; name?: string; description?: string; content: ScriptedArtifactContent; chunks?: number }
   | { type: 'wait'; ms: number }
   | { type: 'holdUntilCanceled' }
@@ -148,6 +149,8 @@ export const ScriptedStepSchema: z.ZodType<ScriptedStep> = z.discriminatedUnion(
       type: z.literal('message'),
       text: z.string().optional(),
       parts: z.array(PartSchema).min(1).optional(),
+      /** Message metadata, e.g. an extension's data under its URI. */
+      metadata: z.record(z.string(), z.unknown()).optional(),
     })
     .refine(...exactlyTextOrParts),
   z

@@ -95,6 +95,19 @@ export class A2ARestController {
     return this.sendStreamingMessage(p, req, reply);
   }
 
+  // methods of activated extensions (method extensions)
+  @Post(':org/:agent/extensions/:method')
+  @A2ARestBodyRoute()
+  extensionMethod(@Param() p: RestParams & { method?: string }, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.unary(p, req, reply, { body: true }, (agent) => this.handler.extensionMethod(agent, p.method ?? '', bodyOf(req), callerOf(req), negotiatedOf(req)));
+  }
+
+  @Post(':org/:agent/:tenant/extensions/:method')
+  @A2ARestBodyRoute()
+  extensionMethodInTenant(@Param() p: RestParams & { method?: string }, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.extensionMethod(p, req, reply);
+  }
+
   // push notification configs (§3.1.7–3.1.10)
   @Post(':org/:agent/tasks/:id/pushNotificationConfigs')
   @A2ARestBodyRoute()

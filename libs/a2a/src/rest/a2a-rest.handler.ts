@@ -10,6 +10,7 @@ import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task, type V1SendMessageResponse, type V1Task } from '../v1/v1.mapper.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from '../v1/v1.schemas.js';
 import { A2APushService } from '../push/a2a-push.service.js';
+import { extensionMethod, extensionServices } from '../a2a-jsonrpc.handler.js';
 import { ANONYMOUS_CALLER, type A2ACaller } from '../a2a.types.js';
 import { fromV1PushConfig, toV1PushConfig, V1ListPushConfigsSchema, V1PushConfigRefSchema, V1PushConfigSchema } from '../push/push-schemas.js';
 
@@ -81,6 +82,17 @@ export class A2ARestHandler {
   async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = ANONYMOUS_CALLER, extensions?: Negotiated): Promise<V1SendMessageResponse> {
     const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
     return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, { ...options, caller, ...(extensions ? { extensions } : {}) }));
+  }
+
+  /**
+   * `POST /extensions/{method}`, body = the method's params: a method of an extension the request
+   * activated (method extensions), the same method as over JSON-RPC v1.0. MethodNotFound (404)
+   * when no activated extension has it.
+   */
+  async extensionMethod(agent: ResolvedA2AAgent, method: string, body: unknown, caller: A2ACaller, extensions?: Negotiated): Promise<unknown> {
+    const m = extensionMethod(extensions, method);
+    if (!m) throw new A2AError('MethodNotFound', `no activated extension offers method '${method.slice(0, 100)}' (activate it with A2A-Extensions)`);
+    return m({ orgId: agent.org.id, agentId: agent.agent.id, caller, version: '1.0', params: objectBody(body, method, true), services: extensionServices(this.ops, agent, caller, '1.0') });
   }
 
   /** `POST /tasks/{taskId}/pushNotificationConfigs`, body TaskPushNotificationConfig → the config (with `webhookSecret` once). */

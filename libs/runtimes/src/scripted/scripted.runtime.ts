@@ -137,8 +137,8 @@ function render(text: string, vars: RenderVars | CanonicalMessage): string {
     .replaceAll(SCRIPTED_RESULT_PLACEHOLDER, () => v.result ?? '');
 }
 
-function agentMessage(step: { text?: string; parts?: Part[] }, vars: RenderVars | CanonicalMessage): AgentMessageInput {
-  return { parts: step.text !== undefined ? [{ text: render(step.text, vars) }] : (step.parts ?? []) };
+function agentMessage(step: { text?: string; parts?: Part[]; metadata?: Record<string, unknown> }, vars: RenderVars | CanonicalMessage): AgentMessageInput {
+  return { parts: step.text !== undefined ? [{ text: render(step.text, vars) }] : (step.parts ?? []), ...(step.metadata && { metadata: step.metadata }) };
 }
 
 /** Split `length` items into `n` near-equal, non-empty slices (fewer when `length < n`). */
