@@ -22,6 +22,7 @@ const stamp: A2AExtensionPlugin<{ prefix: string }> = {
   description: 'Appends a stamp part to every message (test extension).',
   params: z.strictObject({ prefix: z.string().min(1) }),
   onMessage: (m, p) => ({ ...m, parts: [...m.parts, { text: `${p.prefix} stamped` }] }),
+  annotate: (target, metadata, p) => ({ ...metadata, [STAMP_URI]: { target, prefix: p.prefix } }),
 };
 
 const RUNTIME = {
@@ -245,5 +246,27 @@ describe('the task-search method extension', () => {
     expect(viaRest.status).toBe(200);
     expect(((await viaRest.json()) as any).tasks.map((t: { id: string }) => t.id)).toEqual([created[2], created[0]]);
     expect((await rest({ 'x-api-key': a })).status).toBe(404);
+  });
+});
+
+describe('annotating what an activating request receives', () => {
+  it('status and task metadata carry the extension\'s annotation only for requests that activate it, on both bindings and in streams; the log is untouched', async () => {
+    const h = { 'A2A-Extensions': STAMP_URI };
+    const sent = await rpc(agent, 'SendMessage', v1Send([{ text: 'plain' }]), h);
+    const task = sent.body.result.task;
+    expect(task.metadata[STAMP_URI]).toEqual({ target: 'status', prefix: '[ok]' });
+    expect((await rpc(agent, 'GetTask', { id: task.id })).body.result.metadata?.[STAMP_URI]).toBeUndefined();
+    const rest = await fetch(`${stack.baseUrl}${agent.basePath}/tasks/${task.id}`, { headers: { 'a2a-version': '1.0', ...h } });
+    expect(((await rest.json()) as any).metadata[STAMP_URI]).toEqual({ target: 'status', prefix: '[ok]' });
+    const stream = await readSse(`${stack.baseUrl}${agent.basePath}/message:stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', accept: 'text/event-stream', ...h },
+      body: JSON.stringify(v1Send([{ text: 'think again' }])),
+    });
+    const updates = stream.frames.map((f) => JSON.parse(f.data)).filter((i) => i.statusUpdate);
+    expect(updates.length).toBeGreaterThan(0);
+    expect(updates.every((u) => u.statusUpdate.metadata?.[STAMP_URI]?.target === 'status')).toBe(true);
+    const events = (await adminRequest(stack.baseUrl, stack.adminKey, 'GET', `/v1/runs/${task.id}/events`)).body.events;
+    expect(JSON.stringify(events)).not.toContain('"target"');
   });
 });

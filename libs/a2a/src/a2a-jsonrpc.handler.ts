@@ -22,6 +22,7 @@ import {
   V1PushConfigSchema,
 } from './push/push-schemas.js';
 import { isPlainObject } from './proto-json.helpers.js';
+import { annotateResult } from './extension-output.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, V1SubscribeToTaskRequestSchema } from './v1/v1.schemas.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task } from './v1/v1.mapper.js';
 import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema } from './v1/v1-list-tasks.js';
@@ -298,8 +299,12 @@ export class A2AJsonRpcHandler {
       const params = body.params;
       if (!isPlainObject(params)) throw new A2AError('InvalidParams', 'params must be an object');
       const result = await impl(agent, params, call);
-      if (result instanceof StreamStart) return { jsonrpc: '2.0', id, version, stream: result.stream };
-      return { jsonrpc: '2.0', id, result };
+      const negotiated = call.extensions;
+      if (result instanceof StreamStart) {
+        const stream = negotiated?.plugins.some((p) => p.plugin.annotate) ? annotateStream(result.stream, negotiated, version) : result.stream;
+        return { jsonrpc: '2.0', id, version, stream };
+      }
+      return { jsonrpc: '2.0', id, result: annotateResult(result, negotiated, version) };
     } catch (e) {
       const err = toA2AError(e);
       if (err.type === 'InternalError') this.log.error(describe(err.cause ?? err));
@@ -327,6 +332,11 @@ function checkEnvelope(body: Record<string, unknown>): void {
   if ('params' in body && body.params !== undefined && typeof body.params !== 'object') {
     throw new A2AError('InvalidRequest', 'params must be an object');
   }
+}
+
+/** A stream whose items pass through the activated extensions' `annotate` hooks. */
+export async function* annotateStream(stream: AsyncIterable<StreamItem>, negotiated: Negotiated, version: A2AProtocolVersion): AsyncIterable<StreamItem> {
+  for await (const item of stream) yield { ...item, result: annotateResult(item.result, negotiated, version) as StreamItem['result'] };
 }
 
 /** What the adapter offers extension methods, with results in `version`'s shapes. */

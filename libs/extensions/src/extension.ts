@@ -46,6 +46,12 @@ export interface A2AExtensionPlugin<P = Record<string, unknown>> {
    * methods. `params` is the caller's (untrusted: validate it). Throw an AppError / A2AError.
    */
   readonly methods?: Readonly<Record<string, ExtensionMethod>>;
+  /**
+   * Annotate what a request that activated the extension receives: the metadata of status
+   * (status updates and tasks) and of artifacts. Gets a copy of the current metadata (possibly
+   * empty) and returns the metadata to send; the log is not changed.
+   */
+  annotate?(target: 'status' | 'artifact', metadata: Record<string, unknown>, params: P): Record<string, unknown>;
 }
 
 /** What an extension method gets: the caller and agent, its params, and the services it may use. */

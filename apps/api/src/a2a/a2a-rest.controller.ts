@@ -2,6 +2,8 @@ import { All, Controller, Delete, Get, Logger, Param, Post, Req, Res } from '@ne
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
+  annotateResult,
+  annotateStream,
   A2AError,
   A2ARestHandler,
   negotiateVersion,
@@ -242,7 +244,7 @@ export class A2ARestController {
     } catch (e) {
       return fail(reply, e);
     }
-    sendJson(reply, 200, result);
+    sendJson(reply, 200, annotateResult(result, negotiatedOf(req), '1.0'));
   }
 
   /**
@@ -268,7 +270,9 @@ export class A2ARestController {
     let iterator: AsyncIterator<StreamItem>;
     let next: IteratorResult<StreamItem>;
     try {
-      iterator = (await start(agent, ac.signal))[Symbol.asyncIterator]();
+      const started = await start(agent, ac.signal);
+      const negotiated = negotiatedOf(req);
+      iterator = (negotiated?.plugins.some((p) => p.plugin.annotate) ? annotateStream(started, negotiated, '1.0') : started)[Symbol.asyncIterator]();
       next = await iterator.next();
     } catch (e) {
       ac.abort();
