@@ -35,6 +35,7 @@ module.exports = {
     { name: 'no-circular', severity: 'error', from: { path: '^(apps|libs)/' }, to: { circular: true } },
     // Which lib may use which (docs/architecture.md, "Layer rules"): each lib lists what it must NOT reach.
     ...[
+      ['outbound', ['config', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a', 'push', 'trust', 'extensions']],
       ['extensions', ['config', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a', 'push', 'trust']],
       ['common', ['config', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a', 'push', 'extensions']],
       ['config', ['common', 'db', 'metrics', 'runs', 'runtimes', 'registry', 'execution', 'a2a', 'push', 'extensions']],

@@ -136,6 +136,11 @@ export const ConfigSchema = z.object({
   PUSH_SWEEP_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
   /** Worker: configs delivered at once (each config's events go out one by one, in order). */
   PUSH_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(64),
+  /** Networks the `http` runtime may reach although not public unicast (CIDRs, comma separated). Default: none. */
+  HTTP_RUNTIME_ALLOWED_CIDRS: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
 });

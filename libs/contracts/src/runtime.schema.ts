@@ -245,6 +245,85 @@ export const ScriptedRuntimeConfigSchema = z.strictObject({
 });
 export type ScriptedRuntimeConfig = z.infer<typeof ScriptedRuntimeConfigSchema>;
 
-/** Any runtime config, discriminated by `kind` (one member for now; more runtimes fit later). */
-export const RuntimeConfigSchema = z.discriminatedUnion('kind', [ScriptedRuntimeConfigSchema]);
+/**
+ * Config of the `http` runtime: each execution POSTs the run to `url` (signed with Standard
+ * Webhooks using the secret in the workers' environment variable `secretEnv` — a secret is never
+ * stored in a revision) and applies the runtime operations the backend answers with (see
+ * HttpRuntimeRequest / HttpRuntimeOperationSchema, docs/runtimes.md). `timeoutMs` bounds one
+ * attempt; `retries` more attempts are made only before any operation was applied; on cancel the
+ * request is aborted and `cancelUrl` (if any) is told.
+ */
+export const HttpRuntimeConfigSchema = z.strictObject({
+  kind: z.literal('http'),
+  url: z.url({ protocol: /^https?$/ }).max(2048),
+  secretEnv: z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an environment variable name (A-Z, 0-9, _)'),
+  timeoutMs: z.int().min(1000).max(600_000).default(60_000),
+  retries: z.int().min(0).max(5).default(1),
+  cancelUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+});
+export type HttpRuntimeConfig = z.infer<typeof HttpRuntimeConfigSchema>;
+
+/** An agent message on the http runtime's wire. */
+const WireMessageSchema = z.strictObject({
+  parts: z.array(PartSchema).min(1),
+  messageId: z.string().min(1).max(200).optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+});
+
+/**
+ * One runtime operation a backend of the `http` runtime answers with (one NDJSON line, one SSE
+ * event's data, or an element of a JSON result's `operations`): the same operations a built-in
+ * runtime performs through RuntimeContext.
+ */
+export const HttpRuntimeOperationSchema = z.discriminatedUnion('op', [
+  z.strictObject({ op: z.literal('status'), status: z.enum(['working', 'completed', 'failed', 'rejected']), message: WireMessageSchema.optional() }),
+  z.strictObject({ op: z.literal('message'), message: WireMessageSchema }),
+  z.strictObject({
+    op: z.literal('artifact'),
+    artifactId: z.string().min(1).max(200),
+    name: z.string().max(500).optional(),
+    description: z.string().max(2000).optional(),
+    parts: z.array(PartSchema).min(1),
+    append: z.boolean().optional(),
+    lastChunk: z.boolean().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  }),
+  z.strictObject({
+    op: z.literal('interaction'),
+    kind: z.enum(['input', 'auth', 'confirmation']),
+    message: WireMessageSchema.optional(),
+    title: z.string().max(200).optional(),
+    description: z.string().max(2000).optional(),
+    options: z.array(z.strictObject({ id: z.string().min(1).max(64), label: z.string().min(1).max(200), kind: z.enum(['approve', 'reject', 'other']).optional() })).max(20).optional(),
+    blocking: z.boolean().optional(),
+    expiresInMs: z.int().min(1).max(7 * 24 * 3600 * 1000).optional(),
+    onExpire: z.enum(['fail', 'continue']).optional(),
+    state: z.unknown().optional(),
+  }),
+  z.strictObject({ op: z.literal('delegate'), agent: z.string().min(1).max(200), message: WireMessageSchema, kind: z.enum(['delegation', 'subtask', 'handoff']).optional(), state: z.unknown().optional() }),
+]);
+export type HttpRuntimeOperation = z.infer<typeof HttpRuntimeOperationSchema>;
+
+/** A backend's single JSON answer (`application/json`). */
+export const HttpRuntimeResultSchema = z.strictObject({ operations: z.array(HttpRuntimeOperationSchema) });
+
+/** What the `http` runtime POSTs for each execution (JSON). */
+export interface HttpRuntimeRequest {
+  /** The run (A2A task) and its thread (contextId), agent and revision. */
+  run: { runId: string; threadId: string; agentId: string; revisionId: string; orgId: string };
+  /** Why this execution runs: created, continued, interaction_responded / _expired (with the interaction), link_settled (with the link). */
+  trigger: Record<string, unknown>;
+  /** The user message that triggered it. */
+  input: unknown;
+  /** The thread so far, oldest first (at most 100 messages). */
+  history: unknown[];
+}
+
+/** The http runtime's wire contract as JSON Schema (operations and the JSON result). */
+export function httpRuntimeJsonSchema(): Record<string, unknown> {
+  return { operation: z.toJSONSchema(HttpRuntimeOperationSchema), result: z.toJSONSchema(HttpRuntimeResultSchema) };
+}
+
+/** Any runtime config, discriminated by `kind`. */
+export const RuntimeConfigSchema = z.discriminatedUnion('kind', [ScriptedRuntimeConfigSchema, HttpRuntimeConfigSchema]);
 export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;

@@ -7,5 +7,4 @@
 export { PushModule } from './push.module.js';
 export { PushConfigService, type PushConfigAudit, type PushConfigInput, type PushConfigView, type PushTarget } from './push-config.service.js';
 export { PushConfigRepository, type ClaimedPushConfig, type PushConfigRow } from './push-config.repository.js';
-export { OutboundSender, parseRetryAfter, type OutboundPost, type OutboundResult } from './push-sender.js';
-export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, type OutboundPolicy } from './outbound-guard.js';
+export { OutboundSender, checkOutboundUrl, outboundPolicy, refusedAddress, type OutboundPolicy } from '#libs/outbound';

@@ -4,7 +4,7 @@ import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { RunNotifier } from '#libs/runs';
 import { AesGcmKeyCipher, type KeyCipher } from '#libs/trust';
-import { checkOutboundUrl, outboundPolicy, type OutboundPolicy } from './outbound-guard.js';
+import { checkOutboundUrl, outboundPolicy, type OutboundPolicy } from '#libs/outbound';
 import { PushConfigRepository, type PushConfigRow, type PushDeliveryRow } from './push-config.repository.js';
 
 /** What a caller asks for (A2A TaskPushNotificationConfig / v0.3 PushNotificationConfig, canonical). */

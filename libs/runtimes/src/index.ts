@@ -2,3 +2,4 @@ export * from './runtime.js';
 export * from './runtime.registry.js';
 export { ScriptedRuntime, selectRule } from './scripted/scripted.runtime.js';
 export { RuntimesModule, builtInRuntimes } from './runtimes.module.js';
+export { HttpRuntime } from './http/http.runtime.js';

@@ -133,6 +133,11 @@ export interface RuntimeContext {
   emitMessage(message: AgentMessageInput): Promise<void>;
   /** Create an artifact or append a chunk to it. */
   emitArtifact(chunk: ArtifactChunkInput): Promise<void>;
+  /**
+   * Commit what is pending now (operations made back to back are committed together; a runtime
+   * streaming from elsewhere calls this when its input pauses, so readers see each step at once).
+   */
+  flush?(): Promise<void>;
   /** Wait `ms` milliseconds; resolves early (without error) when `signal` aborts. */
   sleep(ms: number): Promise<void>;
   /** Resolve when the run is canceled (or the worker shuts down). */

@@ -2,10 +2,13 @@ import { type DynamicModule, Global, Module } from '@nestjs/common';
 import type { AgentRuntime } from './runtime.js';
 import { RuntimeRegistry } from './runtime.registry.js';
 import { ScriptedRuntime } from './scripted/scripted.runtime.js';
+import { HttpRuntime } from './http/http.runtime.js';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { outboundPolicy } from '#libs/outbound';
 
-/** The built-in runtimes of this deployment. */
-export function builtInRuntimes(): AgentRuntime[] {
-  return [new ScriptedRuntime()];
+/** The built-in runtimes of this deployment (`http` reaches only what HTTP_RUNTIME_ALLOWED_CIDRS allows beyond public addresses). */
+export function builtInRuntimes(config?: Pick<AppConfig, 'HTTP_RUNTIME_ALLOWED_CIDRS'>): AgentRuntime[] {
+  return [new ScriptedRuntime(), new HttpRuntime(outboundPolicy(config?.HTTP_RUNTIME_ALLOWED_CIDRS ?? []))];
 }
 
 /**
@@ -23,7 +26,9 @@ export class RuntimesModule {
   static forRoot(opts: { runtimes?: AgentRuntime[] } = {}): DynamicModule {
     return {
       module: RuntimesModule,
-      providers: [{ provide: RuntimeRegistry, useFactory: () => new RuntimeRegistry([...builtInRuntimes(), ...(opts.runtimes ?? [])]) }],
+      providers: [
+        { provide: RuntimeRegistry, useFactory: (config: AppConfig) => new RuntimeRegistry([...builtInRuntimes(config), ...(opts.runtimes ?? [])]), inject: [APP_CONFIG] },
+      ],
       exports: [RuntimeRegistry],
     };
   }

@@ -98,5 +98,5 @@ export async function checkOutboundUrl(raw: string, policy: OutboundPolicy): Pro
 }
 
 function refused(url: string, why: string): AppError {
-  return new AppError('push.url_refused', `push URL refused: ${why}`, { details: { url: url.slice(0, 200), reason: why } });
+  return new AppError('push.url_refused', `URL refused: ${why}`, { details: { url: url.slice(0, 200), reason: why } });
 }

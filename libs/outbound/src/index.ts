@@ -1,0 +1,8 @@
+/**
+ * Outbound — HTTP calls the service makes to addresses its users give (push receivers, HTTP
+ * runtime backends): the guard (public unicast only unless allowlisted; checked at connect time)
+ * and the senders (buffered and streaming). No redirects are followed.
+ */
+export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, type OutboundPolicy } from './outbound-guard.js';
+export { OutboundSender, parseRetryAfter, type OutboundPost, type OutboundResult } from './outbound-sender.js';
+export { openOutboundStream, type OutboundStream } from './outbound-stream.js';

@@ -1,0 +1,222 @@
+import { createHash } from 'node:crypto';
+import { Webhook } from 'standardwebhooks';
+import { z } from 'zod';
+import {
+  HttpRuntimeConfigSchema,
+  HttpRuntimeOperationSchema,
+  HttpRuntimeResultSchema,
+  type CanonicalMessage,
+  type HttpRuntimeConfig,
+  type HttpRuntimeOperation,
+  type HttpRuntimeRequest,
+} from '#libs/contracts';
+import { openOutboundStream, refusedAddress, type OutboundPolicy } from '#libs/outbound';
+import type { AgentMessageInput, AgentRuntime, RuntimeContext } from '../runtime.js';
+
+/** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
+const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+/** A backend answer the runtime cannot use: the run fails with this reason. */
+class BackendError extends Error {}
+
+/**
+ * The `http` runtime: any backend, in any language, behind an agent. Each execution POSTs an
+ * HttpRuntimeRequest (run ids, trigger, input, thread history) to `config.url`, signed with
+ * Standard Webhooks (`webhook-id` stable for the execution, so a retried attempt is recognisable),
+ * and applies the runtime operations the backend answers with, in order, as they arrive:
+ * `application/x-ndjson` (one operation per line), `text/event-stream` (one per event's data), or
+ * `application/json` (`{ "operations": [...] }`). The outbound guard applies (public unicast only,
+ * unless HTTP_RUNTIME_ALLOWED_CIDRS). Failures before any operation was applied (connection
+ * errors, 5xx) are retried `retries` times; afterwards, or for any other failure, the run fails with
+ * a readable reason. Cancellation aborts the request and tells `cancelUrl`. A backend that ends
+ * without a terminal status, an interaction or a delegation completes the run.
+ */
+export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
+  readonly kind = 'http';
+
+  constructor(
+    private readonly policy: OutboundPolicy,
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
+  parseConfig(raw: unknown): HttpRuntimeConfig {
+    const config = HttpRuntimeConfigSchema.parse(raw);
+    for (const field of ['url', 'cancelUrl'] as const) {
+      const value = config[field];
+      if (!value) continue;
+      const host = new URL(value).hostname.replace(/^\[|\]$/g, '');
+      const why = /^[\d.]+$|:/.test(host) ? refusedAddress(host, this.policy) : null;
+      if (why) throw new z.ZodError([{ code: 'custom', path: [field], message: `refused: ${why} (HTTP_RUNTIME_ALLOWED_CIDRS opens it)`, input: value }]);
+    }
+    return config;
+  }
+
+  directReply(): AgentMessageInput | null {
+    return null;
+  }
+
+  async execute(config: HttpRuntimeConfig, ctx: RuntimeContext): Promise<void> {
+    const secret = this.env[config.secretEnv];
+    if (!secret) {
+      await ctx.setStatus('failed', { parts: [{ text: `The agent's backend is not configured on this worker (secret ${config.secretEnv} is not set).` }] });
+      return;
+    }
+    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: ctx.trigger as unknown as Record<string, unknown>, input: ctx.input, history: await ctx.history() };
+    const body = JSON.stringify(request);
+    const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(ctx.trigger)}`).digest('hex').slice(0, 16)}`;
+    const state = { applied: 0, ended: false };
+    for (let attempt = 0; ; attempt++) {
+      const now = new Date();
+      const headers = {
+        accept: 'application/x-ndjson, text/event-stream, application/json',
+        'webhook-id': webhookId,
+        'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+        'webhook-signature': new Webhook(secret).sign(webhookId, now, body),
+      };
+      try {
+        const res = await openOutboundStream(new URL(config.url), body, headers, { policy: this.policy, timeoutMs: config.timeoutMs, signal: ctx.signal });
+        if (res.status >= 500 && state.applied === 0 && attempt < config.retries) {
+          await drain(res.body);
+          await ctx.sleep(Math.min(2000, 200 * 2 ** attempt));
+          continue;
+        }
+        if (res.status < 200 || res.status >= 300) throw new BackendError(`the backend answered HTTP ${res.status}`);
+        await this.consume(res.headers['content-type'] ?? '', res.body, ctx, state);
+        break;
+      } catch (e) {
+        if (ctx.signal.aborted) {
+          if (config.cancelUrl) this.notifyCancel(config.cancelUrl, secret, ctx.run.runId);
+          return;
+        }
+        if (isRunTerminal(e)) return;
+        const network = !(e instanceof BackendError);
+        if (network && state.applied === 0 && attempt < config.retries) {
+          await ctx.sleep(Math.min(2000, 200 * 2 ** attempt));
+          continue;
+        }
+        await ctx.setStatus('failed', { parts: [{ text: `The agent's backend failed: ${e instanceof Error ? e.message : String(e)}` }] }).catch(() => undefined);
+        return;
+      }
+    }
+    if (!state.ended && !ctx.signal.aborted) await ctx.setStatus('completed');
+  }
+
+  /** Read the answer in its format and apply each operation as it arrives. */
+  private async consume(contentType: string, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: { applied: number; ended: boolean }): Promise<void> {
+    const type = contentType.split(';')[0]!.trim().toLowerCase();
+    const apply = async (raw: string, where: string) => {
+      if (raw.trim() === '') return;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw);
+      } catch {
+        throw new BackendError(`${where} is not JSON`);
+      }
+      const op = HttpRuntimeOperationSchema.safeParse(parsed);
+      if (!op.success) throw new BackendError(`${where} is not a runtime operation: ${op.error.issues.map((i) => `${i.path.join('.') || '(op)'}: ${i.message}`).join('; ')}`);
+      await applyOperation(op.data, ctx, state);
+    };
+    if (type === 'application/json') {
+      const text = await readAll(body);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new BackendError('the JSON answer is not JSON');
+      }
+      const result = HttpRuntimeResultSchema.safeParse(parsed);
+      if (!result.success) throw new BackendError(`the JSON answer is not { operations: [...] }: ${result.error.issues[0]?.message ?? ''}`);
+      for (const op of result.data.operations) await applyOperation(op, ctx, state);
+      return;
+    }
+    if (type !== 'application/x-ndjson' && type !== 'text/event-stream') throw new BackendError(`the backend answered with Content-Type ${type || '(none)'}`);
+    const sse = type === 'text/event-stream';
+    let buffer = '';
+    let line = 0;
+    let data: string[] = [];
+    for await (const chunk of body) {
+      buffer += chunk.toString('utf8');
+      if (buffer.length > MAX_FRAME_BYTES) throw new BackendError('a line of the answer is too long');
+      let nl: number;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const text = buffer.slice(0, nl).replace(/\r$/, '');
+        buffer = buffer.slice(nl + 1);
+        line++;
+        if (!sse) await apply(text, `line ${line}`);
+        else if (text === '') {
+          if (data.length > 0) await apply(data.join('\n'), `event ending at line ${line}`);
+          data = [];
+        } else if (text.startsWith('data:')) data.push(text.slice(5).replace(/^ /, ''));
+      }
+      // what arrived is committed before waiting for more: readers follow the backend live
+      await ctx.flush?.();
+    }
+    if (!sse) await apply(buffer, `line ${line + 1}`);
+    else if (data.length > 0) await apply(data.join('\n'), 'the last event');
+  }
+
+  /** Best effort: tell the backend the run was canceled (signed like the run request). */
+  private notifyCancel(url: string, secret: string, runId: string): void {
+    const body = JSON.stringify({ runId, canceled: true });
+    const now = new Date();
+    const id = `cancel_${runId}`;
+    void openOutboundStream(new URL(url), body, { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': new Webhook(secret).sign(id, now, body) }, { policy: this.policy, timeoutMs: 10_000 })
+      .then((r) => drain(r.body))
+      .catch(() => undefined);
+  }
+}
+
+/** One wire operation through the RuntimeContext (the append path). */
+async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, state: { applied: number; ended: boolean }): Promise<void> {
+  if (state.ended) throw new BackendError(`an operation (${op.op}) came after the run ended`);
+  switch (op.op) {
+    case 'status':
+      await ctx.setStatus(op.status, op.message);
+      state.ended = op.status !== 'working';
+      break;
+    case 'message':
+      await ctx.emitMessage(op.message);
+      break;
+    case 'artifact': {
+      const { op: _op, ...chunk } = op;
+      await ctx.emitArtifact(chunk);
+      break;
+    }
+    case 'interaction': {
+      const { op: _op, kind, message, ...opts } = op;
+      await ctx.requestInteraction(kind, message, opts);
+      state.ended = opts.blocking !== false;
+      break;
+    }
+    case 'delegate':
+      await ctx.delegate({ agent: op.agent, message: op.message, ...(op.kind && { kind: op.kind }), ...(op.state !== undefined && { state: op.state }) });
+      state.ended = true;
+      break;
+  }
+  state.applied++;
+}
+
+async function readAll(body: AsyncIterable<Buffer>): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of body) {
+    size += c.length;
+    if (size > MAX_FRAME_BYTES) throw new BackendError('the answer is too large');
+    chunks.push(c);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function drain(body: AsyncIterable<Buffer>): Promise<void> {
+  for await (const _ of body) {
+    /* discard */
+  }
+}
+
+function isRunTerminal(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'run.terminal';
+}
+
+/** The user message that triggered an execution (re-exported for tests of backends). */
+export type { CanonicalMessage };
