@@ -61,6 +61,17 @@ beforeAll(async () => {
           };
           return next();
         }
+        case '/sse':
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(`data: ${JSON.stringify({ op: 'message', message: { parts: [{ text: 'from SSE' }] } })}\n\n`);
+          return void res.end(`event: op\ndata: ${JSON.stringify({ op: 'status', status: 'completed', message: { parts: [{ text: 'SSE done' }] } })}\n\n`);
+        case '/delegate':
+          res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+          return void res.end(
+            body.trigger.kind === 'link_settled'
+              ? `${JSON.stringify({ op: 'status', status: 'completed', message: { parts: [{ text: `child ${body.trigger.link.status}, state ${JSON.stringify(body.trigger.link.state)}` }] } })}\n`
+              : `${JSON.stringify({ op: 'delegate', agent: 'http-helper', message: { parts: [{ text: 'help me' }] }, state: { step: 2 } })}\n`,
+          );
         case '/json':
           res.writeHead(200, { 'content-type': 'application/json' });
           return void res.end(JSON.stringify({ operations: [{ op: 'message', message: { parts: [{ text: 'one JSON answer' }] } }] }));
@@ -130,6 +141,16 @@ describe('the http runtime', () => {
     const task = (await client.sendMessage(send('hi'))) as Task;
     expect(state(task)).toBe(3);
     expect(text(task.history.at(-1))).toBe('one JSON answer');
+  });
+
+  it('an SSE answer works, and a delegation comes back to the backend as link_settled with its state', async () => {
+    const sse = (await (await agentFor('http-sse', '/sse')).client.sendMessage(send('x'))) as Task;
+    expect(state(sse)).toBe(3);
+    expect(sse.history.map(text)).toEqual(['x', 'from SSE', 'SSE done']);
+    await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'http-helper', runtime: { kind: 'scripted', rules: [] } });
+    const parent = (await (await agentFor('http-delegate', '/delegate')).client.sendMessage(send('x'))) as Task;
+    expect(state(parent)).toBe(3);
+    expect(text(parent.status!.message)).toBe('child completed, state {"step":2}');
   });
 
   it('an interaction from the backend round-trips: the answer reaches the backend as interaction_responded', async () => {
