@@ -2,7 +2,7 @@ import { toV03AgentCard, type AgentCard } from './agent-card.projection.js';
 import { Injectable, Logger } from '@nestjs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { ZodType } from 'zod';
-import type { ExtensionMethod, ExtensionServices, Negotiated } from '#libs/extensions';
+import type { Negotiated } from '#libs/extensions';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams, parseResumeCursor, requireStreaming, type StreamItem } from './a2a-streams.service.js';
@@ -22,7 +22,7 @@ import {
   V1PushConfigSchema,
 } from './push/push-schemas.js';
 import { isPlainObject } from './proto-json.helpers.js';
-import { annotateResult } from './extension-output.js';
+import { annotateResult, annotateStream, extensionMethod, extensionServices } from './extension-output.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, V1SubscribeToTaskRequestSchema } from './v1/v1.schemas.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task } from './v1/v1.mapper.js';
 import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema } from './v1/v1-list-tasks.js';
@@ -332,30 +332,6 @@ function checkEnvelope(body: Record<string, unknown>): void {
   if ('params' in body && body.params !== undefined && typeof body.params !== 'object') {
     throw new A2AError('InvalidRequest', 'params must be an object');
   }
-}
-
-/** A stream whose items pass through the activated extensions' `annotate` hooks. */
-export async function* annotateStream(stream: AsyncIterable<StreamItem>, negotiated: Negotiated, version: A2AProtocolVersion): AsyncIterable<StreamItem> {
-  for await (const item of stream) yield { ...item, result: annotateResult(item.result, negotiated, version) as StreamItem['result'] };
-}
-
-/** What the adapter offers extension methods, with results in `version`'s shapes. */
-export function extensionServices(ops: A2AOperations, agent: ResolvedA2AAgent, caller: A2ACaller, version: A2AProtocolVersion): ExtensionServices {
-  return {
-    searchTasks: async (q) => {
-      const r = await ops.searchTasks(agent, caller, q);
-      return { tasks: r.views.map((v) => (version === '1.0' ? toV1Task(v) : toV03Task(v))), nextPageToken: r.nextPageToken };
-    },
-  };
-}
-
-/** The method `name` of an extension the request activated (method extensions), if any. */
-export function extensionMethod(negotiated: Negotiated | undefined, name: string): ExtensionMethod | undefined {
-  for (const { plugin } of negotiated?.plugins ?? []) {
-    const m = plugin.methods && Object.hasOwn(plugin.methods, name) ? plugin.methods[name] : undefined;
-    if (m) return m;
-  }
-  return undefined;
 }
 
 /** `table[key]` for own keys only: a method named `constructor` or `__proto__` is just unknown. */

@@ -18,6 +18,7 @@ import { A2AError, toA2AError } from './a2a.errors.js';
 import { ExtensionRuleError } from '#libs/extensions';
 import { A2APushService } from './push/a2a-push.service.js';
 import { ANONYMOUS_CALLER, canSeeTask, type A2ACaller, type InboundMessage, type SendOptions, type SendOutcome } from './a2a.types.js';
+import { callerBound, isAnonymous, ownerFilter, requireVisibleRun, taskNotFound } from './task-visibility.js';
 import { decodePageToken, encodePageToken, listFingerprint, taskStateFilter, type ListTasksPage, type ListTasksQuery } from './list-tasks.js';
 
 
@@ -146,8 +147,7 @@ export class A2AOperations {
    */
   async cancelTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number, caller: A2ACaller = ANONYMOUS_CALLER): Promise<RunView> {
     try {
-      const owned = await this.runs.requireRun(agent.org.id, taskId, agent.agent.id);
-      if (!canSeeTask(caller, owned.createdBy)) throw taskNotFound(taskId);
+      await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
       const run = await this.cancelRun.execute({ orgId: agent.org.id, runId: taskId, agentId: agent.agent.id });
       return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
     } catch (e) {
@@ -167,17 +167,17 @@ export class A2AOperations {
   async listTasks(agent: ResolvedA2AAgent, q: ListTasksQuery, caller: A2ACaller = ANONYMOUS_CALLER): Promise<ListTasksPage> {
     try {
       const orgId = agent.org.id;
-      const fingerprint = listFingerprint(agent.agent.id, q) + (caller.allTasks ? '' : `|${caller.id ?? ''}`);
+      const fingerprint = callerBound(listFingerprint(agent.agent.id, q), caller);
       const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
       // an anonymous caller (an agent without authentication) lists only within a context it
       // names: the contextId is its capability, as a task id is for GetTask
-      if (!caller.allTasks && caller.id === null && q.contextId === undefined) return { views: [], nextPageToken: '', pageSize: q.pageSize, totalSize: 0 };
+      if (isAnonymous(caller) && q.contextId === undefined) return { views: [], nextPageToken: '', pageSize: q.pageSize, totalSize: 0 };
       const filter = {
         agentId: agent.agent.id,
         threadId: q.contextId,
         ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
         statusFrom: q.statusTimestampAfter,
-        ...(caller.allTasks ? {} : { createdBy: caller.id }),
+        ...ownerFilter(caller),
       };
       const [rows, totalSize] = await Promise.all([this.runs.list(orgId, { ...filter, before, limit: q.pageSize }), this.runs.count(orgId, filter)]);
       const page = rows.slice(0, q.pageSize);
@@ -201,12 +201,12 @@ export class A2AOperations {
    */
   async searchTasks(agent: ResolvedA2AAgent, caller: A2ACaller, q: { query: string; pageSize: number; pageToken?: string; historyLength?: number }): Promise<{ views: RunView[]; nextPageToken: string }> {
     try {
-      const fingerprint = listFingerprint(agent.agent.id, { contextId: `search:${q.query}` }) + (caller.allTasks ? '' : `|${caller.id ?? ''}`);
+      const fingerprint = callerBound(listFingerprint(agent.agent.id, { contextId: `search:${q.query}` }), caller);
       const before = q.pageToken ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
       // an anonymous caller owns nothing it could name: searching across anonymous tasks would
       // show other callers' tasks, so it finds nothing
-      if (!caller.allTasks && caller.id === null) return { views: [], nextPageToken: '' };
-      const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, ...(caller.allTasks ? {} : { createdBy: caller.id }), before, limit: q.pageSize });
+      if (isAnonymous(caller)) return { views: [], nextPageToken: '' };
+      const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, ...ownerFilter(caller), before, limit: q.pageSize });
       const page = rows.slice(0, q.pageSize);
       const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength });
       const last = page.at(-1);
@@ -233,8 +233,7 @@ export class A2AOperations {
       throw new A2AError('InvalidParams', 'message metadata.interactionId must be a string');
     }
     for (let attempt = 0; ; attempt++) {
-      const run = await this.runs.requireRun(orgId, runId, agentId);
-      if (!canSeeTask(caller, run.createdBy)) throw taskNotFound(runId);
+      const run = await requireVisibleRun(this.runs, orgId, agentId, caller, runId);
       const base = { orgId, agentId, runId, threadId: inbound.contextId, message: inbound.message };
       const interactionId = named ?? (run.blockedReason ? run.openInteractionId : null);
       try {
@@ -282,11 +281,6 @@ export class A2AOperations {
     this.runtimes.set(agent.revision.id, parsed);
     return parsed;
   }
-}
-
-/** TaskNotFound for a task the caller may not see: said exactly as for a task that does not exist. */
-function taskNotFound(taskId: string): A2AError {
-  return toA2AError(new AppError('run.not_found', `run ${taskId} not found`, { details: { runId: taskId } }));
 }
 
 /**

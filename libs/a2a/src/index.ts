@@ -29,5 +29,4 @@ export { A2APushService } from './push/a2a-push.service.js';
 export { PushDeliveryService, pushPayload } from './push/push-delivery.service.js';
 export { toV1PushConfig, toV03PushConfig } from './push/push-schemas.js';
 export { JwtVerifier, bearerChallenge, type JwtCaller } from './jwt-verifier.js';
-export { annotateResult } from './extension-output.js';
-export { annotateStream } from './a2a-jsonrpc.handler.js';
+export { annotateResult, annotateStream } from './extension-output.js';

@@ -6,3 +6,4 @@
 export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, type OutboundPolicy } from './outbound-guard.js';
 export { OutboundSender, parseRetryAfter, type OutboundPost, type OutboundResult } from './outbound-sender.js';
 export { openOutboundStream, type OutboundStream } from './outbound-stream.js';
+export { webhookHeaders } from './webhook-signature.js';

@@ -27,13 +27,6 @@ export interface PushConfigRow {
   updatedAt: Date;
 }
 
-/** A claimed config with what its delivery loop needs about the run. */
-export interface ClaimedPushConfig extends PushConfigRow {
-  runLastSequence: number;
-  runThreadId: string;
-  runTerminal: boolean;
-}
-
 /** One recorded delivery attempt. */
 export interface PushDeliveryRow {
   sequence: number;
@@ -177,14 +170,12 @@ export class PushConfigRepository {
    * Take the config's lease for `ttlMs` (one delivery loop per config across all workers). Null
    * when it is leased by someone else, not due, not active or deleted.
    */
-  async claim(id: string, owner: string, ttlMs: number): Promise<ClaimedPushConfig | null> {
-    const rows = await this.db.query<ClaimedPushConfig>(
-      `UPDATE push_configs pc SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
-        FROM runs r
-        WHERE pc.id = $1 AND r.id = pc.run_id AND pc.deleted_at IS NULL AND pc.status = 'active' AND pc.next_attempt_at <= now()
-          AND (pc.lease_until IS NULL OR pc.lease_until < now() OR pc.lease_owner = $2)
-        RETURNING ${columns('pc')}, r.last_sequence AS "runLastSequence", r.thread_id AS "runThreadId",
-                  r.status IN ('completed', 'failed', 'canceled', 'rejected') AS "runTerminal"`,
+  async claim(id: string, owner: string, ttlMs: number): Promise<PushConfigRow | null> {
+    const rows = await this.db.query<PushConfigRow>(
+      `UPDATE push_configs SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
+        WHERE id = $1 AND deleted_at IS NULL AND status = 'active' AND next_attempt_at <= now()
+          AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $2)
+        RETURNING ${COLUMNS}`,
       [id, owner, ttlMs],
     );
     return rows[0] ?? null;

@@ -17,7 +17,7 @@ import {
   type RunLinkKind,
   type RunStatus,
 } from '#libs/contracts';
-import { publish, runNotFound } from './commands/command-support.js';
+import { cancelOpenInteractions, publish, runNotFound } from './commands/command-support.js';
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository, type AppendGuard, type RunRecord } from './event-log.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
@@ -213,14 +213,12 @@ export class RuntimeOperations {
       }
       const run = await this.runs.get(orgId, runId);
       if (!run) throw runNotFound(runId);
-      const open = run.openInteractionIds ?? [];
       // retry only when what changed is the open interactions (else the refusal stands)
       const moved = run.openInteractions > 0 || (guard.interactionVersion !== undefined && guard.interactionVersion !== run.interactionVersion);
       const retry = terminal && attempt < 3 && !isTerminal(run.status) && !(run.blockedReason !== null && guard.blocked === false) && moved;
       if (!retry) throw refusal(run, guard);
-      const reason = 'the run ended';
       const kept = events.filter((e) => e.type !== 'interaction.canceled');
-      const cancels: RunEvent[] = open.map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
+      const cancels = cancelOpenInteractions(run, 'the run ended');
       // cancellations go right before the terminal status event
       const at = kept.findIndex((e) => e.type === 'run.status_changed' && isTerminal(e.payload.status));
       events.splice(0, events.length, ...kept.slice(0, at), ...cancels, ...kept.slice(at));
@@ -254,11 +252,10 @@ export class RuntimeOperations {
         { orgId, runId, trigger: 'interaction_expired' },
       );
     } else {
-      const open = run.openInteractionIds ?? [];
       const reason = `interaction ${interactionId} expired`;
       const events: RunEvent[] = [
         expired,
-        ...open.filter((id) => id !== interactionId).map((id): RunEvent => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } })),
+        ...cancelOpenInteractions(run, reason, interactionId),
         { type: 'run.status_changed', payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `Failed: nobody answered in time (${reason})` }] }) } },
       ];
       result = await this.events.append(orgId, runId, { from: statusUpdateSources('failed'), interactionVersion: run.interactionVersion, status: 'failed', blockedReason: null }, events);
@@ -358,8 +355,7 @@ export class RuntimeOperations {
     for (let attempt = 0; attempt < 5; attempt++) {
       const run = await this.runs.get(orgId, runId);
       if (!run || isTerminal(run.status)) return null;
-      const open = run.openInteractionIds ?? [];
-      const events: RunEvent[] = open.map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
+      const events = cancelOpenInteractions(run, reason);
       events.push({
         type: 'run.status_changed',
         payload: { status: 'failed', blockedReason: null, reason, message: agentMessage({ parts: [{ text: `Failed: ${reason}` }] }) },

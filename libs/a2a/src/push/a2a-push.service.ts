@@ -3,7 +3,8 @@ import { PushConfigService, type PushConfigInput, type PushConfigView } from '#l
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { RunQueries } from '#libs/runs';
 import { A2AError, toA2AError } from '../a2a.errors.js';
-import { canSeeTask, type A2ACaller, type A2AProtocolVersion } from '../a2a.types.js';
+import type { A2ACaller, A2AProtocolVersion } from '../a2a.types.js';
+import { requireVisibleRun } from '../task-visibility.js';
 
 
 /**
@@ -40,7 +41,7 @@ export class A2APushService {
   async create(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, input: PushConfigInput, version: A2AProtocolVersion, fromSequence?: number): Promise<PushConfigView> {
     try {
       this.require(agent);
-      const run = await this.visibleRun(agent, caller, taskId);
+      const run = await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
       return await this.configs.set({ orgId: agent.org.id, runId: run.id, agentId: agent.agent.id, createdBy: caller.id }, input, version, fromSequence ?? run.lastSequence, fromSequence === undefined);
     } catch (e) {
       throw toA2AError(e);
@@ -78,14 +79,8 @@ export class A2APushService {
 
   private async scope(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string) {
     this.require(agent);
-    const run = await this.visibleRun(agent, caller, taskId);
+    const run = await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
     return { orgId: agent.org.id, runId: run.id, createdBy: caller.id };
   }
 
-  /** The task when the caller may see it (else TaskNotFound, as for a task that does not exist). */
-  private async visibleRun(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string) {
-    const run = await this.runs.requireRun(agent.org.id, taskId, agent.agent.id);
-    if (!canSeeTask(caller, run.createdBy)) throw new A2AError('TaskNotFound', `task ${taskId} not found`, { metadata: { taskId } });
-    return run;
-  }
 }

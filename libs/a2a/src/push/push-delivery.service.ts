@@ -4,7 +4,8 @@ import { Webhook } from 'standardwebhooks';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { Metrics } from '#libs/metrics';
-import { OutboundSender, PushConfigRepository, PushConfigService, type ClaimedPushConfig, type PushTarget } from '#libs/push';
+import { webhookHeaders } from '#libs/outbound';
+import { OutboundSender, PushConfigRepository, PushConfigService, type PushConfigRow, type PushTarget } from '#libs/push';
 import { RunNotifier, RunQueries, isTerminal } from '#libs/runs';
 import { projectEnvelope, type ProjectionState } from '../stream-projection.js';
 
@@ -214,7 +215,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
    * deliveries or at the end of a page): a crash in between re-sends at most that many events,
    * with the same `webhook-id`s (at-least-once).
    */
-  private async deliverClaimed(c: ClaimedPushConfig): Promise<boolean> {
+  private async deliverClaimed(c: PushConfigRow): Promise<boolean> {
     const target = this.configs.target(c);
     let cursor = c.cursor;
     let state: ProjectionState = cursor === 0 ? { status: 'submitted', blockedReason: null } : await this.queries.stateAt(c.orgId, c.runId, cursor);
@@ -259,13 +260,10 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     const payload = JSON.stringify(body);
     const webhookId = `msg_${target.id}_${env.sequence}`;
     const headers: Record<string, string> = {
-      'webhook-id': webhookId,
+      ...webhookHeaders(this.signer(target.webhookSecret), webhookId, payload),
       'x-a2a-sequence': String(env.sequence),
       'x-a2a-task-id': env.runId,
     };
-    const now = new Date();
-    headers['webhook-timestamp'] = String(Math.floor(now.getTime() / 1000));
-    headers['webhook-signature'] = this.signer(target.webhookSecret).sign(webhookId, now, payload);
     if (target.token !== null) headers['x-a2a-notification-token'] = target.token;
     if (target.authorization !== null) headers.authorization = target.authorization;
     const result = await this.sender.post({ url: target.url, body: payload, headers, timeoutMs: this.config.PUSH_TIMEOUT_MS });

@@ -10,7 +10,7 @@ import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task, type V1SendMessageResponse, type V1Task } from '../v1/v1.mapper.js';
 import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from '../v1/v1.schemas.js';
 import { A2APushService } from '../push/a2a-push.service.js';
-import { extensionMethod, extensionServices } from '../a2a-jsonrpc.handler.js';
+import { extensionMethod, extensionServices } from '../extension-output.js';
 import { ANONYMOUS_CALLER, type A2ACaller } from '../a2a.types.js';
 import { fromV1PushConfig, toV1PushConfig, V1ListPushConfigsSchema, V1PushConfigRefSchema, V1PushConfigSchema } from '../push/push-schemas.js';
 

@@ -6,7 +6,7 @@ import { RunNotifier } from '../run-notifier.js';
 import { RunRepository } from '../run.repository.js';
 import { isTerminal, statusUpdateSources } from '../run-state.js';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { publish, runNotFound } from './command-support.js';
+import { cancelOpenInteractions, publish, runNotFound } from './command-support.js';
 
 /** Cancel a run (A2A: CancelTask). */
 export interface CancelRunCommand {
@@ -42,8 +42,7 @@ export class CancelRunHandler {
         throw new AppError('run.not_cancelable', `run ${run.id} is ${run.status} and cannot be canceled`, { details: { runId: run.id, status: run.status } });
       }
       const reason = cmd.reason ?? 'canceled by the caller';
-      const open = run.openInteractionIds ?? [];
-      const events: RunEvent[] = open.map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
+      const events: RunEvent[] = cancelOpenInteractions(run, reason);
       events.push({ type: 'run.status_changed', payload: { status: 'canceled', blockedReason: null, reason } });
       const result = await this.events.append(run.orgId, run.id, {
         from: statusUpdateSources('canceled'),

@@ -1,10 +1,21 @@
 import { AppError } from '#libs/common';
-import type { CanonicalMessage } from '#libs/contracts';
+import type { CanonicalMessage, RunEvent } from '#libs/contracts';
 import type { DispatchRelay } from '../dispatch.relay.js';
 import type { AppendResult, RunRecord } from '../event-log.repository.js';
 import type { RunNotifier } from '../run-notifier.js';
 import type { RunState } from '../run.repository.js';
 import { isTerminal } from '../run-state.js';
+
+/**
+ * One `interaction.canceled` per interaction open on `run` (but `except`), for the append that
+ * ends the run: every way a run ends (cancel, platform failure, expiry, a runtime's terminal
+ * status) closes what is still open with these.
+ */
+export function cancelOpenInteractions(run: Pick<RunState, 'openInteractionId' | 'openInteractionIds'>, reason: string, except?: string): RunEvent[] {
+  return (run.openInteractionIds ?? [])
+    .filter((id) => id !== except)
+    .map((id) => ({ type: 'interaction.canceled', payload: { interactionId: id, blocking: id === run.openInteractionId, reason } }));
+}
 
 /** A caller's message as the log records it (role forced to `user`). */
 export function userMessage(message: CanonicalMessage): CanonicalMessage {

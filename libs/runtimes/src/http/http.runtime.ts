@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import {
   HttpRuntimeConfigSchema,
@@ -10,7 +9,7 @@ import {
   type HttpRuntimeOperation,
   type HttpRuntimeRequest,
 } from '#libs/contracts';
-import { openOutboundStream, refusedAddress, type OutboundPolicy } from '#libs/outbound';
+import { openOutboundStream, refusedAddress, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import type { AgentMessageInput, AgentRuntime, RuntimeContext } from '../runtime.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
@@ -67,13 +66,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
     const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(ctx.trigger)}`).digest('hex').slice(0, 16)}`;
     const state = { applied: 0, ended: false };
     for (let attempt = 0; ; attempt++) {
-      const now = new Date();
-      const headers = {
-        accept: 'application/x-ndjson, text/event-stream, application/json',
-        'webhook-id': webhookId,
-        'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-        'webhook-signature': new Webhook(secret).sign(webhookId, now, body),
-      };
+      const headers = { accept: 'application/x-ndjson, text/event-stream, application/json', ...webhookHeaders(secret, webhookId, body) };
       try {
         const res = await openOutboundStream(new URL(config.url), body, headers, { policy: this.policy, timeoutMs: config.timeoutMs, signal: ctx.signal });
         if (res.status >= 500 && state.applied === 0 && attempt < config.retries) {
@@ -159,9 +152,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   /** Best effort: tell the backend the run was canceled (signed like the run request). */
   private notifyCancel(url: string, secret: string, runId: string): void {
     const body = JSON.stringify({ runId, canceled: true });
-    const now = new Date();
-    const id = `cancel_${runId}`;
-    void openOutboundStream(new URL(url), body, { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': new Webhook(secret).sign(id, now, body) }, { policy: this.policy, timeoutMs: 10_000 })
+    void openOutboundStream(new URL(url), body, webhookHeaders(secret, `cancel_${runId}`, body), { policy: this.policy, timeoutMs: 10_000 })
       .then((r) => drain(r.body))
       .catch(() => undefined);
   }
