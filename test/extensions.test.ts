@@ -96,6 +96,7 @@ describe('declaration', () => {
       expect(doc.headers.get('content-type')).toMatch(/^text\/markdown/);
       expect(await doc.text()).toContain(uri);
     }
+    expect((await fetch(`${stack.baseUrl}/extensions/nothing/v9`)).status).toBe(404);
   });
 
   it('params are validated when a revision is drafted; an unknown extension is data-only and may not be required', async () => {

@@ -64,6 +64,7 @@ const CONCIERGE = {
     },
     { name: 'long', match: { text: '^long' }, steps: [{ type: 'delegate', agent: 'helper', text: 'hold on', kind: 'subtask' }] },
     { name: 'broken', match: { text: '^broken' }, steps: [{ type: 'delegate', agent: 'helper', text: 'fail now' }] },
+    { name: 'nowhere', match: { text: '^nowhere' }, steps: [{ type: 'delegate', agent: 'nobody-here', text: 'x' }] },
   ],
 };
 
@@ -125,6 +126,8 @@ async function waitFor(c: A2AClient, id: string, want: string): Promise<Task> {
   }
 }
 
+const rpcRaw = async (method: string, params: unknown): Promise<any> =>
+  (await fetch(`${stack.baseUrl}${concierge.basePath}`, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })).json();
 const admin = <T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>) => adminRequest<T>(stack.baseUrl, stack.adminKey, method, path, body, headers);
 const eventTypes = async (runId: string) => ((await admin('GET', `/v1/runs/${runId}/events?limit=1000`)).body.events as Array<{ event: { type: string } }>).map((e) => e.event.type);
 
@@ -192,6 +195,10 @@ describe.each(['JSONRPC', 'HTTP+JSON'] as const)('interactions over %s with the 
     await expect(c().sendMessage(send('maybe later?', { taskId: asked.id }))).rejects.toThrow(/choose one of the options: approve, reject/);
     expect(await eventTypes(asked.id)).toEqual(before);
     expect(state(await c().getTask({ tenant: '', id: asked.id, historyLength: undefined }))).toBe('TASK_STATE_INPUT_REQUIRED');
+    // naming an interaction the task does not have, or naming it with something else than a string
+    await expect(c().sendMessage(send('approve', { taskId: asked.id, metadata: { interactionId: randomUUID() } }))).rejects.toThrow(/has no interaction/);
+    await expect(c().sendMessage(send('approve', { taskId: asked.id, metadata: { interactionId: 42 } }))).rejects.toThrow(/metadata.interactionId must be a string/);
+    expect(await eventTypes(asked.id)).toEqual(before);
   });
 
   it('a duplicate answer (same messageId) has one effect; answering a terminal task is UnsupportedOperation', async () => {
@@ -326,6 +333,13 @@ describe('RunLink delegation', () => {
     expect((await admin('GET', `/v1/runs/${childId}/events`)).body.events.at(-1).event.payload.reason).toBe(`parent run ${parent.id} was canceled`);
     // nothing more on the parent after its terminal status
     expect((await eventTypes(parent.id)).at(-1)).toBe('run.status_changed');
+  });
+
+  it('delegating to an agent that is not published fails the run with the reason, and creates no link', async () => {
+    const r = await rpcRaw('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'nowhere to go' }] } });
+    expect(r.result.task.status.state).toBe('TASK_STATE_FAILED');
+    expect(r.result.task.status.message.parts[0].text).toMatch(/Cannot delegate to nobody-here: no published agent nobody-here/);
+    expect((await admin('GET', `/v1/runs/${r.result.task.id}`)).body.links.children).toEqual([]);
   });
 
   it("a child's failure reaches the parent as an event, and the parent fails as its script declares", async () => {

@@ -274,6 +274,16 @@ describe('the outbound guard', () => {
     await rpc('CancelTask', { id: taskId }, '1.0');
   });
 
+  it('an unknown config is TaskNotFound; an eleventh config on a task is refused (PUSH_MAX_CONFIGS_PER_TASK)', async () => {
+    const taskId: string = (await rpc('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold configs' }] }, configuration: { returnImmediately: true } }, '1.0')).result.task.id;
+    expect((await rpc('GetTaskPushNotificationConfig', { taskId, id: 'nope' }, '1.0')).error).toMatchObject({ code: -32001, message: expect.stringContaining('no push notification config nope') });
+    for (let i = 0; i < 10; i++) expect((await rpc('CreateTaskPushNotificationConfig', { taskId, id: `c${i}`, url: receiver.url('/many') }, '1.0')).result.id).toBe(`c${i}`);
+    expect((await rpc('CreateTaskPushNotificationConfig', { taskId, id: 'c10', url: receiver.url('/many') }, '1.0')).error).toMatchObject({ code: -32600, message: expect.stringContaining('already has 10') });
+    // setting an existing id again updates it
+    expect((await rpc('CreateTaskPushNotificationConfig', { taskId, id: 'c3', url: receiver.url('/many'), token: 't' }, '1.0')).result).toMatchObject({ id: 'c3', token: 't' });
+    await rpc('CancelTask', { id: taskId }, '1.0');
+  });
+
   it('an agent that does not declare push refuses every push method with PushNotificationNotSupported', async () => {
     const plain = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'no-push', runtime: RUNTIME });
     const url = `${stack.baseUrl}${plain.basePath}`;
