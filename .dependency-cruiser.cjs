@@ -56,6 +56,27 @@ module.exports = {
       to: { path: `^libs/(${banned.join('|')})/` },
     })),
     {
+      name: 'lib-telemetry-layer',
+      severity: 'error',
+      comment: 'libs/telemetry (traces) uses only config (@opentelemetry/*): every lib may depend on it without a cycle',
+      from: { path: '^libs/telemetry/' },
+      to: { path: '^libs/(?!(telemetry|config)/)' },
+    },
+    {
+      name: 'telemetry-users',
+      severity: 'error',
+      comment: 'spans are made at the edges (apps), around statements (db), at dispatch (runs) and for A2A attributes (a2a) only',
+      from: { path: '^libs/', pathNot: '^libs/(telemetry|db|runs|a2a)/' },
+      to: { path: '^libs/telemetry/' },
+    },
+    {
+      name: 'otel-in-telemetry-only',
+      severity: 'error',
+      comment: 'only libs/telemetry touches @opentelemetry/*; others use its helpers',
+      from: { path: '^(apps|libs)/', pathNot: '^libs/telemetry/' },
+      to: { path: 'node_modules/@opentelemetry/' },
+    },
+    {
       name: 'db-in-repositories-only',
       severity: 'error',
       comment: 'only repositories (and module wiring) use the database service; services get plain types and AppErrors',

@@ -2,7 +2,9 @@
 // Creates the database named in DATABASE_URL when it is missing, then applies prisma/migrations
 // with the Prisma CLI (WebAssembly schema engine via the pg adapter; see prisma.config.ts).
 // Usage: node scripts/migrate.mjs [--reset]   (--reset drops the database first: tests only)
-import { runPrisma } from './prisma.mjs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { prismaEnv } from './prisma.mjs';
 import pg from 'pg';
 
 const url = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas';
@@ -46,8 +48,40 @@ if (!reset && exists.rowCount > 0) {
   await db.end().catch(() => undefined);
 }
 
-try {
-  runPrisma(['migrate', 'deploy'], { quiet: !process.env.MIGRATE_VERBOSE, env: { DATABASE_URL: url } });
-} catch (e) {
-  process.exit(e.status ?? 1);
+// The CLI's chatter (config loaded, schema path, each migration) is printed only when it fails or
+// with MIGRATE_VERBOSE=1; otherwise one line says what was applied.
+// Once the CLI has reported its result it is done, but the WebAssembly schema engine leaves a
+// 10 s timer behind (its advisory-lock timeout), so the process would linger 10 s before exiting:
+// it is stopped as soon as the result is printed (the migrations are committed by then, and the
+// session's advisory lock is released with its connection).
+const verbose = Boolean(process.env.MIGRATE_VERBOSE);
+const done = /All migrations have been successfully applied\.|No pending migrations to apply\./;
+const cli = spawn(process.execPath, ['node_modules/prisma/build/index.js', 'migrate', 'deploy'], {
+  env: prismaEnv({ DATABASE_URL: url }),
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+let out = '';
+let err = '';
+let succeeded = false;
+cli.stdout.setEncoding('utf8').on('data', (d) => {
+  out += d;
+  if (verbose) process.stdout.write(d);
+  if (!succeeded && done.test(out)) {
+    succeeded = true;
+    setTimeout(() => cli.kill('SIGTERM'), 100).unref();
+  }
+});
+cli.stderr.setEncoding('utf8').on('data', (d) => {
+  err += d;
+  if (verbose) process.stderr.write(d);
+});
+const [code] = await once(cli, 'exit');
+if (!succeeded && code !== 0) {
+  if (!verbose) {
+    process.stdout.write(out);
+    process.stderr.write(err);
+  }
+  process.exit(code || 1);
 }
+const applied = out.split('\n').filter((l) => /─ \d+_\w+\/$/.test(l.trim())).length;
+if (applied && !verbose) console.log(`[migrate] ${dbName}: applied ${applied} migration${applied === 1 ? '' : 's'}`);

@@ -1,24 +1,83 @@
 #!/usr/bin/env node
-// Everything `npm run demo` and `npm test` need on a fresh machine, each step skipped when it is
-// already done: install dependencies, generate the Prisma client, compile (demo/bench only).
-// Uses only Node built-ins, so it runs before `npm ci`.
-// Usage: node scripts/setup.mjs [--build]
-import { execFileSync } from 'node:child_process';
+// Everything `npm run demo`, `npm test` and `npm run dev` need on a fresh machine, each step skipped
+// when it is already done: install dependencies, generate the Prisma client, compile.
+// Uses only Node built-ins (and scripts/prisma.mjs' environment), so it runs before `npm ci`.
+// Usage: node scripts/setup.mjs [--build | --dev]
+//   --build  also compile TypeScript to dist/ (incremental: a no-op in well under a second when
+//            nothing changed)
+//   --dev    build, migrate, then keep the API and a worker running from dist/ while `tsc --watch`
+//            recompiles; each process restarts when its compiled files change; Ctrl-C stops all
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
+import { prismaEnv } from './prisma.mjs';
 
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const tsc = 'node_modules/typescript/bin/tsc';
 const mtime = (p) => (existsSync(p) ? statSync(p).mtimeMs : 0);
 const run = (cmd, args) => execFileSync(cmd, args, { stdio: 'inherit' });
+const dev = process.argv.includes('--dev');
+const build = dev || process.argv.includes('--build');
 
-if (!existsSync('node_modules/.package-lock.json') || mtime('package-lock.json') > mtime('node_modules/.package-lock.json')) {
+/** Runs a command with its output captured; prints the output only when it fails (then exits). */
+function runQuiet(what, cmd, args, env = process.env) {
+  try {
+    return execFileSync(cmd, args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  } catch (e) {
+    // (tsc's --listEmittedFiles lines are bookkeeping, not the error)
+    process.stdout.write((e.stdout ?? '').replace(/^TSFILE: .*\n/gm, ''));
+    process.stderr.write(e.stderr ?? '');
+    console.error(`[setup] ${what} failed`);
+    process.exit(e.status ?? 1);
+  }
+}
+
+const installed = 'node_modules/.package-lock.json';
+if (!existsSync(installed) || mtime('package-lock.json') > mtime(installed)) {
   console.log('[setup] installing dependencies (npm ci)');
   run(npm, ['ci', '--no-audit', '--no-fund']);
 }
-if (mtime('prisma/schema.prisma') > mtime('libs/db/src/generated/prisma/client.ts')) {
+
+// Regenerate when the schema changed or the dependencies (the Prisma version) were reinstalled.
+const generated = 'libs/db/src/generated/prisma/client.ts';
+if (Math.max(mtime('prisma/schema.prisma'), mtime(installed)) > mtime(generated)) {
   console.log('[setup] generating the Prisma client');
-  run(process.execPath, ['scripts/prisma.mjs', 'generate']);
+  runQuiet('prisma generate', process.execPath, ['node_modules/prisma/build/index.js', 'generate'], prismaEnv());
 }
-if (process.argv.includes('--build')) {
-  console.log('[setup] compiling TypeScript');
-  run(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json']);
+
+if (build) {
+  // `tsc -b` skips the build when no source is newer than dist/tsconfig.tsbuildinfo, and otherwise
+  // re-emits only what changed. It does not look at node_modules, so a reinstall forces a full build,
+  // and so does a missing entry point (someone deleted part of dist/).
+  const buildInfo = 'dist/tsconfig.tsbuildinfo';
+  const entries = ['dist/apps/api/src/main.js', 'dist/apps/worker/src/main.js', 'dist/scripts/demo.js'];
+  const force = mtime(installed) > mtime(buildInfo) || entries.some((f) => !existsSync(f));
+  const out = runQuiet('compiling TypeScript', process.execPath, [tsc, '-b', 'tsconfig.json', '--listEmittedFiles', ...(force ? ['--force'] : [])]);
+  const emitted = out.split('\n').filter((l) => l.startsWith('TSFILE: ') && l.endsWith('.js')).length;
+  console.log(emitted ? `[setup] compiled TypeScript (${emitted} files)` : '[setup] TypeScript up to date');
+}
+
+if (dev) {
+  run(process.execPath, ['scripts/migrate.mjs']);
+  const children = [
+    spawn(process.execPath, [tsc, '-b', 'tsconfig.json', '--watch', '--preserveWatchOutput'], { stdio: 'inherit' }),
+    spawn(process.execPath, ['--watch', 'dist/apps/api/src/main.js'], { stdio: 'inherit' }),
+    spawn(process.execPath, ['--watch', 'dist/apps/worker/src/main.js'], { stdio: 'inherit' }),
+  ];
+  let stopping = false;
+  const stop = (code) => {
+    if (stopping) return;
+    stopping = true;
+    process.exitCode = code;
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  };
+  for (const c of children) {
+    // one process ending (tsc crashed, or a signal reached only it) ends the session
+    c.on('exit', (code) => {
+      stop(code ?? 0);
+      if (children.every((x) => x.exitCode !== null || x.signalCode !== null)) process.exit(process.exitCode);
+    });
+  }
+  // Ctrl-C reaches the whole process group; SIGTERM (e.g. from a supervisor) only this process
+  process.on('SIGINT', () => stop(0));
+  process.on('SIGTERM', () => stop(0));
 }
