@@ -6,6 +6,8 @@ import { Webhook } from 'standardwebhooks';
 import { SendMessageRequest, type Task } from '@a2a-js/sdk';
 import { ClientFactory, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { adminRequest, publishAgent } from './support/admin-client.js';
+import { SUBSTATES_EXTENSION_URI, httpRuntimeJsonSchema } from '#libs/contracts';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -134,6 +136,30 @@ describe('the http runtime', () => {
     const req = seen.find((s) => s.path === '/ndjson')!;
     expect(req.verified).toBe(true);
     expect(req.body).toMatchObject({ run: { runId: task.id, threadId: task.contextId }, trigger: { kind: 'created' }, input: { parts: [{ text: 'paint a fence' }] } });
+    // the body is what the published JSON Schema of the wire contract says
+    const validate = new Ajv2020({ strict: false }).compile(httpRuntimeJsonSchema().request as object);
+    expect(validate(req.body), JSON.stringify(validate.errors)).toBe(true);
+    expect(validate({ ...req.body, trigger: { kind: 'bogus' } })).toBe(false);
+  });
+
+  it('the request carries the A2A extensions the client activated', async () => {
+    const a = await publishAgent(stack.baseUrl, stack.adminKey, {
+      slug: 'http-ext',
+      a2a: { extensions: [{ uri: SUBSTATES_EXTENSION_URI, params: { states: ['thinking'] } }] } as never,
+      runtime: runtime('/json'),
+    });
+    const res = await fetch(`${stack.baseUrl}${a.basePath}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'a2a-extensions': SUBSTATES_EXTENSION_URI },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'with extensions' }] } } }),
+    });
+    expect(res.headers.get('a2a-extensions')).toBe(SUBSTATES_EXTENSION_URI);
+    const runId = ((await res.json()) as any).result.task.id;
+    const req = seen.find((s) => s.path === '/json' && s.body?.run?.runId === runId)!;
+    expect(req.body.extensions).toEqual([SUBSTATES_EXTENSION_URI]);
+    // without the header: none
+    const plain = (await (await agentFor('http-json-plain', '/json')).client.sendMessage(send('no ext'))) as Task;
+    expect(seen.find((s) => s.body?.run?.runId === plain.id)!.body.extensions).toEqual([]);
   });
 
   it('a single JSON answer works; without a final status the run completes', async () => {

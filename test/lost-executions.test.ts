@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
 import { publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
+import { sendMessageRpc } from './support/a2a-rpc.js';
 
 /**
  * Execution leases: a worker process killed with SIGKILL mid-execution. With no worker alive, the
@@ -35,12 +35,7 @@ afterAll(async () => {
 });
 
 async function send(text: string): Promise<string> {
-  const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] }, configuration: { returnImmediately: true } } }),
-  });
-  return ((await res.json()) as { result: { task: { id: string } } }).result.task.id;
+  return (await sendMessageRpc(`${stack.baseUrl}${agent.basePath}`, text, { returnImmediately: true })).body.result.task.id;
 }
 
 const runRow = async (id: string) =>

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startPushReceiver } from './support/push-receiver.js';
 import { TestRedis } from './support/redis-server.js';
 import { startStack, type Stack } from './support/stack.js';
+import { sendMessageRpc } from './support/a2a-rpc.js';
 
 /**
  * Push delivery under process and Redis failures: a worker process killed (SIGKILL) while it
@@ -43,17 +43,8 @@ function startWorker(): ChildProcess {
 }
 
 async function send(text: string, path: string): Promise<string> {
-  const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'SendMessage',
-      params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] }, configuration: { returnImmediately: true, taskPushNotificationConfig: { url: receiver.url(path) } } },
-    }),
-  });
-  return ((await res.json()) as { result: { task: { id: string } } }).result.task.id;
+  const { body } = await sendMessageRpc(`${stack.baseUrl}${agent.basePath}`, text, { returnImmediately: true, configuration: { taskPushNotificationConfig: { url: receiver.url(path) } } });
+  return body.result.task.id;
 }
 
 async function projected(runId: string): Promise<number[]> {

@@ -1,17 +1,22 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy } from '@nestjs/common';
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import { RUN_EXECUTION_QUEUE, type RunExecuteJob } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { ExecutionDeferred, ExecutionError, RunExecutor, bullConnection } from '#libs/execution';
+import { ATTR, flushTracing, isTracing, withSpan, type SpanOptions } from '#libs/telemetry';
 
 /**
  * BullMQ wiring for `run.execute`: hand each job's payload to RunExecutor and map its errors
  * (not retryable → UnrecoverableError). Stalled jobs (dead worker) are not replayed
  * (`maxStalledCount: 0`): replaying a runtime would duplicate its output, so the executor's
  * lost-run policy fails the run instead.
+ *
+ * Traces: each job runs in a `run.execute` span (kind consumer) whose parent is the `run.dispatch`
+ * span the job carries (`trace`, written with the outbox row), so the execution and its appends
+ * continue the trace of the request that dispatched it.
  */
 @Injectable()
-export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDestroy {
+export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   private readonly log = new Logger(RunExecutionProcessor.name);
   private worker?: Worker<RunExecuteJob>;
 
@@ -43,12 +48,31 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
     await this.worker?.close();
   }
 
+  /** The spans of the executions that just ended are exported before the process exits. */
+  async onApplicationShutdown(): Promise<void> {
+    await flushTracing();
+  }
+
   /** Process one job as the BullMQ worker does (tests call it directly). */
   async process(job: Pick<Job<RunExecuteJob>, 'data'> & Partial<Pick<Job<RunExecuteJob>, 'moveToDelayed'>> & { timestamp?: number; id?: string }, token?: string): Promise<void> {
     // job ids are <runId>-<trigger sequence> (RunExecutionQueue.jobId)
     const seq = job.id ? Number(job.id.slice(job.id.lastIndexOf('-') + 1)) : NaN;
+    const execute = () => this.executor.execute(job.data, { enqueuedAt: job.timestamp, triggerSequence: Number.isInteger(seq) ? seq : undefined });
     try {
-      await this.executor.execute(job.data, { enqueuedAt: job.timestamp, triggerSequence: Number.isInteger(seq) ? seq : undefined });
+      // a deferral is not a failure of the span: it is returned through it and thrown after
+      const deferred = isTracing()
+        ? await withSpan('run.execute', executeSpan(job), async (span) => {
+            try {
+              await execute();
+              return null;
+            } catch (e) {
+              if (!(e instanceof ExecutionDeferred)) throw e;
+              span?.setAttribute('aaas.deferred_ms', e.delayMs);
+              return e;
+            }
+          })
+        : await execute();
+      if (deferred) throw deferred;
     } catch (e) {
       // the tenant is at its concurrency limit: back to the queue, delayed, without an attempt used
       if (e instanceof ExecutionDeferred && job.moveToDelayed && token) {
@@ -59,4 +83,23 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
       throw e;
     }
   }
+}
+
+/** The `run.execute` span of a job: a child of the dispatch it carries, with the run's ids. */
+function executeSpan(job: { data: RunExecuteJob; id?: string }): SpanOptions {
+  const { data } = job;
+  return {
+    kind: 'consumer',
+    parent: data.trace,
+    attributes: {
+      [ATTR.ORG_ID]: data.orgId,
+      [ATTR.RUN_ID]: data.runId,
+      ...(data.context ? { [ATTR.AGENT_ID]: data.context.agentId } : {}),
+      [ATTR.TRIGGER]: data.trigger,
+      'messaging.system': 'bullmq',
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': RUN_EXECUTION_QUEUE,
+      ...(job.id ? { 'messaging.message.id': job.id } : {}),
+    },
+  };
 }

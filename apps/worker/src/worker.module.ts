@@ -3,7 +3,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
 import { ExecutionModule } from '#libs/execution';
-import { RuntimesModule } from '#libs/runtimes';
+import { RuntimesModule, type AgentRuntime } from '#libs/runtimes';
 import { MetricsModule } from '#libs/metrics';
 import { WorkerMetricsServer } from './metrics.server.js';
 import { RunExecutionProcessor } from './run-execution.processor.js';
@@ -11,10 +11,11 @@ import { RunExecutionProcessor } from './run-execution.processor.js';
 /** Root module of the worker app: wires BullMQ to the execution lib. */
 @Module({})
 export class WorkerModule {
-  static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}): DynamicModule {
+  /** `runtimes`: runtime kinds of this deployment beyond the built-in ones (the API needs the same list). */
+  static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}, opts: { runtimes?: AgentRuntime[] } = {}): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot(), ExecutionModule, PushDeliveryModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimesModule.forRoot({ runtimes: opts.runtimes }), ExecutionModule, PushDeliveryModule],
       providers: [RunExecutionProcessor, WorkerMetricsServer],
     };
   }

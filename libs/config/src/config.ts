@@ -1,6 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 
+/** OpenTelemetry's rule for its variables: an empty value is the same as unset. */
+function emptyAsUnset<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === '' ? undefined : v), schema);
+}
+
 /**
  * The process environment, validated once at boot (house style: no `process.env` reads
  * elsewhere). A bad value fails the process with the zod issues.
@@ -35,6 +40,22 @@ export const ConfigSchema = z.object({
     .enum(['true', 'false'])
     .default('true')
     .transform((v) => v === 'true'),
+  /**
+   * Proxies in front of the API whose `X-Forwarded-For` / `-Proto` / `-Host` are believed (Fastify
+   * `trustProxy`): empty (none: the client address is the TCP peer), `true` (any), a hop count, or
+   * comma-separated addresses / CIDRs (e.g. the ingress controller's pod network). The per-address
+   * rate limits and the logs use the client address it yields.
+   */
+  TRUST_PROXY: z
+    .string()
+    .default('')
+    .transform((v): boolean | number | string[] => {
+      const t = v.trim();
+      if (t === '' || t === 'false') return false;
+      if (t === 'true') return true;
+      if (/^\d+$/.test(t)) return Number(t);
+      return t.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
+    }),
   /** Requests per minute per API key (all instances together, counted in Redis); 0 = off. */
   RATE_LIMIT_PER_KEY: z.coerce.number().int().min(0).default(60_000),
   /** Requests per minute per client address for callers without an API key; 0 = off. */
@@ -143,6 +164,24 @@ export const ConfigSchema = z.object({
     .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
+
+  // ---------------------------------------------------------------- traces (OpenTelemetry)
+  // The standard OTel variables; tracing is on when an exporter is named or an OTLP endpoint is
+  // set (libs/telemetry `tracingConfigured`). The SDK reads the others it knows itself
+  // (OTEL_EXPORTER_OTLP_PROTOCOL, _HEADERS, OTEL_TRACES_SAMPLER, OTEL_BSP_*, ...).
+  /** Trace exporters, comma separated: `otlp`, `console`, `none`. Unset: `otlp` when an endpoint is set, else off. */
+  OTEL_TRACES_EXPORTER: emptyAsUnset(z.string().optional()),
+  /** OTLP endpoint (base URL; traces go to `<endpoint>/v1/traces`). Setting it turns tracing on. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: emptyAsUnset(z.string().url().optional()),
+  /** OTLP endpoint for traces only (the full URL). Setting it turns tracing on. */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: emptyAsUnset(z.string().url().optional()),
+  /** `service.name` of this process's spans; default `aaas-api` / `aaas-worker`. */
+  OTEL_SERVICE_NAME: emptyAsUnset(z.string().optional()),
+  /** `true`: no tracing whatever else is set. */
+  OTEL_SDK_DISABLED: z
+    .enum(['true', 'false', ''])
+    .default('false')
+    .transform((v) => v === 'true'),
 });
 export type AppConfig = z.infer<typeof ConfigSchema>;
 

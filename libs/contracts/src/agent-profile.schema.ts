@@ -34,8 +34,11 @@ export const A2AProfileSchema = z.object({
   identityProjection: z
     .object({ name: z.string().min(1).optional(), description: z.string().min(1).optional(), version: z.string().min(1).default('1.0.0') })
     .default({ version: '1.0.0' }),
-  /** The card's `skills` (A2A requires at least one). */
-  skillsProjection: z.array(A2ASkillSchema).min(1),
+  /**
+   * The card's `skills`. A2A requires at least one: given here, or taken at publish from a runtime
+   * that suggests them (the `a2a` runtime with a `cardUrl`: the upstream card's skills).
+   */
+  skillsProjection: z.array(A2ASkillSchema).default([]),
   capabilities: z
     .object({
       streaming: z.boolean().default(false),

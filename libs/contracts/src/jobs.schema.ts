@@ -9,7 +9,8 @@ export const RUN_EXECUTION_QUEUE = 'run-execution';
  * `trigger` says why: the run was created, a caller added input to it (an answer to an
  * InteractionRequest names it in `interactionId`), an interaction expired with outcome `continue`
  * (`interactionId`), or a child run the run awaits settled (`linkId`, `childRunId`).
- * `inputMessageId` is the user message that triggered this execution; absent for the last two
+ * A `resumed` job re-executes a run whose execution was lost (its runtime is resumable).
+ * `inputMessageId` is the user message that triggered this execution; absent for the last ones
  * (the runtime then sees the run's newest user message).
  * `context` (optional) carries what the worker would otherwise read first: the run's identity and
  * the input message, as committed (small messages only). The log stays the truth: the runtime's
@@ -18,7 +19,9 @@ export const RUN_EXECUTION_QUEUE = 'run-execution';
 export const RunExecuteJobSchema = z.object({
   orgId: z.string().uuid(),
   runId: z.string().uuid(),
-  trigger: z.enum(['created', 'continued', 'interaction_expired', 'link_settled']),
+  trigger: z.enum(['created', 'continued', 'interaction_expired', 'link_settled', 'resumed']),
+  /** Trigger `resumed`: which resumption of a lost execution this is (1, 2, ...). */
+  attempt: z.int().min(1).optional(),
   inputMessageId: z.string().optional(),
   interactionId: z.string().uuid().optional(),
   linkId: z.string().uuid().optional(),
@@ -31,6 +34,8 @@ export const RunExecuteJobSchema = z.object({
       input: CanonicalMessageSchema,
     })
     .optional(),
+  /** W3C Trace Context of the span that dispatched the job (only when the dispatcher traces). */
+  trace: z.object({ traceparent: z.string().max(256), tracestate: z.string().max(512).optional() }).optional(),
 });
 export type RunExecuteJob = z.infer<typeof RunExecuteJobSchema>;
 export const RUN_EXECUTE_JOB = 'run.execute';

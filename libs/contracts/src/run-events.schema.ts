@@ -82,6 +82,11 @@ export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;
  *   the child's id in `referenceTaskIds`.
  * - `run.link_updated`: a linked child run changed status (written with the child's change, in
  *   the same statement).
+ * - `run.execution_resumed`: the run's execution was lost (its worker died) and, its runtime
+ *   being resumable, a new execution was dispatched (trigger `resumed`, `attempt` counts from 1)
+ *   instead of failing the run. No A2A output: the runtime reconciles what follows.
+ * - `run.runtime_state_saved`: the runtime recorded its own state for this run (e.g. the
+ *   upstream task an `a2a` runtime follows), read back by later executions. No A2A output.
  */
 export const RunEventSchema = z.discriminatedUnion('type', [
   z.object({
@@ -178,8 +183,19 @@ export const RunEventSchema = z.discriminatedUnion('type', [
       status: RunStatusSchema,
       blockedReason: BlockedReasonSchema.nullable(),
     }),
+  }),  z.object({
+    type: z.literal('run.execution_resumed'),
+    payload: z.object({ reason: z.string(), attempt: z.int().min(1) }),
+  }),
+  z.object({
+    type: z.literal('run.runtime_state_saved'),
+    /** Opaque JSON the runtime chose (at most RUNTIME_STATE_MAX_BYTES). */
+    payload: z.object({ state: z.unknown() }),
   }),
 ]);
+
+/** Largest runtime state (JSON bytes) a runtime may save on a run. */
+export const RUNTIME_STATE_MAX_BYTES = 16 * 1024;
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type RunEventType = RunEvent['type'];
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PartSchema } from './parts.schema.js';
+import { CanonicalMessageSchema, PartSchema } from './parts.schema.js';
 import { InteractionExpiryOutcomeSchema, InteractionKindSchema, RunLinkKindSchema } from './run-events.schema.js';
 
 /**
@@ -263,6 +263,37 @@ export const HttpRuntimeConfigSchema = z.strictObject({
 });
 export type HttpRuntimeConfig = z.infer<typeof HttpRuntimeConfigSchema>;
 
+/**
+ * Config of the `a2a` runtime: the agent fronts an upstream A2A agent. Give `cardUrl` (its Agent
+ * Card; the interface is chosen from the card) or `url` (an interface URL, with its
+ * `protocolBinding` and `protocolVersion`). Credentials come from the workers' environment
+ * variable `credentials.secretEnv` (never stored in a revision) and are sent as
+ * `<header>: <scheme> <secret>` (default `Authorization: Bearer …`). `streaming` (default: what
+ * the upstream card says; true with `url`) picks SendStreamingMessage over SendMessage plus
+ * polling GetTask every `pollIntervalMs`. An upstream task running longer than `timeoutMs` is
+ * canceled upstream and the run fails.
+ */
+export const A2ARuntimeConfigSchema = z
+  .strictObject({
+    kind: z.literal('a2a'),
+    cardUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+    url: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+    protocolBinding: z.enum(['JSONRPC', 'HTTP+JSON']).default('JSONRPC'),
+    protocolVersion: z.enum(['1.0', '0.3']).default('1.0'),
+    credentials: z
+      .strictObject({
+        secretEnv: z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an environment variable name (A-Z, 0-9, _)'),
+        header: z.string().regex(/^[A-Za-z0-9-]{1,64}$/).default('Authorization'),
+        scheme: z.string().regex(/^[A-Za-z0-9._-]{0,32}$/).default('Bearer'),
+      })
+      .optional(),
+    streaming: z.boolean().optional(),
+    pollIntervalMs: z.int().min(100).max(60_000).default(1000),
+    timeoutMs: z.int().min(1000).max(24 * 3600_000).default(600_000),
+  })
+  .refine((c) => (c.cardUrl === undefined) !== (c.url === undefined), { message: 'give exactly one of cardUrl, url' });
+export type A2ARuntimeConfig = z.infer<typeof A2ARuntimeConfigSchema>;
+
 /** An agent message on the http runtime's wire. */
 const WireMessageSchema = z.strictObject({
   parts: z.array(PartSchema).min(1),
@@ -307,23 +338,34 @@ export type HttpRuntimeOperation = z.infer<typeof HttpRuntimeOperationSchema>;
 /** A backend's single JSON answer (`application/json`). */
 export const HttpRuntimeResultSchema = z.strictObject({ operations: z.array(HttpRuntimeOperationSchema) });
 
-/** What the `http` runtime POSTs for each execution (JSON). */
-export interface HttpRuntimeRequest {
+/** What the `http` runtime POSTs for each execution (JSON); the backend verifies its signature first. */
+export const HttpRuntimeRequestSchema = z.object({
   /** The run (A2A task) and its thread (contextId), agent and revision. */
-  run: { runId: string; threadId: string; agentId: string; revisionId: string; orgId: string };
-  /** Why this execution runs: created, continued, interaction_responded / _expired (with the interaction), link_settled (with the link). */
-  trigger: Record<string, unknown>;
+  run: z.object({ runId: z.string(), threadId: z.string(), agentId: z.string(), revisionId: z.string(), orgId: z.string() }),
+  /**
+   * Why this execution runs: `created`, `continued`, `interaction_responded` / `interaction_expired`
+   * (with `interaction`: id, kind, status, decision, optionId, your state), `link_settled` (with
+   * `link`: linkId, childRunId, kind, status, your state), `resumed`.
+   */
+  trigger: z.looseObject({ kind: z.enum(['created', 'continued', 'interaction_responded', 'interaction_expired', 'link_settled', 'resumed']) }),
   /** The user message that triggered it. */
-  input: unknown;
+  input: CanonicalMessageSchema,
   /** The thread so far, oldest first (at most 100 messages). */
-  history: unknown[];
-}
+  history: z.array(CanonicalMessageSchema),
+  /** The A2A extensions (URIs) the client activated when it created the run (A2A v1.0 §4.6). */
+  extensions: z.array(z.string()),
+});
+export type HttpRuntimeRequest = z.infer<typeof HttpRuntimeRequestSchema>;
 
-/** The http runtime's wire contract as JSON Schema (operations and the JSON result). */
+/** The http runtime's wire contract as JSON Schema: the request, one operation, the JSON result. */
 export function httpRuntimeJsonSchema(): Record<string, unknown> {
-  return { operation: z.toJSONSchema(HttpRuntimeOperationSchema), result: z.toJSONSchema(HttpRuntimeResultSchema) };
+  return {
+    request: z.toJSONSchema(HttpRuntimeRequestSchema, { io: 'input' }),
+    operation: z.toJSONSchema(HttpRuntimeOperationSchema),
+    result: z.toJSONSchema(HttpRuntimeResultSchema),
+  };
 }
 
 /** Any runtime config, discriminated by `kind`. */
-export const RuntimeConfigSchema = z.discriminatedUnion('kind', [ScriptedRuntimeConfigSchema, HttpRuntimeConfigSchema]);
+export const RuntimeConfigSchema = z.discriminatedUnion('kind', [ScriptedRuntimeConfigSchema, HttpRuntimeConfigSchema, A2ARuntimeConfigSchema]);
 export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;

@@ -3,6 +3,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { isTracing, withSpan, type SpanOptions } from '#libs/telemetry';
 import { PrismaClient } from './generated/prisma/client.js';
 
 /**
@@ -25,8 +26,10 @@ export class DatabaseService implements OnApplicationShutdown {
   /**
    * One round trip of raw SQL. Rows come back as plain objects. With `name`, the statement is
    * prepared once per connection and its plan reused (hot paths: the append path, run reads).
+   * When tracing, each statement is a client span named `name` (no SQL text, no values).
    */
   async query<T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string): Promise<T[]> {
+    if (isTracing()) return withSpan(name ?? summary(text), DB_SPAN, async () => (await this.pool.query<T>(name ? { name, text, values } : { text, values })).rows);
     const res = await this.pool.query<T>(name ? { name, text, values } : { text, values });
     return res.rows;
   }
@@ -36,10 +39,16 @@ export class DatabaseService implements OnApplicationShutdown {
    * throws (the error is rethrown). `q` is `query` bound to that connection.
    */
   async transaction<R>(fn: (q: <T extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<T[]>) => Promise<R>): Promise<R> {
+    if (isTracing()) return withSpan('db.transaction', DB_SPAN, () => this.inTransaction(fn));
+    return this.inTransaction(fn);
+  }
+
+  private async inTransaction<R>(fn: (q: <T extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<T[]>) => Promise<R>): Promise<R> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
       const result = await fn(async <T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string) => {
+        if (isTracing()) return withSpan(name ?? summary(text), DB_SPAN, async () => (await client.query<T>(name ? { name, text, values } : { text, values })).rows);
         const res = await client.query<T>(name ? { name, text, values } : { text, values });
         return res.rows;
       });
@@ -58,6 +67,14 @@ export class DatabaseService implements OnApplicationShutdown {
     await this.prisma.$disconnect().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
   }
+}
+
+/** Spans of statements (when tracing): named by the statement's name (`runs.append`), else its first keyword. */
+const DB_SPAN: SpanOptions = { kind: 'client', attributes: { 'db.system.name': 'postgresql' } };
+
+/** Low-cardinality name of an unnamed statement: its first SQL keyword (`SELECT`, `WITH`, ...). */
+function summary(text: string): string {
+  return /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
 }
 
 /** Postgres SQLSTATE of a unique violation. */

@@ -5,6 +5,7 @@ import type {
   ChildRunResult,
   DelegationInput,
   InteractionRequestInput,
+  RecordedRun,
   RuntimeContext,
   RuntimeRunView,
   RuntimeSettableStatus,
@@ -15,6 +16,9 @@ import type { ArtifactChunkInput, CanonicalMessage, InteractionKind } from '#lib
 /** What a BatchingRuntimeContext reads lazily, and the key that makes delegations idempotent. */
 export interface RuntimeContextReads {
   history(): Promise<CanonicalMessage[]>;
+  savedState(): Promise<unknown>;
+  recorded(): Promise<RecordedRun>;
+  extensions(): Promise<string[]>;
   childResult(childRunId: string): Promise<ChildRunResult | null>;
   /** Identifies this trigger of the run (same on a re-delivery of the same job). */
   triggerKey: string;
@@ -81,6 +85,28 @@ export class BatchingRuntimeContext implements RuntimeContext {
 
   async emitMessage(message: AgentMessageInput): Promise<void> {
     await this.push({ op: 'message', message }, false);
+  }
+
+  async saveState(state: unknown): Promise<void> {
+    await this.push({ op: 'state', state }, false);
+  }
+
+  async savedState(): Promise<unknown> {
+    await this.flush();
+    return this.reads.savedState();
+  }
+
+  /** Read once, on first use. */
+  extensions(): Promise<string[]> {
+    this.extensionsRead ??= this.reads.extensions();
+    return this.extensionsRead;
+  }
+
+  private extensionsRead?: Promise<string[]>;
+
+  async recorded(): Promise<RecordedRun> {
+    await this.flush();
+    return this.reads.recorded();
   }
 
   async emitArtifact(chunk: ArtifactChunkInput): Promise<void> {

@@ -4,15 +4,16 @@ import { RunsModule } from '#libs/runs';
 import { ExecutionSlots } from './execution-slots.js';
 import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
+import { LostExecutionPolicy } from './lost-execution.policy.js';
 
 /**
  * The lost-execution sweeper alone: the API imports it, so lost runs are detected even when no
- * worker is alive. Needs ConfigModule and DbModule (global).
+ * worker is alive. Needs ConfigModule, DbModule and RuntimesModule (global).
  */
 @Module({
   imports: [RunsModule],
-  providers: [RunSweeper],
-  exports: [RunSweeper],
+  providers: [RunSweeper, LostExecutionPolicy],
+  exports: [RunSweeper, LostExecutionPolicy],
 })
 export class SweeperModule {}
 

@@ -5,9 +5,10 @@ import { AppError } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
-import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedInteraction, type RuntimeTrigger } from '#libs/runtimes';
+import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionDeferred, ExecutionSlots } from './execution-slots.js';
+import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { randomUUID } from 'node:crypto';
 
 /** Messages of the thread a runtime sees at most (RuntimeContext.history). */
@@ -60,6 +61,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly notifier: RunNotifier,
     private readonly metrics: Metrics,
     private readonly slots: ExecutionSlots,
+    private readonly lostPolicy: LostExecutionPolicy,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
   }
@@ -148,7 +150,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const executionId = randomUUID();
     const slotTtl = this.heartbeatMs * 1.5;
     if (!(await this.slots.acquire(orgId, run.agentId, executionId, slotTtl))) {
-      throw new ExecutionDeferred(200 + Math.floor(Math.random() * 300));
+      // retried soon (jittered): a slot usually frees within one short execution; 200-500 ms made
+      // the deferred executions the p99 of a busy agent's blocking SendMessage
+      throw new ExecutionDeferred(50 + Math.floor(Math.random() * 100));
     }
 
     const abort = new AbortController();
@@ -183,6 +187,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         history: () =>
           this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
         childResult: (childRunId) => this.childResult(orgId, runId, childRunId),
+        savedState: () => this.queries.runtimeState(orgId, runId),
+        recorded: () => this.recorded(orgId, runId),
+        extensions: () => this.queries.activatedExtensions(orgId, runId),
         triggerKey: String(triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
@@ -190,8 +197,19 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     try {
       await entry.runtime.execute(entry.config, ctx);
       await ctx.flush();
+      // the worker is stopping and cut a resumable runtime short: hand the run on now instead of
+      // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile)
+      if (this.stopping && abort.signal.aborted && entry.runtime.resumable) {
+        await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped').catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
+      }
     } catch (e) {
       if (e instanceof AppError && e.code === 'run.terminal') return;
+      // a resumable runtime whose output another execution of the run already recorded (a resumed
+      // one, while this one was only slow): that execution carries on, this one just stops
+      if (e instanceof AppError && e.code === 'run.conflict' && entry.runtime.resumable) {
+        this.log.warn(`run ${runId}: another execution recorded this one's output; stopping`);
+        return;
+      }
       // keep what the runtime produced before it failed
       await ctx.flush().catch(() => undefined);
       const reason = e instanceof Error ? e.message : String(e);
@@ -215,6 +233,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private async triggerOf(job: RunExecuteJob): Promise<RuntimeTrigger | null> {
     const { orgId, runId } = job;
     if (job.trigger === 'created') return { kind: 'created' };
+    if (job.trigger === 'resumed') return { kind: 'resumed', attempt: job.attempt ?? 1 };
     if ((job.trigger === 'continued' || job.trigger === 'interaction_expired') && job.interactionId) {
       const [ir] = await this.queries.interactions(orgId, runId, job.interactionId);
       if (!ir) return null;
@@ -240,6 +259,17 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     return { kind: 'continued' };
   }
 
+  /** What the log holds of the run now (RuntimeContext.recorded). */
+  private async recorded(orgId: string, runId: string): Promise<RecordedRun> {
+    const view = await this.queries.view(orgId, runId);
+    return {
+      status: view.run.status,
+      blockedReason: view.run.blockedReason,
+      messageIds: view.history.map((m) => m.messageId),
+      artifacts: view.artifacts.map((a) => ({ artifactId: a.artifactId, parts: a.parts, complete: a.complete })),
+    };
+  }
+
   /** What a child of `runId` produced (null when `childRunId` is not its child). */
   private async childResult(orgId: string, runId: string, childRunId: string): Promise<ChildRunResult | null> {
     const { children } = await this.queries.links(orgId, runId);
@@ -255,14 +285,15 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     };
   }
 
-  /** The transport lost an execution (its worker died): fail the run ("the execution was lost"). */
+  /**
+   * The transport lost an execution (its worker died): LostExecutionPolicy resumes the run (a
+   * resumable runtime) or fails it ("the execution was lost"). A run waiting on its caller needs
+   * no execution: losing one changes nothing for it.
+   */
   async lost(payload: unknown, why: string): Promise<void> {
     const parsed = RunExecuteJobSchema.safeParse(payload);
     if (!parsed.success) return;
-    // a run waiting on its caller needs no execution: losing one changes nothing for it
-    const run = await this.queries.get(parsed.data.orgId, parsed.data.runId).catch(() => null);
-    if (!run || isTerminal(run.status) || run.blockedReason) return;
     this.log.warn(`run ${parsed.data.runId}: job failed: ${why}`);
-    await this.ops.failRun(parsed.data.orgId, parsed.data.runId, 'the execution was lost').catch(() => undefined);
+    await this.lostPolicy.handle(parsed.data.orgId, parsed.data.runId, 'the execution was lost').catch(() => undefined);
   }
 }

@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError } from '#libs/common';
 import { CancelRunHandler, RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
+import { LostExecutionPolicy } from './lost-execution.policy.js';
 
 /** Candidates read per query, and at most per sweep. */
 const PAGE = 100;
@@ -11,7 +12,8 @@ const MAX_PER_SWEEP = 5_000;
 const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
 
 /**
- * Fails runs whose execution was lost. Only active runs that are not blocked on their caller
+ * Fails runs whose execution was lost — or resumes them when their runtime is resumable
+ * (LostExecutionPolicy). Only active runs that are not blocked on their caller
  * (a run waiting for an answer needs no execution) and whose dispatch is not waiting in the
  * outbox are considered:
  * - the execution lease for the run's current trigger expired (its executor died while running:
@@ -38,6 +40,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly runRepo: RunQueries,
     private readonly queue: RunExecutionQueue,
     private readonly cancel: CancelRunHandler,
+    private readonly lost: LostExecutionPolicy,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -49,7 +52,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     clearInterval(this.timer);
   }
 
-  /** One pass; returns the ids of the runs it failed. */
+  /** One pass; returns the ids of the runs it failed (resumed runs are not among them). */
   async sweep(now = new Date()): Promise<string[]> {
     if (this.sweeping) return [];
     this.sweeping = true;
@@ -75,8 +78,8 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
         if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
         else if (c.stale && !(leaseOfTrigger && c.leaseLive)) why = `the execution was lost (no live job: ${state})`;
         else continue;
-        const run = await this.runs.failRun(c.orgId, c.id, why);
-        if (run) {
+        const outcome = await this.lost.handle(c.orgId, c.id, why);
+        if (outcome === 'failed') {
           failed.push(c.id);
           this.log.warn(`run ${c.id}: failed by the sweeper: ${why}`);
         }

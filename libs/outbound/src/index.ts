@@ -3,7 +3,8 @@
  * runtime backends): the guard (public unicast only unless allowlisted; checked at connect time)
  * and the senders (buffered and streaming). No redirects are followed.
  */
-export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, type OutboundPolicy } from './outbound-guard.js';
+export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, refusedLiteral, type OutboundPolicy } from './outbound-guard.js';
 export { OutboundSender, parseRetryAfter, type OutboundPost, type OutboundResult } from './outbound-sender.js';
 export { openOutboundStream, type OutboundStream } from './outbound-stream.js';
+export { outboundFetch } from './outbound-fetch.js';
 export { webhookHeaders } from './webhook-signature.js';

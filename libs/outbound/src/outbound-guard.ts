@@ -44,6 +44,16 @@ export function refusedAddress(address: string, policy: OutboundPolicy): string 
 }
 
 /**
+ * Why the host of `url` may not be reached under `policy` when it is an IP literal; null when it
+ * may, or when it is a name (names are checked on the address actually connected to: see
+ * `guardedLookup`).
+ */
+export function refusedLiteral(url: URL, policy: OutboundPolicy): string | null {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return ipaddr.isValid(host) ? refusedAddress(host, policy) : null;
+}
+
+/**
  * A `lookup` for `http.request` that resolves like the system resolver but refuses any answer
  * containing an address the policy forbids: the check happens at connect time, on the address
  * actually used, so a name that re-resolves to a private address (DNS rebinding) gets nowhere.

@@ -1,7 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import ipaddr from 'ipaddr.js';
-import { guardedLookup, refusedAddress, type OutboundPolicy } from './outbound-guard.js';
+import { guardedLookup, refusedLiteral, type OutboundPolicy } from './outbound-guard.js';
 
 /** One POST of a delivery: the URL (checked again here), the JSON body and the headers. */
 export interface OutboundPost {
@@ -41,11 +40,8 @@ export class OutboundSender {
   post(req: OutboundPost): Promise<OutboundResult> {
     const t0 = performance.now();
     const done = (r: Omit<OutboundResult, 'latencyMs'>): OutboundResult => ({ ...r, latencyMs: Math.round(performance.now() - t0) });
-    const host = req.url.hostname.replace(/^\[|\]$/g, '');
-    if (ipaddr.isValid(host)) {
-      const why = refusedAddress(host, this.policy);
-      if (why) return Promise.resolve(done({ status: null, error: `refused: ${why}` }));
-    }
+    const why = refusedLiteral(req.url, this.policy);
+    if (why) return Promise.resolve(done({ status: null, error: `refused: ${why}` }));
     const isHttps = req.url.protocol === 'https:';
     return new Promise<OutboundResult>((resolve) => {
       let settled = false;

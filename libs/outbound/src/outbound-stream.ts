@@ -1,7 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import ipaddr from 'ipaddr.js';
-import { guardedLookup, refusedAddress, type OutboundPolicy } from './outbound-guard.js';
+import { guardedLookup, refusedLiteral, type OutboundPolicy } from './outbound-guard.js';
 
 /** A response being received: status, headers and the body as it arrives. */
 export interface OutboundStream {
@@ -23,11 +22,8 @@ export function openOutboundStream(
   headers: Record<string, string>,
   opts: { policy: OutboundPolicy; timeoutMs: number; signal?: AbortSignal },
 ): Promise<OutboundStream> {
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (ipaddr.isValid(host)) {
-    const why = refusedAddress(host, opts.policy);
-    if (why) return Promise.reject(new Error(`refused: ${why}`));
-  }
+  const why = refusedLiteral(url, opts.policy);
+  if (why) return Promise.reject(new Error(`refused: ${why}`));
   const isHttps = url.protocol === 'https:';
   return new Promise<OutboundStream>((resolve, reject) => {
     const req = (isHttps ? https : http).request(url, {

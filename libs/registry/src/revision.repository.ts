@@ -98,13 +98,17 @@ export class RevisionRepository {
     return res.count === 0 ? null : this.find(orgId, agentId, id);
   }
 
-  /** draft → published (sets published_at). Null when it is not a draft of this agent (any more). */
-  async publish(orgId: string, agentId: string, id: string): Promise<Revision | null> {
+  /**
+   * draft → published (sets published_at), with the final `protocolProfiles` when given (defaults
+   * a runtime filled in). Null when it is not a draft of this agent (any more).
+   */
+  async publish(orgId: string, agentId: string, id: string, protocolProfiles?: ProtocolProfiles | null): Promise<Revision | null> {
     const rows = await this.db.query<RevisionRow>(
-      `UPDATE agent_revisions SET status = 'published', published_at = now()
+      `UPDATE agent_revisions SET status = 'published', published_at = now(),
+              protocol_profiles = COALESCE($4::jsonb, protocol_profiles)
         WHERE id = $1 AND org_id = $2 AND agent_id = $3 AND status = 'draft'
         RETURNING ${REVISION_COLUMNS}`,
-      [id, orgId, agentId],
+      [id, orgId, agentId, protocolProfiles ? JSON.stringify(protocolProfiles) : null],
     );
     return rows[0] ? toRevision(rows[0]) : null;
   }

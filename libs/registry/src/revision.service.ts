@@ -39,6 +39,7 @@ export class RevisionService {
   async createDraft(orgId: string, agentRef: string, input: { protocolProfiles: unknown; runtime: unknown }): Promise<Revision> {
     const agent = await this.agents.get(orgId, agentRef);
     const { protocolProfiles, runtime } = this.validate(input);
+    this.checkSkills(protocolProfiles!, runtime);
     return this.revisions.insertDraft({ id: randomUUID(), orgId, agentId: agent.id, protocolProfiles: protocolProfiles!, runtime: runtime! });
   }
 
@@ -64,6 +65,7 @@ export class RevisionService {
     const current = await this.require(agent, revisionId);
     if (current.status !== 'draft') throw immutable(current.id, current.status);
     const valid = this.validate(patch);
+    this.checkSkills(valid.protocolProfiles ?? (current.protocolProfiles as ProtocolProfiles), valid.runtime ?? current.runtime);
     try {
       const updated = await this.revisions.updateContent(orgId, agent.id, revisionId, valid);
       if (!updated) throw notFound(revisionId);
@@ -74,15 +76,18 @@ export class RevisionService {
   }
 
   /**
-   * draft → published (sets `publishedAt`); the runtime config is validated again against this
-   * deployment's runtimes. Publishing a published revision again is a no-op (safe to retry).
-   * Throws `revision.invalid_transition` for a retired revision.
+   * draft → published (sets `publishedAt`); the runtime config and the declared extensions are
+   * validated again against this deployment's runtimes and extensions. Publishing a published
+   * revision again is a no-op (safe to retry). Throws `revision.invalid_transition` for a
+   * retired revision, `request.invalid` for a declared extension this deployment refuses.
    */
   async publish(orgId: string, agentRef: string, revisionId: string): Promise<Revision> {
     const agent = await this.agents.get(orgId, agentRef);
     const current = await this.require(agent, revisionId);
     if (current.status === 'draft') {
       this.validate({ runtime: current.runtime });
+      // declared extensions again: this deployment's plugins (params, dependencies) may have changed since the draft
+      this.extensions?.validate((current.protocolProfiles as ProtocolProfiles).a2a?.extensions ?? [], 'protocolProfiles.a2a.extensions');
       const declared = (current.protocolProfiles as { a2a?: { capabilities?: Record<string, unknown> } }).a2a?.capabilities ?? {};
       const unserved = Object.entries(this.served).filter(([name, served]) => declared[name] === true && !served).map(([name]) => name);
       if (unserved.length > 0) {
@@ -91,7 +96,8 @@ export class RevisionService {
           details: { revisionId, capabilities: unserved.join(',') },
         });
       }
-      const published = await this.revisions.publish(orgId, agent.id, revisionId);
+      const profiles = await this.withRuntimeDefaults(current.protocolProfiles as ProtocolProfiles, current.runtime);
+      const published = await this.revisions.publish(orgId, agent.id, revisionId, profiles);
       if (published) return published;
     }
     const now = await this.require(agent, revisionId);
@@ -142,6 +148,46 @@ export class RevisionService {
     const revision = isUuid(revisionId) ? await this.revisions.find(agent.orgId, agent.id, revisionId) : null;
     if (!revision) throw notFound(revisionId);
     return revision;
+  }
+
+  /**
+   * A2A requires at least one skill: declared, or suggested at publish by the runtime (one with
+   * `prepare`, e.g. `a2a`). Throws `request.invalid` at `protocolProfiles.a2a.skillsProjection`.
+   */
+  private checkSkills(profiles: ProtocolProfiles, runtime: unknown): void {
+    if ((profiles.a2a.skillsProjection ?? []).length > 0) return;
+    let suggests = false;
+    try {
+      suggests = typeof this.runtimes.parse(runtime).runtime.prepare === 'function';
+    } catch {
+      /* reported by validate */
+    }
+    if (!suggests) throw invalidRequest([{ path: ['protocolProfiles', 'a2a', 'skillsProjection'], message: 'A2A requires at least one skill' }], 'revision');
+  }
+
+  /**
+   * Publish-time: let the runtime check its config (e.g. the upstream card is reachable: else its
+   * error, such as `runtime.upstream_unreachable`) and fill what the profile leaves out (skills,
+   * card name and description). Null when nothing changes.
+   */
+  private async withRuntimeDefaults(profiles: ProtocolProfiles, rawRuntime: unknown): Promise<ProtocolProfiles | null> {
+    const { runtime, config } = this.runtimes.parse(rawRuntime);
+    const defaults = runtime.prepare ? await runtime.prepare(config) : undefined;
+    const a2a = profiles.a2a;
+    if ((a2a.skillsProjection ?? []).length === 0 && !defaults?.skills?.length) {
+      throw invalidRequest([{ path: ['protocolProfiles', 'a2a', 'skillsProjection'], message: 'A2A requires at least one skill (the upstream card has none)' }], 'revision');
+    }
+    if (!defaults) return null;
+    const next: ProtocolProfiles['a2a'] = {
+      ...a2a,
+      skillsProjection: a2a.skillsProjection?.length ? a2a.skillsProjection : defaults.skills!,
+      identityProjection: {
+        ...a2a.identityProjection,
+        ...(!a2a.identityProjection?.name && defaults.name && { name: defaults.name }),
+        ...(!a2a.identityProjection?.description && defaults.description && { description: defaults.description }),
+      },
+    };
+    return { ...profiles, a2a: next };
   }
 
   /** Validate the given parts; every issue of both is reported at once, paths prefixed. */

@@ -4,6 +4,7 @@ import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { JOB_INLINE_INPUT_MAX_BYTES, type BlockedReason, type RunEvent, type RunExecuteJob, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
 import { DatabaseService, PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { Metrics } from '#libs/metrics';
+import { injectTrace } from '#libs/telemetry';
 import { GroupCommit } from './group-commit.js';
 
 /** A run row as the append path returns it (the state after the append). */
@@ -90,9 +91,20 @@ export interface AppendGuard {
   interactionVersion?: number;
   /** The run must have exactly this many open interactions. */
   openInteractions?: number;
+  /** The run's last sequence must be this (nothing at all was appended since it was read). */
+  lastSequence?: number;
   status?: RunStatus;
   blockedReason?: BlockedReason | null;
 }
+
+/**
+ * The organization check of a run looked up by id (`$2` is the org id). Written so that no index
+ * can serve it: the lookup then always goes through the run's primary key. Plain `org_id = $2` let
+ * a generic plan cached while `runs` was nearly empty (a fresh database, a new pool connection)
+ * pick an org-leading index and scan every run of the organization on each call — measured: the
+ * append 0.94 -> 0.34 ms and SendMessage +55% req/s on `npm run bench`.
+ */
+export const ORG_MATCHES = '(org_id = $2) IS TRUE';
 
 const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id AS "revisionId",
   thread_id AS "threadId", status, blocked_reason AS "blockedReason", last_sequence AS "lastSequence",
@@ -175,7 +187,7 @@ const TAIL = `
                    ELSE '{}'::jsonb END
   FROM ev, r
   WHERE $DJ::jsonb IS NOT NULL AND r.blocked_reason IS NULL
-    AND (ev.payload->'message'->>'role' = 'user' OR ev.type = 'interaction.expired')
+    AND (ev.payload->'message'->>'role' = 'user' OR ev.type IN ('interaction.expired', 'run.execution_resumed'))
   RETURNING id, trigger_sequence, job
 ), lk AS MATERIALIZED (
   -- a status change of a linked child is recorded on its parent (run.link_updated), in this
@@ -272,7 +284,7 @@ WITH r AS (
     ended_at = CASE WHEN $4::run_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE ended_at END,
     open_interactions = open_interactions + $16::int,
     interaction_version = interaction_version + $17::int
-  WHERE id = $1 AND org_id = $2 AND status = ANY($7::run_status[])
+  WHERE id = $1 AND ${ORG_MATCHES} AND status = ANY($7::run_status[])
     AND ($8::boolean IS NULL OR (blocked_reason IS NOT NULL) = $8::boolean)
     AND ($11::text IS NULL OR thread_id = $11::text)
     AND ($12::uuid IS NULL OR EXISTS (SELECT 1 FROM interaction_requests ir
@@ -280,6 +292,7 @@ WITH r AS (
     AND ($13::uuid IS NULL OR agent_id = $13::uuid)
     AND ($15::int IS NULL OR interaction_version = $15::int)
     AND ($18::int IS NULL OR open_interactions = $18::int)
+    AND ($19::int IS NULL OR last_sequence = $19::int)
   RETURNING *
 )${tail(3, 9, 10, 14)}`;
 
@@ -400,7 +413,7 @@ export class EventLogRepository {
     let rows: AppendRow[];
     const t0 = process.hrtime.bigint();
     try {
-      rows = await this.db.query<AppendRow>(APPEND_SQL, appendParams(orgId, runId, guard, events, dispatch), 'runs.append');
+      rows = await this.db.query<AppendRow>(APPEND_SQL, appendParams(orgId, runId, guard, events, dispatch && injectTrace(dispatch)), 'runs.append');
       this.metrics.appendDuration.observe({ kind: 'append' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
@@ -519,6 +532,7 @@ function appendParams(orgId: string, runId: string, guard: AppendGuard, events: 
     events.filter((e) => e.type === 'interaction.requested').length - events.filter((e) => CLOSING.has(e.type)).length,
     events.filter((e) => e.type.startsWith('interaction.')).length,
     guard.openInteractions ?? null,
+    guard.lastSequence ?? null,
   ];
 }
 

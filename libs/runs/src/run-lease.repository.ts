@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
+import { ORG_MATCHES } from './event-log.repository.js';
 
 /**
  * Execution leases on the run row (`lease_owner`, `lease_trigger`, `lease_expires_at`). A lease
@@ -18,7 +19,7 @@ export class RunLeaseRepository {
   async renew(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number): Promise<RunStatus | null> {
     const rows = await this.db.query<{ status: RunStatus }>(
       `UPDATE runs SET lease_owner = $3, lease_trigger = $4, lease_expires_at = now() + make_interval(secs => $5::double precision / 1000)
-        WHERE id = $1 AND org_id = $2 RETURNING status`,
+        WHERE id = $1 AND ${ORG_MATCHES} RETURNING status`,
       [runId, orgId, owner, triggerSequence, ttlMs],
       'runs.lease_renew',
     );

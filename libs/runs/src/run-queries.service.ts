@@ -56,6 +56,19 @@ export class RunQueries {
     return this.runs.count(orgId, filter);
   }
 
+  /** The A2A extensions the run's creating request activated (its `run.created` event), [] when none. */
+  async activatedExtensions(orgId: string, runId: string): Promise<string[]> {
+    const found = await this.runs.latestOfType(orgId, runId, 'run.created');
+    const ext = (found?.payload as { extensions?: unknown } | undefined)?.extensions;
+    return Array.isArray(ext) ? ext.filter((u): u is string => typeof u === 'string') : [];
+  }
+
+  /** The state the run's runtime saved last (`run.runtime_state_saved`), or null when none. */
+  async runtimeState(orgId: string, runId: string): Promise<unknown> {
+    const found = await this.runs.latestOfType(orgId, runId, 'run.runtime_state_saved');
+    return (found?.payload as { state?: unknown } | undefined)?.state ?? null;
+  }
+
   /** A run's InteractionRequests (open and closed), oldest first; one when `interactionId` is given. */
   interactions(orgId: string, runId: string, interactionId?: string): Promise<InteractionRecord[]> {
     return this.runs.interactions(orgId, runId, interactionId);

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { BlockedReason, CanonicalMessage, Part, RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
-import { RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
+import { ORG_MATCHES, RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
 
 /** A run with what its readers need beside the row: its open interactions. */
 export interface RunState extends RunRecord {
@@ -203,7 +203,7 @@ export class RunRepository {
                 ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId",
               ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
                 ORDER BY ir.sequence) AS "openInteractionIds"
-         FROM runs WHERE id = $1 AND org_id = $2`,
+         FROM runs WHERE id = $1 AND ${ORG_MATCHES}`,
       [runId, orgId],
       'runs.get',
     );
@@ -290,7 +290,7 @@ export class RunRepository {
          SELECT ${RUN_COLUMNS},
                 (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
                   ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
-           FROM runs WHERE org_id = $2 AND id = ANY($1::uuid[])
+           FROM runs WHERE id = ANY($1::uuid[]) AND ${ORG_MATCHES}
        )
        SELECT row_to_json(r) AS run,
          (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
@@ -341,7 +341,8 @@ export class RunRepository {
 
   /**
    * Sequence of the event that triggered the run's current execution: its newest user message
-   * (a new input or an answer), expiry that continues it, or settlement of a child it awaits.
+   * (a new input or an answer), expiry that continues it, settlement of a child it awaits, or the
+   * resumption of a lost execution.
    * Null when none (a run that never had input).
    */
   async lastTrigger(orgId: string, runId: string): Promise<number | null> {
@@ -350,11 +351,26 @@ export class RunRepository {
         WHERE e.run_id = $1 AND e.org_id = $2 AND (
               (e.type IN ('message.added', 'interaction.responded') AND e.payload->'message'->>'role' = 'user')
            OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
+           OR e.type = 'run.execution_resumed'
            OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
                AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))`,
       [runId, orgId],
     );
     return rows[0]?.seq ?? null;
+  }
+
+  /**
+   * The newest event of `type` in a run's log (its payload and sequence) and how many there are;
+   * null payload when none. One round trip, scoped by organization.
+   */
+  async latestOfType(orgId: string, runId: string, type: string): Promise<{ payload: unknown; sequence: number; count: number } | null> {
+    const rows = await this.db.query<{ payload: unknown; sequence: number; count: number }>(
+      `SELECT (array_agg(payload ORDER BY sequence DESC))[1] AS payload, max(sequence) AS sequence, count(*)::int AS count
+         FROM run_events WHERE run_id = $1 AND org_id = $2 AND type = $3 HAVING count(*) > 0`,
+      [runId, orgId, type],
+      'runs.latest_of_type',
+    );
+    return rows[0] ?? null;
   }
 
   /** Sequence of the newest user message of a run. */
@@ -394,7 +410,7 @@ export class RunRepository {
               (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions, 'referenceTaskIds', m.reference_task_ids)
                  FROM messages m WHERE m.run_id = runs.id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
                 ORDER BY m.sequence DESC LIMIT 1) AS message
-         FROM runs WHERE id = $1 AND org_id = $2`,
+         FROM runs WHERE id = $1 AND ${ORG_MATCHES}`,
       [runId, orgId, messageId],
       'runs.execution_input',
     );

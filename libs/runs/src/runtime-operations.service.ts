@@ -4,6 +4,7 @@ import { AppError } from '#libs/common';
 import {
   ArtifactChunkSchema,
   BLOCKED_REASON_BY_KIND,
+  RUNTIME_STATE_MAX_BYTES,
   InteractionOptionSchema,
   type ArtifactChunkInput,
   type CanonicalMessage,
@@ -18,6 +19,7 @@ import {
   type RunStatus,
 } from '#libs/contracts';
 import { cancelOpenInteractions, publish, runNotFound } from './commands/command-support.js';
+import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository, type AppendGuard, type RunRecord } from './event-log.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
@@ -86,7 +88,9 @@ export type RuntimeOp =
   | { op: 'status'; status: RuntimeStatus; message?: AgentMessageDraft; reason?: string }
   | ({ op: 'interaction'; kind: InteractionKind } & InteractionDraft)
   | { op: 'message'; message: AgentMessageDraft }
-  | { op: 'artifact'; chunk: ArtifactChunkInput };
+  | { op: 'artifact'; chunk: ArtifactChunkInput }
+  /** Record the runtime's own state for this run (`run.runtime_state_saved`); JSON, bounded. */
+  | { op: 'state'; state: unknown };
 
 function agentMessage(draft: AgentMessageDraft): CanonicalMessage {
   const m: CanonicalMessage = { messageId: draft.messageId ?? randomUUID(), role: 'agent', parts: draft.parts };
@@ -187,6 +191,12 @@ export class RuntimeOperations {
         case 'message':
           events.push({ type: 'message.added', payload: { message: agentMessage(op.message) } });
           break;
+        case 'state': {
+          const size = Buffer.byteLength(JSON.stringify(op.state ?? null));
+          if (size > RUNTIME_STATE_MAX_BYTES) throw new AppError('run.runtime_state_too_large', `runtime state of ${size} bytes exceeds ${RUNTIME_STATE_MAX_BYTES}`, { details: { runId, size } });
+          events.push({ type: 'run.runtime_state_saved', payload: { state: op.state ?? null } });
+          break;
+        }
         case 'artifact':
           if (++artifacts > 1) throw new AppError('run.invalid_transition', 'one artifact chunk per batch', { details: { runId } });
           events.push({ type: 'artifact.updated', payload: ArtifactChunkSchema.parse(op.chunk) });
@@ -294,13 +304,14 @@ export class RuntimeOperations {
       parts: draft.message.parts,
       metadata: { ...draft.message.metadata, parentTaskId: parentRunId, runLinkKind: kind },
     };
-    const dispatch: RunExecuteJob = {
+    // the child's execution continues the delegating execution's trace (no-op when not tracing)
+    const dispatch: RunExecuteJob = injectTrace({
       orgId,
       runId: childRunId,
       trigger: 'created',
       inputMessageId: input.messageId,
       context: { threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, input },
-    };
+    });
     const notice: CanonicalMessage = {
       messageId: randomUUID(),
       role: 'agent',
@@ -351,6 +362,32 @@ export class RuntimeOperations {
    * Fail a run for a platform reason (lost worker, runtime crash, expiry). Its open interactions
    * are canceled in the same append. Null when already terminal or gone.
    */
+  /**
+   * A lost execution (its worker died) of a run whose runtime is resumable: instead of failing the
+   * run, append `run.execution_resumed` and dispatch a new execution (trigger `resumed`, outbox,
+   * same statement). Guarded by the run's last sequence, so concurrent sweepers resume it once.
+   * Returns `resumed` (with the attempt), `exhausted` when `maxAttempts` resumptions happened
+   * already (the caller fails the run), or null when the run ended, is blocked on its caller
+   * (needs no execution) or changed meanwhile (whoever changed it carries on).
+   */
+  async resumeExecution(orgId: string, runId: string, reason: string, maxAttempts: number): Promise<{ outcome: 'resumed'; attempt: number } | { outcome: 'exhausted' } | null> {
+    const run = await this.runs.get(orgId, runId);
+    if (!run || isTerminal(run.status) || run.blockedReason) return null;
+    const previous = await this.runs.latestOfType(orgId, runId, 'run.execution_resumed');
+    const attempt = (previous?.count ?? 0) + 1;
+    if (attempt > maxAttempts) return { outcome: 'exhausted' };
+    const result = await this.events.append(
+      orgId,
+      runId,
+      { from: ACTIVE_STATUSES, blocked: false, lastSequence: run.lastSequence },
+      [{ type: 'run.execution_resumed', payload: { reason, attempt } }],
+      { orgId, runId, trigger: 'resumed', attempt },
+    );
+    if (!result) return null;
+    publish(result, this.notifier, this.relay);
+    return { outcome: 'resumed', attempt };
+  }
+
   async failRun(orgId: string, runId: string, reason: string): Promise<RunRecord | null> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const run = await this.runs.get(orgId, runId);

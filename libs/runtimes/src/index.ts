@@ -3,3 +3,4 @@ export * from './runtime.registry.js';
 export { ScriptedRuntime, selectRule } from './scripted/scripted.runtime.js';
 export { RuntimesModule, builtInRuntimes } from './runtimes.module.js';
 export { HttpRuntime } from './http/http.runtime.js';
+export { A2ARuntime } from './a2a/a2a.runtime.js';

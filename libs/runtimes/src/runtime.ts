@@ -10,6 +10,14 @@ import type {
   RunStatus,
 } from '#libs/contracts';
 
+/**
+ * True for the error every RuntimeContext method rejects with once the run has ended (code
+ * `run.terminal`, e.g. canceled meanwhile): a runtime should simply stop then.
+ */
+export function isRunTerminal(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'run.terminal';
+}
+
 /** Statuses a runtime may move its run to (canceled is the caller's, never the runtime's). */
 export type RuntimeSettableStatus = 'working' | 'completed' | 'failed' | 'rejected';
 
@@ -69,14 +77,31 @@ export interface ChildRunResult {
 
 /**
  * Why this execution runs: the run was created or got more input; a blocking interaction was
- * answered or expired (with outcome `continue`); or a child run it awaits settled.
+ * answered or expired (with outcome `continue`); a child run it awaits settled; or a lost
+ * execution is resumed.
  */
 export type RuntimeTrigger =
   | { kind: 'created' }
   | { kind: 'continued' }
   | { kind: 'interaction_responded'; interaction: ClosedInteraction }
   | { kind: 'interaction_expired'; interaction: ClosedInteraction }
-  | { kind: 'link_settled'; link: LinkOutcome };
+  | { kind: 'link_settled'; link: LinkOutcome }
+  /**
+   * The previous execution was lost (its worker died) and this runtime is `resumable`: pick up
+   * where the run is — read `savedState()` and `recorded()` and reconcile, without repeating what
+   * the log holds. `attempt` counts resumptions of this run from 1.
+   */
+  | { kind: 'resumed'; attempt: number };
+
+/** What the log holds of the run so far, as a resuming runtime reconciles against it. */
+export interface RecordedRun {
+  status: RunStatus;
+  blockedReason: BlockedReason | null;
+  /** Every messageId in the run's history (user and agent), oldest first. */
+  messageIds: string[];
+  /** The run's artifacts as the log assembled them (chunks appended), in creation order. */
+  artifacts: Array<{ artifactId: string; parts: Part[]; complete: boolean }>;
+}
 
 /** What a runtime sees of the run it executes. */
 export interface RuntimeRunView {
@@ -131,6 +156,22 @@ export interface RuntimeContext {
   childResult(childRunId: string): Promise<ChildRunResult | null>;
   /** Add an agent message to the run's history. */
   emitMessage(message: AgentMessageInput): Promise<void>;
+  /**
+   * Record this runtime's own state on the run (JSON, at most 16 KiB; an event the A2A view does
+   * not show), e.g. the id of the upstream task it follows. Batched like the other operations.
+   * Errors: `run.runtime_state_too_large`.
+   */
+  saveState(state: unknown): Promise<void>;
+  /** The state saved last on this run by any execution (null when none). Reads the log. */
+  savedState(): Promise<unknown>;
+  /**
+   * The A2A extensions (URIs) the request that created the run activated (A2A v1.0 §4.6,
+   * negotiated by the platform: declared by the agent and requested by the client). Read from the
+   * run's `run.created` event on first call.
+   */
+  extensions(): Promise<string[]>;
+  /** What the log holds of this run now (pending operations are committed first). */
+  recorded(): Promise<RecordedRun>;
   /** Create an artifact or append a chunk to it. */
   emitArtifact(chunk: ArtifactChunkInput): Promise<void>;
   /**
@@ -144,6 +185,16 @@ export interface RuntimeContext {
   waitUntilCanceled(): Promise<void>;
 }
 
+/** Card fields a runtime can suggest when a revision leaves them out (e.g. from an upstream card). */
+export interface RuntimeCardDefaults {
+  name?: string;
+  description?: string;
+  version?: string;
+  skills?: Array<{ id: string; name: string; description: string; tags: string[]; examples?: string[]; inputModes?: string[]; outputModes?: string[] }>;
+  defaultInputModes?: string[];
+  defaultOutputModes?: string[];
+}
+
 /**
  * A runtime executes runs of revisions whose `runtime.kind` it owns.
  * `directReply` lets the API answer a message without creating a task (A2A: SendMessage may
@@ -151,8 +202,20 @@ export interface RuntimeContext {
  */
 export interface AgentRuntime<Config = unknown> {
   readonly kind: string;
+  /**
+   * True when an execution lost with its worker may simply run again (trigger `resumed`): the
+   * runtime reconciles from its saved state and the log instead of repeating output. Otherwise
+   * (the default) a lost execution fails its run ("the execution was lost").
+   */
+  readonly resumable?: boolean;
   /** Validate a revision's runtime config at draft/publish time. Throws a zod error when invalid. */
   parseConfig(raw: unknown): Config;
+  /**
+   * Optional check at publish time (may do I/O, e.g. fetch an upstream agent's card): throws an
+   * `AppError` with a readable reason to refuse publishing, or returns defaults for the card the
+   * revision does not declare itself (identity and skills).
+   */
+  prepare?(config: Config): Promise<RuntimeCardDefaults | void>;
   /** Non-null: answer `input` with this message only, and create no run. */
   directReply(config: Config, input: CanonicalMessage): AgentMessageInput | null;
   /** Execute one trigger of a run. Returns when the runtime has nothing more to do for now. */

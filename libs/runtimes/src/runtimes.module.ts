@@ -3,12 +3,17 @@ import type { AgentRuntime } from './runtime.js';
 import { RuntimeRegistry } from './runtime.registry.js';
 import { ScriptedRuntime } from './scripted/scripted.runtime.js';
 import { HttpRuntime } from './http/http.runtime.js';
+import { A2ARuntime } from './a2a/a2a.runtime.js';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { outboundPolicy } from '#libs/outbound';
 
-/** The built-in runtimes of this deployment (`http` reaches only what HTTP_RUNTIME_ALLOWED_CIDRS allows beyond public addresses). */
+/**
+ * The built-in runtimes of this deployment: `scripted`, `http` and `a2a` (the last two reach only
+ * public addresses, plus what HTTP_RUNTIME_ALLOWED_CIDRS allows).
+ */
 export function builtInRuntimes(config?: Pick<AppConfig, 'HTTP_RUNTIME_ALLOWED_CIDRS'>): AgentRuntime[] {
-  return [new ScriptedRuntime(), new HttpRuntime(outboundPolicy(config?.HTTP_RUNTIME_ALLOWED_CIDRS ?? []))];
+  const policy = outboundPolicy(config?.HTTP_RUNTIME_ALLOWED_CIDRS ?? []);
+  return [new ScriptedRuntime(), new HttpRuntime(policy), new A2ARuntime(policy)];
 }
 
 /**

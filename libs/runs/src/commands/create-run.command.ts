@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
+import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
 import { RunRepository } from '../run.repository.js';
@@ -48,10 +49,15 @@ export class CreateRunHandler {
     const runId = randomUUID();
     const threadId = cmd.threadId ?? randomUUID();
     const message = userMessage(cmd.message);
-    const dispatch: RunExecuteJob = { orgId: cmd.orgId, runId, trigger: 'created', inputMessageId: message.messageId };
-    if (Buffer.byteLength(JSON.stringify(message)) <= JOB_INLINE_INPUT_MAX_BYTES) {
-      dispatch.context = { threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, input: message };
-    }
+    const inline = Buffer.byteLength(JSON.stringify(message)) <= JOB_INLINE_INPUT_MAX_BYTES;
+    // with the trace context when tracing: the outbox row and the relay's fast path carry the same job
+    const dispatch: RunExecuteJob = injectTrace({
+      orgId: cmd.orgId,
+      runId,
+      trigger: 'created',
+      inputMessageId: message.messageId,
+      ...(inline ? { context: { threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, input: message } } : {}),
+    });
     let created: CreatedRun | null;
     try {
       created = await this.events.create({

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
 import {
   HttpRuntimeConfigSchema,
   HttpRuntimeOperationSchema,
@@ -9,8 +8,9 @@ import {
   type HttpRuntimeOperation,
   type HttpRuntimeRequest,
 } from '#libs/contracts';
-import { openOutboundStream, refusedAddress, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
-import type { AgentMessageInput, AgentRuntime, RuntimeContext } from '../runtime.js';
+import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
+import { refuseLiteralAddresses } from '../outbound-config.js';
+import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
 const MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -40,15 +40,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
 
   /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
   parseConfig(raw: unknown): HttpRuntimeConfig {
-    const config = HttpRuntimeConfigSchema.parse(raw);
-    for (const field of ['url', 'cancelUrl'] as const) {
-      const value = config[field];
-      if (!value) continue;
-      const host = new URL(value).hostname.replace(/^\[|\]$/g, '');
-      const why = /^[\d.]+$|:/.test(host) ? refusedAddress(host, this.policy) : null;
-      if (why) throw new z.ZodError([{ code: 'custom', path: [field], message: `refused: ${why} (HTTP_RUNTIME_ALLOWED_CIDRS opens it)`, input: value }]);
-    }
-    return config;
+    return refuseLiteralAddresses(HttpRuntimeConfigSchema.parse(raw), ['url', 'cancelUrl'], this.policy);
   }
 
   directReply(): AgentMessageInput | null {
@@ -61,7 +53,8 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       await ctx.setStatus('failed', { parts: [{ text: `The agent's backend is not configured on this worker (secret ${config.secretEnv} is not set).` }] });
       return;
     }
-    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: ctx.trigger as unknown as Record<string, unknown>, input: ctx.input, history: await ctx.history() };
+    const [history, extensions] = await Promise.all([ctx.history(), ctx.extensions()]);
+    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: ctx.trigger as HttpRuntimeRequest['trigger'], input: ctx.input, history, extensions };
     const body = JSON.stringify(request);
     const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(ctx.trigger)}`).digest('hex').slice(0, 16)}`;
     const state = { applied: 0, ended: false };
@@ -203,10 +196,6 @@ async function drain(body: AsyncIterable<Buffer>): Promise<void> {
   for await (const _ of body) {
     /* discard */
   }
-}
-
-function isRunTerminal(e: unknown): boolean {
-  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'run.terminal';
 }
 
 /** The user message that triggered an execution (re-exported for tests of backends). */

@@ -58,6 +58,10 @@ function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: un
     childResult: async () => null,
     emitMessage: record('emitMessage'),
     emitArtifact: record('emitArtifact'),
+    saveState: record('saveState'),
+    savedState: async () => null,
+    extensions: async () => [],
+    recorded: async () => ({ status: 'working', blockedReason: null, messageIds: [msg.messageId], artifacts: [] }),
     sleep: record('sleep'),
     waitUntilCanceled: record('waitUntilCanceled'),
   };

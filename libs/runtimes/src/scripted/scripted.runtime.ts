@@ -14,7 +14,7 @@ import {
   type ScriptedRuntimeConfig,
   type ScriptedStep,
 } from '#libs/contracts';
-import type { AgentMessageInput, AgentRuntime, RuntimeContext } from '../runtime.js';
+import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
 
 type StepOf<T extends ScriptedStep['type']> = Extract<ScriptedStep, { type: T }>;
 
@@ -185,10 +185,6 @@ function artifactChunks(step: StepOf<'artifact'>, input: CanonicalMessage): Arti
     append: i > 0,
     lastChunk: i === parts.length - 1,
   }));
-}
-
-function isRunTerminal(e: unknown): boolean {
-  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'run.terminal';
 }
 
 /**

@@ -1,0 +1,586 @@
+import { createHash } from 'node:crypto';
+import { Role, TaskState, type AgentCard, type Message, type Part as SdkPart, type Task, type TaskStatus } from '@a2a-js/sdk';
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client';
+import { AppError } from '#libs/common';
+import { A2ARuntimeConfigSchema, type A2ARuntimeConfig, type CanonicalMessage, type Part } from '#libs/contracts';
+import { outboundFetch, type OutboundPolicy } from '#libs/outbound';
+import { refuseLiteralAddresses } from '../outbound-config.js';
+import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RecordedRun, type RuntimeCardDefaults, type RuntimeContext } from '../runtime.js';
+
+/** How long a fetched upstream card is reused (ms). */
+const CARD_TTL_MS = 60_000;
+/** Longest an upstream card fetch may take (ms), and its largest body (bytes). */
+const CARD_TIMEOUT_MS = 5000;
+const CARD_MAX_BYTES = 1024 * 1024;
+/** An upstream silent this long (ms) gets what it sent so far committed. */
+const PAUSE_MS = 20;
+/** Re-attachments after an upstream stream ended early, per execution. */
+const MAX_REATTACH = 3;
+
+/** What the runtime saves on a run: the upstream task it follows. */
+interface UpstreamState {
+  taskId: string;
+  contextId: string;
+}
+
+/** An upstream answer the runtime cannot use: the run fails with this reason. */
+class UpstreamError extends Error {}
+
+/**
+ * The `a2a` runtime: the agent fronts an upstream A2A agent, talked to with `@a2a-js/sdk`'s
+ * client (v1.0, or v0.3 through the SDK's compatibility layer; JSON-RPC or HTTP+JSON) under the
+ * outbound policy (public unicast only unless HTTP_RUNTIME_ALLOWED_CIDRS).
+ *
+ * - A new run sends its input as a new upstream task (upstream contextId = the run's thread, so
+ *   a thread stays one upstream conversation); the upstream task id and context are saved on the
+ *   run (`run.runtime_state_saved`) as soon as they are known.
+ * - Every upstream event is mapped into the log: status (working / completed / failed / rejected;
+ *   an upstream cancel we did not ask for fails the run), agent messages (ids prefixed with the
+ *   upstream task id, so they are unique here), artifacts and their chunks.
+ * - Upstream input-required / auth-required opens a blocking InteractionRequest; the answer is sent
+ *   upstream on the same upstream task.
+ * - Streaming when the upstream card says so (SendStreamingMessage, SubscribeToTask), otherwise
+ *   SendMessage and GetTask every `pollIntervalMs`.
+ * - Cancel: CancelTask upstream. Upstream errors, unreachable upstreams and `timeoutMs` fail the
+ *   run with a readable reason.
+ * - Resumable: an execution lost with its worker is resumed (trigger `resumed`) and re-attaches to
+ *   the saved upstream task (GetTask, then SubscribeToTask or polling), reconciling against what
+ *   the log holds (messages by id, artifacts by part count) so nothing is recorded twice.
+ */
+export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
+  readonly kind = 'a2a';
+  readonly resumable = true;
+  private readonly cards = new Map<string, { card: AgentCard; at: number }>();
+
+  constructor(
+    private readonly policy: OutboundPolicy,
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
+  parseConfig(raw: unknown): A2ARuntimeConfig {
+    return refuseLiteralAddresses(A2ARuntimeConfigSchema.parse(raw), ['cardUrl', 'url'], this.policy);
+  }
+
+  directReply(): AgentMessageInput | null {
+    return null;
+  }
+
+  /**
+   * Publish-time check: with `cardUrl`, the upstream card must be readable (else
+   * `runtime.upstream_unreachable` with the reason); its identity and skills are the defaults of
+   * our card.
+   */
+  async prepare(config: A2ARuntimeConfig): Promise<RuntimeCardDefaults | void> {
+    if (!config.cardUrl) return;
+    let card: AgentCard;
+    try {
+      card = await this.card(config, this.credentialHeaders(config) ?? {}, true);
+    } catch (e) {
+      throw new AppError('runtime.upstream_unreachable', `the upstream agent card at ${config.cardUrl} could not be read: ${describe(e)}`, { details: { cardUrl: config.cardUrl } });
+    }
+    return {
+      ...(card.name && { name: card.name }),
+      ...(card.description && { description: card.description }),
+      ...(card.version && { version: card.version }),
+      skills: (card.skills ?? []).map((s) => ({
+        id: s.id,
+        name: s.name,
+        description: s.description || s.name,
+        tags: s.tags?.length ? s.tags : [s.id],
+        ...(s.examples?.length && { examples: s.examples }),
+        ...(s.inputModes?.length && { inputModes: s.inputModes }),
+        ...(s.outputModes?.length && { outputModes: s.outputModes }),
+      })),
+      ...(card.defaultInputModes?.length && { defaultInputModes: card.defaultInputModes }),
+      ...(card.defaultOutputModes?.length && { defaultOutputModes: card.defaultOutputModes }),
+    };
+  }
+
+  async execute(config: A2ARuntimeConfig, ctx: RuntimeContext): Promise<void> {
+    const headers = this.credentialHeaders(config);
+    if (!headers) {
+      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent is not configured on this worker (secret ${config.credentials!.secretEnv} is not set).` }] });
+      return;
+    }
+    let client: Client;
+    let streaming: boolean;
+    // the last HTTP error status the upstream answered: SDK errors do not always carry it
+    const http = { status: 0 };
+    try {
+      const card = await this.card(config, headers, false);
+      streaming = config.streaming ?? card.capabilities?.streaming ?? false;
+      client = await this.factory(headers, http).createFromAgentCard(card);
+    } catch (e) {
+      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent could not be reached: ${describe(e, http.status)}` }] }).catch(() => undefined);
+      return;
+    }
+    await new UpstreamSession(client, config, ctx, streaming, http).run();
+  }
+
+  /** `{ header: "scheme secret" }`, `{}` without credentials, null when the secret is missing. */
+  private credentialHeaders(config: A2ARuntimeConfig): Record<string, string> | null {
+    if (!config.credentials) return {};
+    const secret = this.env[config.credentials.secretEnv];
+    if (!secret) return null;
+    return { [config.credentials.header]: config.credentials.scheme ? `${config.credentials.scheme} ${secret}` : secret };
+  }
+
+  private factory(headers: Record<string, string>, http: { status: number }): ClientFactory {
+    const guarded = outboundFetch(this.policy, headers);
+    const fetchImpl: typeof fetch = async (input, init) => {
+      const res = await guarded(input, init);
+      if (!res.ok) http.status = res.status;
+      return res;
+    };
+    return new ClientFactory({
+      transports: [new JsonRpcTransportFactory({ fetchImpl, legacyCompat: { enabled: true } }), new RestTransportFactory({ fetchImpl, legacyCompat: { enabled: true } })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat: { enabled: true } }),
+    });
+  }
+
+  /** The upstream card (fetched, cached CARD_TTL_MS), or one made from `url` and its binding. */
+  private async card(config: A2ARuntimeConfig, headers: Record<string, string>, fresh: boolean): Promise<AgentCard> {
+    if (config.url) {
+      return {
+        name: 'upstream',
+        description: '',
+        version: '',
+        supportedInterfaces: [{ url: config.url, protocolBinding: config.protocolBinding, protocolVersion: config.protocolVersion, tenant: '' }],
+        capabilities: { streaming: config.streaming ?? true, pushNotifications: false, extensions: [] },
+        securitySchemes: {},
+        securityRequirements: [],
+        defaultInputModes: [],
+        defaultOutputModes: [],
+        skills: [],
+        signatures: [],
+      } as unknown as AgentCard;
+    }
+    const url = config.cardUrl!;
+    const hit = this.cards.get(url);
+    if (!fresh && hit && Date.now() - hit.at < CARD_TTL_MS) return hit.card;
+    const resolver = new DefaultAgentCardResolver({ fetchImpl: boundedFetch(outboundFetch(this.policy, headers), CARD_TIMEOUT_MS, CARD_MAX_BYTES), legacyCompat: { enabled: true } });
+    const card = await resolver.resolve(url, '');
+    if (!card || !Array.isArray(card.supportedInterfaces) || card.supportedInterfaces.length === 0) throw new UpstreamError('the card declares no interface');
+    if (this.cards.size > 500) this.cards.clear();
+    this.cards.set(url, { card, at: Date.now() });
+    return card;
+  }
+}
+
+/** One execution's conversation with the upstream: what it follows and what the log holds. */
+class UpstreamSession {
+  private taskId: string | undefined;
+  private contextId: string;
+  /** Our run's status as this execution last left it. */
+  private status: RecordedRun['status'] = 'submitted';
+  /** Message ids the log holds (ours, i.e. upstream ids prefixed). */
+  private readonly seen = new Set<string>();
+  /** Parts each artifact has in the log. */
+  private readonly parts = new Map<string, number>();
+  private done = false;
+  /** Our input went to an existing upstream task: its first snapshot still shows the old state. */
+  private answering = false;
+  private readonly signal: AbortSignal;
+  private readonly deadline: AbortSignal;
+
+  constructor(
+    private readonly client: Client,
+    private readonly config: A2ARuntimeConfig,
+    private readonly ctx: RuntimeContext,
+    private readonly streaming: boolean,
+    private readonly http: { status: number },
+  ) {
+    this.contextId = ctx.run.threadId;
+    this.deadline = AbortSignal.timeout(config.timeoutMs);
+    this.signal = AbortSignal.any([ctx.signal, this.deadline]);
+  }
+
+  async run(): Promise<void> {
+    const { ctx } = this;
+    try {
+      const saved = ctx.trigger.kind === 'created' ? null : asState(await ctx.savedState());
+      if (ctx.trigger.kind === 'created') this.seen.add(ctx.input.messageId);
+      else await this.loadRecorded();
+      if (saved) {
+        this.taskId = saved.taskId;
+        this.contextId = saved.contextId;
+      }
+      const k = ctx.trigger.kind;
+      if (k === 'continued' && this.taskId) {
+        // more input on a task another execution is following: hand it upstream and let that
+        // execution mirror what follows (two followers would record the same events twice)
+        await this.forward();
+        return;
+      }
+      // nothing new to say upstream after a resumption, a settled link or an expiry: follow the
+      // task (or, if it was never learned, send again); otherwise send (same task when known)
+      const follow = (k === 'resumed' || k === 'link_settled' || k === 'interaction_expired') && this.taskId !== undefined;
+      let step: () => Promise<void> = follow ? () => this.reattach() : () => this.send();
+      // a stream that ends or breaks before the task did is followed again (GetTask, then
+      // SubscribeToTask): at most MAX_REATTACH times, a little later each time
+      for (let n = 0; ; n++) {
+        try {
+          await step();
+          if (this.done) break;
+          if (n >= MAX_REATTACH) throw new UpstreamError('its stream kept ending before the task did');
+        } catch (e) {
+          if (this.taskId === undefined || n >= MAX_REATTACH || e instanceof UpstreamError || isRunTerminal(e) || this.signal.aborted) throw e;
+        }
+        step = () => this.reattach();
+        await ctx.sleep(100 * (n + 1));
+        this.signal.throwIfAborted();
+      }
+    } catch (e) {
+      await this.settleError(e);
+    }
+  }
+
+  /** Send the input to the followed upstream task without following it (see `run`). */
+  private async forward(): Promise<void> {
+    const { ctx } = this;
+    try {
+      await this.client.sendMessage(this.request(true), { signal: this.signal });
+    } catch (e) {
+      if (isRunTerminal(e) || ctx.signal.aborted) throw e;
+      // the task goes on; the caller learns that this message did not get through
+      await ctx.emitMessage({ parts: [{ text: `The upstream agent did not take this message: ${describe(e, this.http.status)}` }] });
+    }
+  }
+
+  /** SendMessage of the execution's input, on the followed upstream task when there is one. */
+  private request(returnImmediately: boolean) {
+    const { input } = this.ctx;
+    const message: Message = {
+      messageId: input.messageId,
+      contextId: this.contextId,
+      taskId: this.taskId ?? '',
+      role: Role.ROLE_USER,
+      parts: input.parts.map(toSdkPart),
+      metadata: input.metadata,
+      extensions: [],
+      referenceTaskIds: [],
+    };
+    return { tenant: '', message, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately }, metadata: undefined };
+  }
+
+  /** Send the execution's input upstream (on the followed task when there is one). */
+  private async send(): Promise<void> {
+    this.answering = Boolean(this.taskId);
+    const request = this.request(!this.streaming);
+    if (this.streaming) {
+      for await (const ev of this.paced(this.client.sendMessageStream(request, { signal: this.signal }))) {
+        await this.onEvent(ev.payload);
+        if (this.done) return;
+      }
+      return;
+    }
+    const result = await this.client.sendMessage(request, { signal: this.signal });
+    if (isTask(result)) await this.onTask(result);
+    else await this.onMessage(result as Message);
+    await this.poll();
+  }
+
+  /** Follow the upstream task: its state now (GetTask), then its stream or polling. */
+  private async reattach(): Promise<void> {
+    const task = await this.client.getTask({ tenant: '', id: this.taskId!, historyLength: 100 }, { signal: this.signal });
+    await this.onTask(task);
+    if (this.done) return;
+    if (!this.streaming) return this.poll();
+    for await (const ev of this.paced(this.client.resubscribeTask({ tenant: '', id: this.taskId! }, { signal: this.signal }))) {
+      await this.onEvent(ev.payload);
+      if (this.done) return;
+    }
+  }
+
+  /**
+   * The upstream's events as they come; what they produced is committed whenever the upstream
+   * pauses for PAUSE_MS (a burst becomes one commit, a slow stream is mirrored live, and the
+   * upstream task id is durable before any real wait). Ends the upstream stream when left early.
+   */
+  private async *paced<T>(events: AsyncIterable<T>): AsyncGenerator<T> {
+    const it = events[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        const next = it.next();
+        let timer: NodeJS.Timeout | undefined;
+        const paused = new Promise<null>((resolve) => (timer = setTimeout(resolve, PAUSE_MS, null)));
+        let r = await Promise.race([next, paused]);
+        clearTimeout(timer);
+        if (r === null) {
+          await this.ctx.flush?.();
+          r = await next;
+        }
+        if (r.done) return;
+        yield r.value;
+      }
+    } finally {
+      await it.return?.().catch(() => undefined);
+    }
+  }
+
+  private async poll(): Promise<void> {
+    while (!this.done) {
+      await this.ctx.sleep(this.config.pollIntervalMs);
+      this.signal.throwIfAborted();
+      await this.onTask(await this.client.getTask({ tenant: '', id: this.taskId!, historyLength: 100 }, { signal: this.signal }));
+    }
+  }
+
+  private async onEvent(p: { $case: string; value: unknown } | undefined): Promise<void> {
+    if (!p) return;
+    switch (p.$case) {
+      case 'task':
+        return this.onTask(p.value as Task);
+      case 'message':
+        return this.onMessage(p.value as Message);
+      case 'statusUpdate': {
+        const u = p.value as { taskId: string; contextId: string; status?: TaskStatus };
+        await this.learn(u.taskId, u.contextId);
+        this.answering = false;
+        if (u.status) await this.onStatus(u.status);
+        return;
+      }
+      case 'artifactUpdate': {
+        const u = p.value as { taskId: string; contextId: string; artifact?: Task['artifacts'][number]; append: boolean; lastChunk: boolean };
+        await this.learn(u.taskId, u.contextId);
+        if (!u.artifact || u.artifact.parts.length === 0) return;
+        const have = this.parts.get(u.artifact.artifactId) ?? 0;
+        await this.ctx.emitArtifact(artifactChunk(u.artifact, u.artifact.parts, u.append && have > 0, u.lastChunk));
+        this.parts.set(u.artifact.artifactId, (u.append ? have : 0) + u.artifact.parts.length);
+        return;
+      }
+    }
+  }
+
+  /** The upstream answered with a Message and no task: that message is the run's answer. */
+  private async onMessage(m: Message): Promise<void> {
+    const id = this.ourId(m.messageId);
+    await this.ctx.setStatus('completed', this.seen.has(id) ? undefined : toAgentMessage(m, id));
+    this.done = true;
+  }
+
+  /** A whole upstream task (stream start, GetTask): record what the log lacks, then its status. */
+  private async onTask(task: Task): Promise<void> {
+    await this.learn(task.id, task.contextId);
+    const terminal = isUpstreamTerminal(task.status?.state);
+    const statusMessageId = task.status?.message?.messageId;
+    for (const m of task.history ?? []) {
+      if (m.role !== Role.ROLE_AGENT || m.messageId === statusMessageId) continue;
+      const id = this.ourId(m.messageId);
+      if (this.seen.has(id)) continue;
+      await this.ctx.emitMessage(toAgentMessage(m, id));
+      this.seen.add(id);
+    }
+    for (const a of task.artifacts ?? []) {
+      const have = this.parts.get(a.artifactId) ?? 0;
+      if (a.parts.length === have) continue;
+      const append = have > 0 && a.parts.length > have;
+      await this.ctx.emitArtifact(artifactChunk(a, append ? a.parts.slice(have) : a.parts, append, terminal));
+      this.parts.set(a.artifactId, a.parts.length);
+    }
+    if (task.status) await this.onStatus(task.status, true);
+    this.answering = false;
+  }
+
+  /**
+   * Mirror an upstream status. `snapshot`: it comes from a whole task (stream start, GetTask); an
+   * input-required / auth-required there whose question we already recorded is the question our
+   * input just answered (the upstream has not moved yet), not a new one.
+   */
+  private async onStatus(s: TaskStatus, snapshot = false): Promise<void> {
+    const m = s.message;
+    const id = m ? this.ourId(m.messageId) : undefined;
+    const known = id !== undefined && this.seen.has(id);
+    const message = m && id && !known ? toAgentMessage(m, id) : undefined;
+    if (id) this.seen.add(id);
+    const interrupted = s.state === TaskState.TASK_STATE_INPUT_REQUIRED || s.state === TaskState.TASK_STATE_AUTH_REQUIRED;
+    if (interrupted && snapshot && (known || this.answering)) return;
+    switch (s.state) {
+      case TaskState.TASK_STATE_SUBMITTED:
+        // accepted, not started: nothing changes here (a message is just a message)
+        if (message) await this.ctx.emitMessage(message);
+        return;
+      case TaskState.TASK_STATE_WORKING:
+        if (message || this.status === 'submitted') {
+          await this.ctx.setStatus('working', message);
+          this.status = 'working';
+        }
+        return;
+      case TaskState.TASK_STATE_COMPLETED:
+        return this.end('completed', message);
+      case TaskState.TASK_STATE_FAILED:
+        return this.end('failed', message ?? { parts: [{ text: 'The upstream agent failed the task.' }] });
+      case TaskState.TASK_STATE_REJECTED:
+        return this.end('rejected', message);
+      case TaskState.TASK_STATE_CANCELED:
+        if (this.ctx.signal.aborted) {
+          this.done = true;
+          return;
+        }
+        return this.end('failed', { parts: [{ text: 'The upstream agent canceled its task.' }] });
+      case TaskState.TASK_STATE_INPUT_REQUIRED:
+      case TaskState.TASK_STATE_AUTH_REQUIRED: {
+        const kind = s.state === TaskState.TASK_STATE_INPUT_REQUIRED ? 'input' : 'auth';
+        await this.ctx.requestInteraction(kind, message ?? { parts: [{ text: kind === 'input' ? 'The agent needs more input.' : 'The agent needs authorization.' }] }, {
+          state: { upstreamTaskId: this.taskId },
+        });
+        this.done = true;
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private async end(status: 'completed' | 'failed' | 'rejected', message?: AgentMessageInput): Promise<void> {
+    await this.ctx.setStatus(status, message);
+    this.status = status;
+    this.done = true;
+  }
+
+  /** The upstream task became known (or is the one followed): save it on the run, committed now. */
+  private async learn(taskId: string, contextId: string): Promise<void> {
+    if (!taskId || taskId === this.taskId) return;
+    this.taskId = taskId;
+    if (contextId) this.contextId = contextId;
+    // committed with what follows at once, or as soon as the upstream pauses (see paced)
+    await this.ctx.saveState({ taskId, contextId: this.contextId } satisfies UpstreamState);
+  }
+
+  private async loadRecorded(): Promise<void> {
+    const rec = await this.ctx.recorded();
+    this.status = rec.status;
+    for (const id of rec.messageIds) this.seen.add(id);
+    for (const a of rec.artifacts) this.parts.set(a.artifactId, a.parts.length);
+  }
+
+  /** Our messageId for an upstream message (unique here even if the upstream reuses ids across tasks). */
+  private ourId(upstreamId: string): string {
+    const raw = `${this.taskId ?? 'msg'}:${upstreamId}`;
+    return raw.length <= 200 ? raw : createHash('sha256').update(raw).digest('hex');
+  }
+
+  /** Why the execution stopped early: canceled (tell the upstream), stopped, timed out, or failed. */
+  private async settleError(e: unknown): Promise<void> {
+    const { ctx } = this;
+    const terminal = isRunTerminal(e);
+    if (ctx.signal.aborted || terminal) {
+      // our run was canceled (or ended): cancel upstream; a worker shutting down leaves it be
+      const rec = terminal ? null : await ctx.recorded().catch((x: unknown) => (isRunTerminal(x) ? null : undefined));
+      if (this.taskId && (rec === null || rec?.status === 'canceled')) {
+        await this.client.cancelTask({ tenant: '', id: this.taskId, metadata: undefined }, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
+      }
+      return;
+    }
+    if (this.deadline.aborted) {
+      if (this.taskId) await this.client.cancelTask({ tenant: '', id: this.taskId, metadata: undefined }, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
+      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent did not finish within ${this.config.timeoutMs} ms.` }] }).catch(() => undefined);
+      return;
+    }
+    await ctx.setStatus('failed', { parts: [{ text: `The upstream agent failed: ${describe(e, this.http.status)}` }] }).catch(() => undefined);
+  }
+}
+
+/**
+ * A fetch for one-shot requests (the upstream card): it fails after `timeoutMs` (the whole exchange,
+ * body included) and refuses a body larger than `maxBytes`, so a slow or huge answer cannot hold a
+ * publish or an execution.
+ */
+function boundedFetch(inner: typeof fetch, timeoutMs: number, maxBytes: number): typeof fetch {
+  return (async (input: string | URL | Request, init: RequestInit = {}) => {
+    const signal = init.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
+    let res: Response;
+    try {
+      res = await inner(input, { ...init, signal });
+    } catch (e) {
+      throw signal.aborted && !init.signal?.aborted ? new UpstreamError(`no answer within ${timeoutMs} ms`) : e;
+    }
+    const declared = Number(res.headers.get('content-length') ?? 0);
+    if (declared > maxBytes) throw new UpstreamError(`the answer is larger than ${maxBytes} bytes`);
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of res.body ?? []) {
+        size += chunk.length;
+        if (size > maxBytes) throw new UpstreamError(`the answer is larger than ${maxBytes} bytes`);
+        chunks.push(chunk);
+      }
+    } catch (e) {
+      if (e instanceof UpstreamError) throw e;
+      throw signal.aborted ? new UpstreamError(`no answer within ${timeoutMs} ms`) : e;
+    }
+    return new Response(Buffer.concat(chunks), { status: res.status, statusText: res.statusText, headers: res.headers });
+  }) as typeof fetch;
+}
+
+function asState(raw: unknown): UpstreamState | null {
+  const s = raw as Partial<UpstreamState> | null;
+  return s && typeof s.taskId === 'string' && typeof s.contextId === 'string' ? { taskId: s.taskId, contextId: s.contextId } : null;
+}
+
+function isTask(r: unknown): r is Task {
+  return typeof r === 'object' && r !== null && 'status' in r && 'id' in r;
+}
+
+function isUpstreamTerminal(state: TaskState | undefined): boolean {
+  return state === TaskState.TASK_STATE_COMPLETED || state === TaskState.TASK_STATE_FAILED || state === TaskState.TASK_STATE_CANCELED || state === TaskState.TASK_STATE_REJECTED;
+}
+
+/** A readable reason from an SDK, network or upstream error (`httpStatus`: the last error status seen). */
+function describe(e: unknown, httpStatus = 0): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = (e as { cause?: unknown }).cause;
+  let why = cause instanceof Error && cause.message && !e.message.includes(cause.message) ? `${e.message} (${cause.message})` : e.message;
+  if (e.name && e.name !== 'Error' && e.name !== 'TypeError' && !why.includes(e.name)) why = `${e.name}: ${why}`;
+  if (httpStatus && !why.includes(String(httpStatus))) why = `${why} (HTTP ${httpStatus})`;
+  return why.length > 500 ? `${why.slice(0, 500)}…` : why;
+}
+
+function toSdkPart(p: Part): SdkPart {
+  const content: SdkPart['content'] =
+    p.text !== undefined
+      ? { $case: 'text', value: p.text }
+      : p.raw !== undefined
+        ? { $case: 'raw', value: Buffer.from(p.raw, 'base64') }
+        : p.url !== undefined
+          ? { $case: 'url', value: p.url }
+          : { $case: 'data', value: p.data };
+  return { content, metadata: p.metadata, filename: p.filename ?? '', mediaType: p.mediaType ?? '' };
+}
+
+function fromSdkPart(p: SdkPart): Part {
+  const c = p.content;
+  const part: Part =
+    c?.$case === 'raw'
+      ? { raw: Buffer.from(c.value).toString('base64') }
+      : c?.$case === 'url'
+        ? { url: c.value }
+        : c?.$case === 'data'
+          ? { data: c.value ?? null }
+          : { text: c?.$case === 'text' ? c.value : '' };
+  if (p.mediaType) part.mediaType = p.mediaType;
+  if (p.filename) part.filename = p.filename;
+  if (p.metadata && Object.keys(p.metadata).length > 0) part.metadata = p.metadata;
+  return part;
+}
+
+function toAgentMessage(m: Message, id: string): AgentMessageInput {
+  const parts = m.parts.length > 0 ? m.parts.map(fromSdkPart) : [{ text: '' }];
+  return { messageId: id, parts, ...(m.metadata && Object.keys(m.metadata).length > 0 && { metadata: m.metadata }) };
+}
+
+function artifactChunk(a: Task['artifacts'][number], parts: SdkPart[], append: boolean, lastChunk: boolean) {
+  return {
+    artifactId: a.artifactId,
+    ...(a.name && { name: a.name }),
+    ...(a.description && { description: a.description }),
+    parts: parts.map(fromSdkPart),
+    ...(a.metadata && Object.keys(a.metadata).length > 0 && { metadata: a.metadata }),
+    append,
+    lastChunk,
+  };
+}
+
+/** The canonical message type this runtime maps to (re-exported for tests). */
+export type { CanonicalMessage };
