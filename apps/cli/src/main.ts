@@ -2,41 +2,109 @@
 /**
  * `aaas` — command-line client of the control plane (`npx aaas …` after `npm run build`).
  *
- *   aaas verify-card <card-url> [--trust <url-prefix>…] [--jwks <url-or-file>] [--json]
- *   aaas publish <manifest.json>                 create / update an agent, publish and activate a revision, bind A2A
+ *   aaas [--json] [--url <url>] [--key <api-key>] <command>
+ *   aaas publish <manifest.yaml|.json> [--force]  create / update an agent, publish and activate a revision when its
+ *                                                 content changed (else "unchanged"), bind A2A
  *   aaas agents list
- *   aaas runs list [--agent <id>] [--status <s,…>] [--limit <n>]
- *   aaas runs tail <run-id> [--after <seq>]      print the run's events as they are appended, until it ends
- *   aaas interactions answer <run-id> <interaction-id> (--text <t> | --option <id>)
- *   aaas keys list | keys create <name> --scope <s…>
+ *   aaas runs list [--agent <id|slug>] [--status <s,…>] [--limit <n>] [--cursor <c>]
+ *   aaas runs tail <run-id> [--after <seq>] [--cursor-file <path>] [--interval <ms>] [--retry-for <s>]
+ *                                                 print the run's events as they are appended, until it ends;
+ *                                                 survives dropped connections, resumes from the cursor file
+ *   aaas interactions answer <run-id> <interaction-id> (--text <t> | --option <id>) [--idempotency-key <k>]
+ *   aaas keys list | keys create <name> --scope <s…> | keys revoke <id>
  *   aaas signing-keys list | signing-keys create [--alg ES256|EdDSA] | signing-keys retire <id>
+ *   aaas verify-card <card-url> [--trust <url-prefix>…] [--jwks <url-or-file>]
  *
  * Admin commands talk to the admin API at --url (AAAS_URL, default http://localhost:3000) with
- * --key (AAAS_API_KEY), and print JSON.
- * Exit codes: 0 ok, 1 the check failed (e.g. no valid signature), 2 usage or network error.
+ * --key (AAAS_API_KEY). Output is readable (tables, short sentences); `--json` prints the API's
+ * JSON instead (one JSON line per event for `runs tail`). Errors and progress go to stderr
+ * (`aaas: <message>`).
+ * Exit codes: 0 ok, 1 the check failed (e.g. no valid signature), 2 usage, network or API error.
  */
 import { readFile } from 'node:fs/promises';
-import { Command } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { importJWK, type JWK } from 'jose';
 import { verifyAgentCard } from '#libs/trust';
+import { AdminClient, ApiError, UsageError } from './admin-client.js';
+import { bindingBody, loadManifest, sameBinding, sameRevisionContent } from './manifest.js';
+import { short, statusText, table, when } from './output.js';
+import { tailRun } from './run-tail.js';
+
+const program = new Command('aaas')
+  .description('A2A control plane command-line client')
+  .configureOutput({ outputError: (str, write) => write(`aaas: ${str.replace(/^error: /, '')}`) })
+  .showHelpAfterError('(add --help for usage)')
+  .exitOverride()
+  .option('--json', 'print JSON for scripts (the API\'s answers; one line per event for runs tail)')
+  .option('--url <url>', 'the service (default: AAAS_URL, else http://localhost:3000)')
+  .option('--key <api-key>', 'an API key of the organization (default: AAAS_API_KEY)');
+
+interface GlobalOpts {
+  json?: boolean;
+  url?: string;
+  key?: string;
+}
+
+const globals = () => program.opts<GlobalOpts>();
+const json = () => globals().json === true;
+const out = (line: string) => console.log(line);
+const err = (line: string) => console.error(line);
+/** `--json`: the value as indented JSON; else the readable text. */
+const emit = (value: unknown, readable: () => string) => out(json() ? JSON.stringify(value, null, 2) : readable());
+
+function client(): AdminClient {
+  const o = globals();
+  return new AdminClient({ baseUrl: o.url ?? process.env.AAAS_URL ?? 'http://localhost:3000', key: o.key ?? process.env.AAAS_API_KEY });
+}
+
+const seg = (s: string) => encodeURIComponent(s);
+
+function intOption(name: string, min: number) {
+  return (v: string): string => {
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`${name} is a whole number >= ${min}`);
+    return v;
+  };
+}
+
+/** Run `fn` on each item, at most `n` at a time, results in input order. */
+async function mapLimit<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
+  return results;
+}
+
+// ------------------------------------------------------------------ verify-card
 
 async function fetchJson(where: string): Promise<unknown> {
-  if (!/^https?:\/\//.test(where)) return JSON.parse(await readFile(where, 'utf8'));
-  const res = await fetch(where, { signal: AbortSignal.timeout(15_000) });
+  if (!/^https?:\/\//.test(where)) {
+    try {
+      return JSON.parse(await readFile(where, 'utf8'));
+    } catch (e) {
+      throw new UsageError(`cannot read ${where}: ${(e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e))}`);
+    }
+  }
+  const res = await fetch(where, { signal: AbortSignal.timeout(15_000) }).catch((e: unknown) => {
+    throw new Error(`GET ${where}: ${(e as { cause?: { code?: string } }).cause?.code ?? String(e)}`);
+  });
   if (!res.ok) throw new Error(`GET ${where}: HTTP ${res.status}`);
   return res.json();
 }
 
-const program = new Command('aaas').description('A2A control plane command-line client').showHelpAfterError();
-
 program
   .command('verify-card')
-  .description("fetch an Agent Card, resolve its signing keys (its jku, if trusted, or --jwks) and verify every signature")
+  .description("fetch an Agent Card, resolve its signing keys (its jku, if trusted, or --jwks) and verify every signature (exit 1 when none is valid)")
   .argument('<card-url>', 'the card URL (…/.well-known/agent-card.json) or a file')
   .option('--trust <prefix...>', "URL prefixes a signature's jku may point into (default: the card's own origin)")
-  .option('--jwks <url-or-file>', 'use this JWKS instead of the signatures\' jku')
-  .option('--json', 'print the result as JSON')
-  .action(async (cardUrl: string, opts: { trust?: string[]; jwks?: string; json?: boolean }) => {
+  .option('--jwks <url-or-file>', "use this JWKS instead of the signatures' jku")
+  .action(async (cardUrl: string, opts: { trust?: string[]; jwks?: string }) => {
     const card = (await fetchJson(cardUrl)) as Record<string, unknown>;
     const trust = opts.trust ?? (/^https?:\/\//.test(cardUrl) ? [`${new URL(cardUrl).origin}/`] : []);
     const sets = new Map<string, JWK[]>();
@@ -54,140 +122,218 @@ program
       },
       { trustedJku: opts.jwks ? [opts.jwks.replace(/[^/]*$/, '')] : trust },
     );
-    if (opts.json) console.log(JSON.stringify(result, null, 2));
-    else {
-      console.log(`${String(card.name ?? '(no name)')}: ${result.valid ? 'signature verified' : 'NOT verified'}`);
-      for (const c of result.checks) console.log(`  [${c.index}] ${c.alg ?? '?'} kid=${c.kid ?? '?'}: ${c.valid ? 'valid' : `invalid — ${c.reason}`}`);
-    }
+    emit(result, () =>
+      [
+        `${String(card.name ?? '(no name)')}: ${result.valid ? 'signature verified' : 'NOT verified'}`,
+        ...result.checks.map((c) => `  [${c.index}] ${c.alg ?? '?'} kid=${c.kid ?? '?'}: ${c.valid ? 'valid' : `invalid — ${c.reason}`}`),
+      ].join('\n'),
+    );
     process.exitCode = result.valid ? 0 : 1;
   });
 
-// ------------------------------------------------------------------ admin API commands
+// ------------------------------------------------------------------ publish
 
-interface AdminOpts {
-  url?: string;
-  key?: string;
-}
-
-program.option('--url <url>', 'the service (default: AAAS_URL, else http://localhost:3000)').option('--key <api-key>', 'an API key of the organization (default: AAAS_API_KEY)');
-
-/** One admin API call; throws with the API's error code and message on a non-2xx answer. */
-async function admin(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<any> {
-  const opts = program.opts<AdminOpts>();
-  const base = (opts.url ?? process.env.AAAS_URL ?? 'http://localhost:3000').replace(/\/+$/, '');
-  const key = opts.key ?? process.env.AAAS_API_KEY;
-  if (!key) throw new Error('an API key is needed: --key or AAAS_API_KEY');
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    body: body !== undefined ? JSON.stringify(body) : undefined,
-    signal: AbortSignal.timeout(30_000),
-  });
-  const text = await res.text();
-  const json = text ? JSON.parse(text) : null;
-  if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${json?.error?.code ?? ''} ${json?.error?.message ?? text}`.trim());
-  return json;
-}
-
-const print = (v: unknown) => console.log(JSON.stringify(v, null, 2));
-
-/**
- * An agent manifest: `{ slug, name, description, protocolProfiles, runtime, binding?: { transports,
- * security, extensions } }` (the admin API's bodies, together).
- */
 program
   .command('publish')
-  .description('create or update an agent from a manifest, publish and activate a new revision, and bind A2A')
-  .argument('<manifest>', 'a JSON manifest file')
-  .action(async (file: string) => {
-    const m = JSON.parse(await readFile(file, 'utf8')) as { slug: string; name: string; description: string; protocolProfiles: unknown; runtime: unknown; binding?: Record<string, unknown> };
-    if (!m.slug || !m.protocolProfiles || !m.runtime) throw new Error('a manifest needs slug, protocolProfiles and runtime');
-    try {
-      await admin('GET', `/v1/agents/${m.slug}`);
-      await admin('PATCH', `/v1/agents/${m.slug}`, { name: m.name, description: m.description });
-    } catch (e) {
-      if (!String(e).includes('HTTP 404')) throw e;
-      await admin('POST', '/v1/agents', { slug: m.slug, name: m.name, description: m.description });
+  .description(
+    'create or update an agent from a manifest (YAML or JSON: slug, name, description, protocolProfiles, runtime, binding?); ' +
+      'publish and activate a new revision only when the active one differs, set the A2A binding only when it differs',
+  )
+  .argument('<manifest>', 'a .yaml / .yml (YAML) or .json file')
+  .option('--force', 'publish a new revision (and put the binding) even when nothing changed')
+  .action(async (file: string, o: { force?: boolean }) => {
+    const m = await loadManifest(file);
+    const c = client();
+    const agentPath = `/v1/agents/${seg(m.slug)}`;
+    const changes: string[] = [];
+    let agent = await c.call('GET', agentPath).catch((e: unknown) => {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    });
+    if (!agent) {
+      if (!m.name || !m.description) throw new UsageError(`${file}: a new agent needs name and description`);
+      agent = { ...(await c.call('POST', '/v1/agents', { slug: m.slug, name: m.name, description: m.description })), binding: null };
+      changes.push('agent');
     }
-    const rev = await admin('POST', `/v1/agents/${m.slug}/revisions`, { protocolProfiles: m.protocolProfiles, runtime: m.runtime });
-    await admin('POST', `/v1/agents/${m.slug}/revisions/${rev.id}/publish`);
-    await admin('PUT', `/v1/agents/${m.slug}/active-revision`, { revisionId: rev.id });
-    const binding = await admin('PUT', `/v1/agents/${m.slug}/bindings/a2a`, m.binding ?? { transports: ['JSONRPC'] });
-    print({ agent: m.slug, revision: { id: rev.id, number: rev.number }, binding: binding.path ?? binding.binding?.path ?? null });
+    const active = agent.activeRevisionId ? await c.call('GET', `${agentPath}/revisions/${seg(agent.activeRevisionId)}`) : null;
+    const same = !o.force && active?.status === 'published' && sameRevisionContent(m, active);
+    // the draft first: a manifest the service refuses changes nothing
+    const revision: { id: string; number: number } = same ? active : await c.call('POST', `${agentPath}/revisions`, { protocolProfiles: m.protocolProfiles, runtime: m.runtime });
+    const patch: Record<string, string> = {};
+    if (!changes.includes('agent')) {
+      if (m.name !== undefined && m.name.trim() !== agent.name) patch.name = m.name;
+      if (m.description !== undefined && m.description.trim() !== agent.description) patch.description = m.description;
+    }
+    if (Object.keys(patch).length > 0) {
+      await c.call('PATCH', agentPath, patch);
+      changes.push(...Object.keys(patch));
+    }
+    if (!same) {
+      await c.call('POST', `${agentPath}/revisions/${revision.id}/publish`);
+      await c.call('PUT', `${agentPath}/active-revision`, { revisionId: revision.id });
+      changes.push('revision');
+    }
+    let path: string | null = agent.binding?.path ?? null;
+    if (o.force || !sameBinding(m, agent.binding)) {
+      path = (await c.call('PUT', `${agentPath}/bindings/a2a`, bindingBody(m))).path ?? path;
+      changes.push('binding');
+    }
+    const others = changes.filter((x) => x !== 'revision').map((x) => (x === 'agent' ? 'agent created' : x));
+    emit({ agent: m.slug, revision: { id: revision.id, number: revision.number }, binding: path, unchanged: changes.length === 0, changes }, () => {
+      const at = path ? `; A2A at ${path}` : '';
+      if (changes.length === 0) return `agent ${m.slug}: unchanged (revision ${revision.number} is active)`;
+      if (!changes.includes('revision')) return `agent ${m.slug}: updated ${others.join(', ')} (revision ${revision.number} is still active)${at}`;
+      return `agent ${m.slug}: revision ${revision.number} published and active${at}${others.length ? `\n  also: ${others.join(', ')}` : ''}`;
+    });
   });
 
-program
-  .command('agents')
-  .description("the organization's agents")
-  .argument('[action]', 'list', 'list')
-  .action(async () => print(await admin('GET', '/v1/agents')));
+// ------------------------------------------------------------------ agents
+
+const agents = program.command('agents').description("the organization's agents");
+agents
+  .command('list', { isDefault: true })
+  .description('slug, name, active revision, default')
+  .action(async () => {
+    const c = client();
+    const r = await c.call<{ agents: Array<{ id: string; slug: string; name: string; activeRevisionId: string | null; isDefault: boolean }> }>('GET', '/v1/agents');
+    if (json()) return out(JSON.stringify(r, null, 2));
+    if (r.agents.length === 0) return out('no agents');
+    const numbers = await mapLimit(r.agents, 8, async (a) =>
+      a.activeRevisionId ? c.call<{ number: number }>('GET', `/v1/agents/${a.id}/revisions/${a.activeRevisionId}`).then((x) => `#${x.number}`, () => a.activeRevisionId!.slice(0, 8)) : null,
+    );
+    out(table(['SLUG', 'NAME', 'ACTIVE REVISION', 'DEFAULT'], r.agents.map((a, i) => [a.slug, short(a.name, 40), numbers[i], a.isDefault ? 'yes' : ''])));
+  });
+
+// ------------------------------------------------------------------ runs
 
 const runs = program.command('runs').description('runs (A2A tasks)');
 runs
   .command('list')
-  .option('--agent <id>', 'only this agent (id)')
-  .option('--status <statuses>', 'comma-separated statuses')
-  .option('--limit <n>', 'page size (1..100)', '20')
-  .action(async (o: { agent?: string; status?: string; limit: string }) => {
-    const q = new URLSearchParams({ limit: o.limit, ...(o.agent ? { agentId: o.agent } : {}), ...(o.status ? { status: o.status } : {}) });
-    print(await admin('GET', `/v1/runs?${q}`));
+  .description('id, agent, status, last update; newest status change first')
+  .option('--agent <id-or-slug>', 'only this agent')
+  .option('--status <statuses>', 'comma-separated statuses (submitted, working, completed, failed, canceled, rejected)')
+  .option('--limit <n>', 'page size (1..100)', intOption('--limit', 1), '20')
+  .option('--cursor <cursor>', "the previous page's nextCursor")
+  .action(async (o: { agent?: string; status?: string; limit: string; cursor?: string }) => {
+    const c = client();
+    const agentId = o.agent && !/^[0-9a-f-]{36}$/i.test(o.agent) ? (await c.call<{ id: string }>('GET', `/v1/agents/${seg(o.agent)}`)).id : o.agent;
+    const q = new URLSearchParams({ limit: o.limit, ...(agentId ? { agentId } : {}), ...(o.status ? { status: o.status } : {}), ...(o.cursor ? { cursor: o.cursor } : {}) });
+    const r = await c.call<{ runs: Array<{ id: string; agentId: string; status: string; blockedReason: string | null; updatedAt: string }>; nextCursor: string | null }>('GET', `/v1/runs?${q}`);
+    if (json()) return out(JSON.stringify(r, null, 2));
+    if (r.runs.length === 0) return out('no runs');
+    const slugs = new Map((await c.call<{ agents: Array<{ id: string; slug: string }> }>('GET', '/v1/agents')).agents.map((a) => [a.id, a.slug]));
+    out(table(['ID', 'AGENT', 'STATUS', 'UPDATED'], r.runs.map((x) => [x.id, slugs.get(x.agentId) ?? x.agentId, statusText(x.status, x.blockedReason), when(x.updatedAt)])));
+    if (r.nextCursor) out(`more: aaas runs list --cursor ${r.nextCursor}`);
   });
 runs
   .command('tail')
-  .description("print the run's events (one JSON line each) as they are appended, until the run has ended")
+  .description("print the run's events as they are appended until the run has ended (readable: #<seq> <type> <summary>; --json: one JSON line each)")
   .argument('<run-id>')
-  .option('--after <sequence>', 'start after this sequence', '0')
-  .option('--interval <ms>', 'poll interval', '500')
-  .action(async (runId: string, o: { after: string; interval: string }) => {
-    let after = Number(o.after);
-    for (;;) {
-      const page = await admin('GET', `/v1/runs/${runId}/events?after=${after}&limit=100`);
-      for (const e of page.events) console.log(JSON.stringify({ sequence: e.sequence, type: e.event.type, payload: e.event.payload }));
-      after = page.nextAfter;
-      if (page.events.length === 100) continue;
-      const run = (await admin('GET', `/v1/runs/${runId}`)).run;
-      if (['completed', 'failed', 'canceled', 'rejected'].includes(run.status) && run.lastSequence <= after) return;
-      await new Promise((r) => setTimeout(r, Number(o.interval)));
-    }
+  .option('--after <sequence>', 'start after this sequence', intOption('--after', 0), '0')
+  .option('--cursor-file <path>', 'start after the sequence stored there (if the file exists) and store the last printed one, so a restarted tail resumes')
+  .option('--interval <ms>', 'poll interval', intOption('--interval', 10), '500')
+  .option('--retry-for <seconds>', 'on network errors and 5xx answers, keep retrying this long', intOption('--retry-for', 0), '300')
+  .action(async (runId: string, o: { after: string; cursorFile?: string; interval: string; retryFor: string }) => {
+    await tailRun({
+      client: client(),
+      runId,
+      after: Number(o.after),
+      cursorFile: o.cursorFile,
+      intervalMs: Number(o.interval),
+      retryForMs: Number(o.retryFor) * 1000,
+      json: json(),
+      out,
+      err,
+    });
   });
 
-program
-  .command('interactions')
-  .description('answer an interaction of a run (input, auth, confirmation)')
-  .argument('<action>', 'answer')
+// ------------------------------------------------------------------ interactions
+
+const interactions = program.command('interactions').description('interactions of runs (input, auth, confirmation)');
+interactions
+  .command('answer')
+  .description('answer an open interaction of a run')
   .argument('<run-id>')
   .argument('<interaction-id>')
   .option('--text <text>', 'the answer')
   .option('--option <id>', 'the option chosen (confirmations)')
   .option('--idempotency-key <key>', 'retry safely')
-  .action(async (action: string, runId: string, interactionId: string, o: { text?: string; option?: string; idempotencyKey?: string }) => {
-    if (action !== 'answer') throw new Error(`unknown action ${action}: answer`);
-    if (o.text === undefined && o.option === undefined) throw new Error('give --text or --option');
+  .action(async (runId: string, interactionId: string, o: { text?: string; option?: string; idempotencyKey?: string }) => {
+    if (o.text === undefined && o.option === undefined) throw new UsageError('give --text or --option');
     const body = { ...(o.text !== undefined && { text: o.text }), ...(o.option !== undefined && { optionId: o.option }) };
-    const r = await admin('POST', `/v1/runs/${runId}/interactions/${interactionId}/responses`, body, o.idempotencyKey ? { 'idempotency-key': o.idempotencyKey } : {});
-    print({ run: r.run, interactions: r.interactions });
+    const r = await client().call('POST', `/v1/runs/${seg(runId)}/interactions/${seg(interactionId)}/responses`, body, o.idempotencyKey ? { 'idempotency-key': o.idempotencyKey } : {});
+    const answered = (r.interactions as Array<{ id: string; status: string }>).find((i) => i.id === interactionId);
+    emit({ run: r.run, interactions: r.interactions }, () => `interaction ${interactionId}: ${answered?.status ?? 'answered'}; run ${runId} is ${statusText(r.run.status, r.run.blockedReason)}`);
   });
 
+// ------------------------------------------------------------------ API keys
+
 const keys = program.command('keys').description('API keys of the organization');
-keys.command('list').action(async () => print(await admin('GET', '/v1/api-keys')));
+keys
+  .command('list')
+  .description('id, name, scopes, created, revoked (never the secrets)')
+  .action(async () => {
+    const r = await client().call<{ apiKeys: Array<Record<string, any>> }>('GET', '/v1/api-keys');
+    if (json()) return out(JSON.stringify(r, null, 2));
+    if (r.apiKeys.length === 0) return out('no API keys');
+    const lastUsed = r.apiKeys.some((k) => 'lastUsedAt' in k);
+    out(
+      table(
+        ['ID', 'NAME', 'SCOPES', ...(lastUsed ? ['LAST USED'] : []), 'CREATED', 'REVOKED'],
+        r.apiKeys.map((k) => [k.id, short(k.name, 40), k.scopes.join(','), ...(lastUsed ? [when(k.lastUsedAt)] : []), when(k.createdAt), when(k.revokedAt)]),
+      ),
+    );
+  });
 keys
   .command('create')
+  .description('create a key; its secret is printed this once')
   .argument('<name>')
   .requiredOption('--scope <scopes...>', 'admin, a2a:invoke, a2a:all-tasks')
-  .action(async (name: string, o: { scope: string[] }) => print(await admin('POST', '/v1/api-keys', { name, scopes: o.scope })));
+  .action(async (name: string, o: { scope: string[] }) => {
+    const k = await client().call('POST', '/v1/api-keys', { name, scopes: o.scope });
+    emit(k, () => [`API key "${k.name}" created (id ${k.id}, scopes ${k.scopes.join(', ')}).`, 'Its secret, shown only this once — store it now:', '', `  ${k.key}`, ''].join('\n'));
+  });
+keys
+  .command('revoke')
+  .description('revoke a key (other API processes may accept it for up to 5 s more)')
+  .argument('<id>')
+  .action(async (id: string) => {
+    await client().call('DELETE', `/v1/api-keys/${seg(id)}`);
+    emit({ id, revoked: true }, () => `API key ${id} revoked.`);
+  });
+
+// ------------------------------------------------------------------ signing keys
 
 const signing = program.command('signing-keys').description('Agent Card signing keys of the organization');
-signing.command('list').action(async () => print(await admin('GET', '/v1/signing-keys')));
+signing
+  .command('list')
+  .action(async () => {
+    const r = await client().call<{ signingKeys: Array<{ id: string; kid: string; alg: string; status: string; createdAt: string; retiredAt: string | null }> }>('GET', '/v1/signing-keys');
+    if (json()) return out(JSON.stringify(r, null, 2));
+    if (r.signingKeys.length === 0) return out('no signing keys');
+    out(table(['ID', 'KID', 'ALG', 'STATUS', 'CREATED', 'RETIRED'], r.signingKeys.map((k) => [k.id, k.kid, k.alg, k.status, when(k.createdAt), when(k.retiredAt)])));
+  });
 signing
   .command('create')
   .option('--alg <alg>', 'ES256 or EdDSA', 'ES256')
-  .action(async (o: { alg: string }) => print(await admin('POST', '/v1/signing-keys', { alg: o.alg })));
+  .action(async (o: { alg: string }) => {
+    const k = await client().call('POST', '/v1/signing-keys', { alg: o.alg });
+    emit(k, () => `signing key ${k.kid} (${k.alg}) created and active; id ${k.id}.`);
+  });
 signing
   .command('retire')
   .argument('<id>')
-  .action(async (id: string) => print(await admin('POST', `/v1/signing-keys/${id}/retire`)));
+  .action(async (id: string) => {
+    const k = await client().call('POST', `/v1/signing-keys/${seg(id)}/retire`);
+    emit(k, () => `signing key ${k.kid} retired.`);
+  });
 
 program.parseAsync().catch((e: unknown) => {
+  // commander has already printed its own message (usage errors) or the help (exit 0)
+  if (e instanceof CommanderError) {
+    process.exitCode = e.exitCode === 0 ? 0 : 2;
+    return;
+  }
   console.error(`aaas: ${e instanceof Error ? e.message : String(e)}`);
   process.exitCode = 2;
 });
