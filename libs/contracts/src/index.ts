@@ -4,3 +4,4 @@ export * from './jobs.schema.js';
 export * from './agent-profile.schema.js';
 export * from './runtime.schema.js';
 export * from './admin.schema.js';
+export * from './openapi-schemas.js';

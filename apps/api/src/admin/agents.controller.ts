@@ -17,7 +17,7 @@ import { AppError } from '#libs/common';
 import { AgentService, BindingService, RevisionService, hasScope, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toAgentDetailResponse, toAgentResponse } from './admin.mappers.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
@@ -42,7 +42,8 @@ export class AgentsController {
   @UseInterceptors(IdempotencyInterceptor)
   @ApiOperation({ summary: 'Create an agent (isDefault: true moves the deployment default here)' })
   @ApiHeader(IDEMPOTENCY_HEADER_DOC)
-  @ApiResponse({ status: 201, standardSchema: AgentSchema })
+  @ApiResponse({ status: 201, standardSchema: AgentSchema, example: ADMIN_EXAMPLES.createAgent.response })
+  @RequestExamples(ADMIN_EXAMPLES.createAgent.request)
   @AdminRoute(400, 409, 422)
   async create(@CurrentPrincipal() principal: Principal, @Body({ schema: CreateAgentSchema }) body: CreateAgent): Promise<AgentResponse> {
     requireDefaultScope(principal, body.isDefault);
@@ -51,7 +52,7 @@ export class AgentsController {
 
   @Get()
   @ApiOperation({ summary: "The organization's agents" })
-  @ApiResponse({ status: 200, standardSchema: AgentListSchema })
+  @ApiResponse({ status: 200, standardSchema: AgentListSchema, example: ADMIN_EXAMPLES.agents })
   @AdminRoute()
   async list(@CurrentPrincipal() principal: Principal): Promise<{ agents: AgentResponse[] }> {
     return { agents: (await this.agents.list(principal.orgId)).map(toAgentResponse) };
@@ -60,7 +61,7 @@ export class AgentsController {
   @Get(':agent')
   @ApiOperation({ summary: 'An agent, with its active revision id and A2A binding' })
   @ApiParam(AGENT_PARAM_DOC)
-  @ApiResponse({ status: 200, standardSchema: AgentDetailSchema })
+  @ApiResponse({ status: 200, standardSchema: AgentDetailSchema, example: ADMIN_EXAMPLES.agent })
   @AdminRoute(404)
   async get(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string): Promise<AgentDetailResponse> {
     const agent = await this.agents.get(principal.orgId, agentRef);
@@ -70,7 +71,8 @@ export class AgentsController {
   @Patch(':agent')
   @ApiOperation({ summary: 'Change identity fields or isDefault (null clears an optional field)' })
   @ApiParam(AGENT_PARAM_DOC)
-  @ApiResponse({ status: 200, standardSchema: AgentSchema })
+  @ApiResponse({ status: 200, standardSchema: AgentSchema, example: ADMIN_EXAMPLES.updateAgent.response })
+  @RequestExamples(ADMIN_EXAMPLES.updateAgent.request)
   @AdminRoute(400, 404, 422)
   async update(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Body({ schema: UpdateAgentSchema }) body: UpdateAgent): Promise<AgentResponse> {
     requireDefaultScope(principal, body.isDefault);
@@ -81,7 +83,8 @@ export class AgentsController {
   @HttpCode(200)
   @ApiOperation({ summary: 'Serve a published revision' })
   @ApiParam(AGENT_PARAM_DOC)
-  @ApiResponse({ status: 200, standardSchema: AgentSchema })
+  @ApiResponse({ status: 200, standardSchema: AgentSchema, example: ADMIN_EXAMPLES.setActiveRevision.response })
+  @RequestExamples(ADMIN_EXAMPLES.setActiveRevision.request)
   @AdminRoute(400, 404, 409, 422)
   async setActive(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Body({ schema: SetActiveRevisionSchema }) body: SetActiveRevision): Promise<AgentResponse> {
     return toAgentResponse(await this.revisions.setActive(principal.orgId, agentRef, body.revisionId));

@@ -4,7 +4,7 @@ import { ApiKeyListSchema, CreateApiKeySchema, CreatedApiKeySchema, type ApiKeyR
 import { ApiKeyService, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toApiKeyResponse, toCreatedApiKeyResponse } from './admin.mappers.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
@@ -21,7 +21,8 @@ export class ApiKeysController {
   @UseInterceptors(IdempotencyInterceptor)
   @ApiOperation({ summary: 'Create an API key (only scopes the caller holds); the key is shown once' })
   @ApiHeader(IDEMPOTENCY_HEADER_DOC)
-  @ApiResponse({ status: 201, standardSchema: CreatedApiKeySchema })
+  @ApiResponse({ status: 201, standardSchema: CreatedApiKeySchema, example: ADMIN_EXAMPLES.createApiKey.response })
+  @RequestExamples(ADMIN_EXAMPLES.createApiKey.request)
   @AdminRoute(400, 422)
   async create(@CurrentPrincipal() principal: Principal, @Body({ schema: CreateApiKeySchema }) body: CreateApiKey): Promise<CreatedApiKeyResponse> {
     return toCreatedApiKeyResponse(await this.keys.issue(principal, body.name, body.scopes));
@@ -29,7 +30,7 @@ export class ApiKeysController {
 
   @Get()
   @ApiOperation({ summary: "The organization's API keys (never their secrets)" })
-  @ApiResponse({ status: 200, standardSchema: ApiKeyListSchema })
+  @ApiResponse({ status: 200, standardSchema: ApiKeyListSchema, example: ADMIN_EXAMPLES.apiKeys })
   @AdminRoute()
   async list(@CurrentPrincipal() principal: Principal): Promise<{ apiKeys: ApiKeyResponse[] }> {
     return { apiKeys: (await this.keys.list(principal.orgId)).map(toApiKeyResponse) };

@@ -5,7 +5,7 @@ import { A2ABindingSchema, PatchA2ABindingSchema, PutA2ABindingSchema, type A2AB
 import { BindingService, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toBindingResponse } from './admin.mappers.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { AGENT_PARAM_DOC } from './agents.controller.js';
 import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
@@ -21,8 +21,9 @@ export class BindingsController {
 
   @Put()
   @ApiOperation({ summary: 'Create or replace the A2A binding (path /a2a/<org>/<agent>; omitted fields take defaults)' })
-  @ApiResponse({ status: 201, description: 'Created', standardSchema: A2ABindingSchema })
-  @ApiResponse({ status: 200, description: 'Replaced', standardSchema: A2ABindingSchema })
+  @ApiResponse({ status: 201, description: 'Created', standardSchema: A2ABindingSchema, example: ADMIN_EXAMPLES.putBinding.response })
+  @ApiResponse({ status: 200, description: 'Replaced', standardSchema: A2ABindingSchema, example: ADMIN_EXAMPLES.putBinding.response })
+  @RequestExamples(ADMIN_EXAMPLES.putBinding.request)
   @AdminRoute(400, 404, 409, 422)
   async put(
     @CurrentPrincipal() principal: Principal,
@@ -37,7 +38,8 @@ export class BindingsController {
 
   @Patch()
   @ApiOperation({ summary: 'Change some fields of the A2A binding ({ enabled: false } disables it)' })
-  @ApiResponse({ status: 200, standardSchema: A2ABindingSchema })
+  @ApiResponse({ status: 200, standardSchema: A2ABindingSchema, example: ADMIN_EXAMPLES.patchBinding.response })
+  @RequestExamples(ADMIN_EXAMPLES.patchBinding.request)
   @AdminRoute(400, 404, 422)
   async update(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Body({ schema: PatchA2ABindingSchema }) body: PatchA2ABinding): Promise<A2ABindingResponse> {
     return toBindingResponse(await this.bindings.update(principal.orgId, agentRef, body));
@@ -45,7 +47,7 @@ export class BindingsController {
 
   @Get()
   @ApiOperation({ summary: 'The A2A binding' })
-  @ApiResponse({ status: 200, standardSchema: A2ABindingSchema })
+  @ApiResponse({ status: 200, standardSchema: A2ABindingSchema, example: ADMIN_EXAMPLES.binding })
   @AdminRoute(404)
   async get(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string): Promise<A2ABindingResponse> {
     return toBindingResponse(await this.bindings.get(principal.orgId, agentRef));

@@ -4,7 +4,7 @@ import { CreatedOrganizationSchema, CreateOrganizationSchema, OrganizationSchema
 import { OrganizationService, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal, RequireScope } from './admin-auth.guard.js';
 import { toOrganizationResponse } from './admin.mappers.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 
@@ -23,7 +23,8 @@ export class OrganizationsController {
   @UseInterceptors(IdempotencyInterceptor)
   @ApiOperation({ summary: 'Create an organization with its first admin API key (platform scope)' })
   @ApiHeader(IDEMPOTENCY_HEADER_DOC)
-  @ApiResponse({ status: 201, description: 'Created; adminKey.key is shown only here', standardSchema: CreatedOrganizationSchema })
+  @ApiResponse({ status: 201, description: 'Created; adminKey.key is shown only here', standardSchema: CreatedOrganizationSchema, example: ADMIN_EXAMPLES.createOrganization.response })
+  @RequestExamples(ADMIN_EXAMPLES.createOrganization.request)
   @AdminRoute(400, 409, 422)
   async create(@Body({ schema: CreateOrganizationSchema }) body: CreateOrganization): Promise<CreatedOrganizationResponse> {
     const { organization, adminKey } = await this.orgs.create(body.slug, body.name);
@@ -32,7 +33,7 @@ export class OrganizationsController {
 
   @Get('organization')
   @ApiOperation({ summary: "The caller's organization" })
-  @ApiResponse({ status: 200, standardSchema: OrganizationSchema })
+  @ApiResponse({ status: 200, standardSchema: OrganizationSchema, example: ADMIN_EXAMPLES.organization })
   @AdminRoute()
   async current(@CurrentPrincipal() principal: Principal): Promise<OrganizationResponse> {
     return toOrganizationResponse(await this.orgs.get(principal.orgId));

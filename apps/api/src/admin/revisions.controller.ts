@@ -4,7 +4,7 @@ import { CreateRevisionSchema, RevisionListSchema, RevisionSchema, UpdateRevisio
 import { RevisionService, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toRevisionResponse } from './admin.mappers.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 import { AGENT_PARAM_DOC } from './agents.controller.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
@@ -25,7 +25,8 @@ export class RevisionsController {
   @UseInterceptors(IdempotencyInterceptor)
   @ApiOperation({ summary: 'Create a draft revision (protocolProfiles and runtime are validated)' })
   @ApiHeader(IDEMPOTENCY_HEADER_DOC)
-  @ApiResponse({ status: 201, standardSchema: RevisionSchema })
+  @ApiResponse({ status: 201, standardSchema: RevisionSchema, example: ADMIN_EXAMPLES.createRevision.response })
+  @RequestExamples(ADMIN_EXAMPLES.createRevision.request)
   @AdminRoute(400, 404, 422)
   async create(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Body({ schema: CreateRevisionSchema }) body: CreateRevision): Promise<RevisionResponse> {
     return toRevisionResponse(await this.revisions.createDraft(principal.orgId, agentRef, body));
@@ -33,7 +34,7 @@ export class RevisionsController {
 
   @Get()
   @ApiOperation({ summary: "The agent's revisions, newest first" })
-  @ApiResponse({ status: 200, standardSchema: RevisionListSchema })
+  @ApiResponse({ status: 200, standardSchema: RevisionListSchema, example: ADMIN_EXAMPLES.revisions })
   @AdminRoute(404)
   async list(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string): Promise<{ revisions: RevisionResponse[] }> {
     return { revisions: (await this.revisions.list(principal.orgId, agentRef)).map(toRevisionResponse) };
@@ -41,7 +42,7 @@ export class RevisionsController {
 
   @Get(':revisionId')
   @ApiOperation({ summary: 'A revision' })
-  @ApiResponse({ status: 200, standardSchema: RevisionSchema })
+  @ApiResponse({ status: 200, standardSchema: RevisionSchema, example: ADMIN_EXAMPLES.revision })
   @AdminRoute(404)
   async get(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Param('revisionId') revisionId: string): Promise<RevisionResponse> {
     return toRevisionResponse(await this.revisions.get(principal.orgId, agentRef, revisionId));
@@ -49,7 +50,8 @@ export class RevisionsController {
 
   @Patch(':revisionId')
   @ApiOperation({ summary: 'Edit a draft (409 revision.immutable once published)' })
-  @ApiResponse({ status: 200, standardSchema: RevisionSchema })
+  @ApiResponse({ status: 200, standardSchema: RevisionSchema, example: ADMIN_EXAMPLES.updateRevision.response })
+  @RequestExamples(ADMIN_EXAMPLES.updateRevision.request)
   @AdminRoute(400, 404, 409, 422)
   async update(
     @CurrentPrincipal() principal: Principal,
@@ -63,7 +65,7 @@ export class RevisionsController {
   @Post(':revisionId/publish')
   @HttpCode(200)
   @ApiOperation({ summary: 'draft → published (a no-op when already published)' })
-  @ApiResponse({ status: 200, standardSchema: RevisionSchema })
+  @ApiResponse({ status: 200, standardSchema: RevisionSchema, example: ADMIN_EXAMPLES.publishRevision })
   @AdminRoute(404, 409, 422)
   async publish(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Param('revisionId') revisionId: string): Promise<RevisionResponse> {
     return toRevisionResponse(await this.revisions.publish(principal.orgId, agentRef, revisionId));
@@ -72,7 +74,7 @@ export class RevisionsController {
   @Post(':revisionId/retire')
   @HttpCode(200)
   @ApiOperation({ summary: 'published → retired (not the active revision)' })
-  @ApiResponse({ status: 200, standardSchema: RevisionSchema })
+  @ApiResponse({ status: 200, standardSchema: RevisionSchema, example: ADMIN_EXAMPLES.retireRevision })
   @AdminRoute(404, 409)
   async retire(@CurrentPrincipal() principal: Principal, @Param('agent') agentRef: string, @Param('revisionId') revisionId: string): Promise<RevisionResponse> {
     return toRevisionResponse(await this.revisions.retire(principal.orgId, agentRef, revisionId));

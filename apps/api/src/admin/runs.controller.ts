@@ -26,7 +26,7 @@ import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { decodeRunCursor, encodeRunCursor, toRunDetail, toRunSummary } from './admin.mappers.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 
 @ApiTags('runs')
@@ -43,7 +43,7 @@ export class RunsController {
 
   @Get()
   @ApiOperation({ summary: "The organization's runs, newest status change first (keyset pagination)" })
-  @ApiResponse({ status: 200, standardSchema: RunListSchema })
+  @ApiResponse({ status: 200, standardSchema: RunListSchema, example: ADMIN_EXAMPLES.runs })
   @AdminRoute(422)
   async list(@CurrentPrincipal() principal: Principal, @Query({ schema: ListRunsQuerySchema }) q: ListRunsQuery): Promise<RunListResponse> {
     const before = q.cursor !== undefined ? decodeRunCursor(q.cursor, this.config.PAGE_TOKEN_SECRET) : undefined;
@@ -54,7 +54,7 @@ export class RunsController {
 
   @Get(':runId')
   @ApiOperation({ summary: 'A run with its history, artifacts, interactions (open and closed) and links (children and parents)' })
-  @ApiResponse({ status: 200, standardSchema: RunDetailSchema })
+  @ApiResponse({ status: 200, standardSchema: RunDetailSchema, example: ADMIN_EXAMPLES.run })
   @AdminRoute(404)
   async get(@CurrentPrincipal() principal: Principal, @Param('runId') runId: string): Promise<RunDetailResponse> {
     return this.detail(principal.orgId, runId);
@@ -65,7 +65,8 @@ export class RunsController {
   @UseInterceptors(IdempotencyInterceptor)
   @ApiOperation({ summary: 'Answer an interaction of the run (RespondInteractionCommand, as an A2A message on the task would); the run after it' })
   @ApiHeader(IDEMPOTENCY_HEADER_DOC)
-  @ApiResponse({ status: 200, standardSchema: RunDetailSchema })
+  @ApiResponse({ status: 200, standardSchema: RunDetailSchema, example: ADMIN_EXAMPLES.respondInteraction.response })
+  @RequestExamples(ADMIN_EXAMPLES.respondInteraction.request)
   @AdminRoute(404, 409, 422)
   async respond(
     @CurrentPrincipal() principal: Principal,
@@ -88,7 +89,7 @@ export class RunsController {
 
   @Get(':runId/push-configs')
   @ApiOperation({ summary: "A run's push notification configs with their delivery state and newest attempts (status, latency, error)" })
-  @ApiResponse({ status: 200, standardSchema: PushConfigListSchema })
+  @ApiResponse({ status: 200, standardSchema: PushConfigListSchema, example: ADMIN_EXAMPLES.pushConfigs })
   @AdminRoute(404)
   async pushConfigs(@CurrentPrincipal() principal: Principal, @Param('runId') runId: string): Promise<{ configs: PushConfigAudit[] }> {
     await this.runs.requireRun(principal.orgId, runId);
@@ -102,7 +103,7 @@ export class RunsController {
 
   @Get(':runId/events')
   @ApiOperation({ summary: "A run's event log after a sequence (SequencedOutputEnvelope[])" })
-  @ApiResponse({ status: 200, standardSchema: RunEventsSchema })
+  @ApiResponse({ status: 200, standardSchema: RunEventsSchema, example: ADMIN_EXAMPLES.runEvents })
   @AdminRoute(404, 422)
   async events(
     @CurrentPrincipal() principal: Principal,

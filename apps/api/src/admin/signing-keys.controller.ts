@@ -3,7 +3,7 @@ import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { CreateSigningKeySchema, SigningKeyListSchema, SigningKeySchema, type CreateSigningKey, type SigningKeyResponse } from '#libs/contracts';
 import { SigningKeyService, type Principal, type SigningKeyInfo } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
-import { AdminRoute } from './admin-openapi.js';
+import { ADMIN_EXAMPLES, AdminRoute, RequestExamples } from './admin-openapi.js';
 import { AdminValidationPipe } from './admin-validation.pipe.js';
 
 const toResponse = (k: SigningKeyInfo): SigningKeyResponse => ({
@@ -30,7 +30,8 @@ export class SigningKeysController {
   @Post()
   @HttpCode(201)
   @ApiOperation({ summary: 'Create a signing key (ES256 or EdDSA); it signs cards at once' })
-  @ApiResponse({ status: 201, standardSchema: SigningKeySchema })
+  @ApiResponse({ status: 201, standardSchema: SigningKeySchema, example: ADMIN_EXAMPLES.createSigningKey.response })
+  @RequestExamples(ADMIN_EXAMPLES.createSigningKey.request)
   @AdminRoute(409, 422)
   async create(@CurrentPrincipal() principal: Principal, @Body({ schema: CreateSigningKeySchema }) body: CreateSigningKey): Promise<SigningKeyResponse> {
     return toResponse(await this.keys.create(principal.orgId, body.alg));
@@ -38,7 +39,7 @@ export class SigningKeysController {
 
   @Get()
   @ApiOperation({ summary: "The organization's signing keys (public parts)" })
-  @ApiResponse({ status: 200, standardSchema: SigningKeyListSchema })
+  @ApiResponse({ status: 200, standardSchema: SigningKeyListSchema, example: ADMIN_EXAMPLES.signingKeys })
   @AdminRoute()
   async list(@CurrentPrincipal() principal: Principal): Promise<{ signingKeys: SigningKeyResponse[] }> {
     return { signingKeys: (await this.keys.list(principal.orgId)).map(toResponse) };
@@ -47,7 +48,7 @@ export class SigningKeysController {
   @Post(':id/retire')
   @HttpCode(200)
   @ApiOperation({ summary: 'Retire a signing key: it stops signing and leaves the JWKS' })
-  @ApiResponse({ status: 200, standardSchema: SigningKeySchema })
+  @ApiResponse({ status: 200, standardSchema: SigningKeySchema, example: ADMIN_EXAMPLES.retireSigningKey })
   @AdminRoute(404)
   async retire(@CurrentPrincipal() principal: Principal, @Param('id') id: string): Promise<SigningKeyResponse> {
     return toResponse(await this.keys.retire(principal.orgId, id));

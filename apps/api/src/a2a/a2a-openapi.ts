@@ -1,0 +1,731 @@
+import type { OpenAPIObject } from '@nestjs/swagger';
+import { z } from 'zod';
+import { V1SendMessageRequestSchema } from '#libs/a2a';
+import { OPENAPI_SCHEMA_PREFIX, type OpenApiSchema } from '#libs/contracts';
+import { API_KEY_SCHEME, BEARER_SCHEME } from '../admin/admin-openapi.js';
+
+/**
+ * OpenAPI description of the A2A endpoints. Their controllers stay out of Swagger's scan
+ * (`@ApiExcludeController`: raw replies, the `{tenant}` twins of every route and the find-my-way
+ * patterns would document badly), so the paths are added here, from the routes the controllers
+ * declare, with links to the specification. The request schema of SendMessage is generated from
+ * the zod schema that parses it; A2A response shapes (Task, Message, ...) are the ProtoJSON of
+ * a2a.proto, summarized with a link to the spec.
+ */
+
+/** The A2A specification (the latest published version). */
+export const A2A_SPEC_URL = 'https://a2a-protocol.org/latest/specification/';
+
+/** Scheme name of JWT bearer tokens, for A2A bindings with `security.scheme: jwt`. */
+export const BINDING_JWT_SCHEME = 'bindingJwt';
+
+const spec = (section: string) => ({ description: `A2A specification — ${section}`, url: A2A_SPEC_URL });
+const ref = (name: string) => ({ $ref: `${OPENAPI_SCHEMA_PREFIX}${name}` });
+const json = (schema: unknown, examples?: Record<string, { summary: string; value: unknown }>) => ({
+  'application/json': { schema, ...(examples && { examples }) },
+});
+const sse = (description: string, example: string) => ({ 'text/event-stream': { schema: { type: 'string', description }, example } });
+
+export const A2A_TAGS = { jsonRpc: 'a2a-jsonrpc', httpJson: 'a2a-http-json', cards: 'agent-cards' } as const;
+
+// ------------------------------------------------------------------ parameters
+
+const PATH_PARAMS = [
+  { name: 'org', in: 'path', required: true, description: "The organization's slug", schema: { type: 'string' }, example: 'acme' },
+  { name: 'agent', in: 'path', required: true, description: "The agent's slug (its binding path is /a2a/{org}/{agent})", schema: { type: 'string' }, example: 'helper' },
+];
+const TASK_ID = { name: 'id', in: 'path', required: true, description: 'The task id', schema: { type: 'string' }, example: 'd3d94468-02a4-4e3b-8a5c-6b7c8d9e0f1a' };
+const CONFIG_ID = { name: 'configId', in: 'path', required: true, description: 'The push notification config id', schema: { type: 'string' }, example: 'cfg-1' };
+const VERSION_HEADER = {
+  name: 'A2A-Version',
+  in: 'header',
+  required: false,
+  description: 'The A2A version of the request (§3.6.2). `1.0`; absent means 0.3 (JSON-RPC only: the HTTP+JSON binding answers VersionNotSupported).',
+  schema: { type: 'string', enum: ['1.0', '0.3'] },
+  example: '1.0',
+};
+const EXTENSIONS_HEADER = {
+  name: 'A2A-Extensions',
+  in: 'header',
+  required: false,
+  description: 'Comma-separated URIs of the extensions the request activates (v0.3: X-A2A-Extensions); the activated ones are echoed in the response header.',
+  schema: { type: 'string' },
+};
+const RESUME_HEADERS = [
+  { name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume a stream after this event id (the run sequence of the last SSE event received).', schema: { type: 'string' } },
+  { name: 'A2A-Cursor', in: 'header', required: false, description: 'Resume a stream from an opaque cursor token.', schema: { type: 'string' } },
+];
+
+/** A2A endpoints may be open, or want an API key, or a JWT: it is the binding's choice (`security`). */
+const A2A_SECURITY = [{}, { [API_KEY_SCHEME]: [] }, { [BEARER_SCHEME]: [] }, { [BINDING_JWT_SCHEME]: [] }];
+
+// ------------------------------------------------------------------ schemas
+
+const TASK_STATES = [
+  'TASK_STATE_SUBMITTED',
+  'TASK_STATE_WORKING',
+  'TASK_STATE_INPUT_REQUIRED',
+  'TASK_STATE_AUTH_REQUIRED',
+  'TASK_STATE_COMPLETED',
+  'TASK_STATE_FAILED',
+  'TASK_STATE_CANCELED',
+  'TASK_STATE_REJECTED',
+];
+
+export const JSON_RPC_METHODS = {
+  '1.0': [
+    'SendMessage',
+    'SendStreamingMessage',
+    'GetTask',
+    'ListTasks',
+    'CancelTask',
+    'SubscribeToTask',
+    'CreateTaskPushNotificationConfig',
+    'GetTaskPushNotificationConfig',
+    'ListTaskPushNotificationConfigs',
+    'DeleteTaskPushNotificationConfig',
+    'GetExtendedAgentCard',
+  ],
+  '0.3': [
+    'message/send',
+    'message/stream',
+    'tasks/get',
+    'tasks/cancel',
+    'tasks/resubscribe',
+    'tasks/pushNotificationConfig/set',
+    'tasks/pushNotificationConfig/get',
+    'tasks/pushNotificationConfig/list',
+    'tasks/pushNotificationConfig/delete',
+    'agent/getAuthenticatedExtendedCard',
+  ],
+} as const;
+
+const STRUCT = { type: 'object', additionalProperties: true };
+
+function a2aSchemas(): Record<string, OpenApiSchema> {
+  // the output side of the parser's preprocessing: the fields as it reads them
+  const sendMessage = z.toJSONSchema(V1SendMessageRequestSchema, { target: 'openapi-3.0', io: 'output', unrepresentable: 'any' }) as OpenApiSchema;
+  const { $schema: _s, ...sendMessageRequest } = relaxTransformed(sendMessage);
+  return {
+    A2ASendMessageRequest: {
+      ...sendMessageRequest,
+      description: 'SendMessageRequest (ProtoJSON; snake_case field names are accepted too). `message.role` must be ROLE_USER.',
+      externalDocs: spec('SendMessageRequest'),
+    },
+    A2AMessage: {
+      type: 'object',
+      description: 'Message (a2a.proto), in ProtoJSON.',
+      externalDocs: spec('Message'),
+      properties: {
+        messageId: { type: 'string' },
+        contextId: { type: 'string' },
+        taskId: { type: 'string' },
+        role: { type: 'string', enum: ['ROLE_USER', 'ROLE_AGENT'] },
+        parts: { type: 'array', minItems: 1, items: ref('Part') },
+        metadata: STRUCT,
+        extensions: { type: 'array', items: { type: 'string' } },
+        referenceTaskIds: { type: 'array', items: { type: 'string' } },
+      },
+      required: ['messageId', 'role', 'parts'],
+    },
+    A2ATaskStatus: {
+      type: 'object',
+      externalDocs: spec('TaskStatus'),
+      properties: { state: { type: 'string', enum: TASK_STATES }, message: ref('A2AMessage'), timestamp: { type: 'string', format: 'date-time' } },
+      required: ['state'],
+    },
+    A2AArtifact: {
+      type: 'object',
+      externalDocs: spec('Artifact'),
+      properties: {
+        artifactId: { type: 'string' },
+        name: { type: 'string' },
+        description: { type: 'string' },
+        parts: { type: 'array', minItems: 1, items: ref('Part') },
+        metadata: STRUCT,
+        extensions: { type: 'array', items: { type: 'string' } },
+      },
+      required: ['artifactId', 'parts'],
+    },
+    A2ATask: {
+      type: 'object',
+      description: 'Task (a2a.proto): an A2A task is a run of this control plane (`id` = runId, `contextId` = threadId).',
+      externalDocs: spec('Task'),
+      properties: {
+        id: { type: 'string' },
+        contextId: { type: 'string' },
+        status: ref('A2ATaskStatus'),
+        artifacts: { type: 'array', items: ref('A2AArtifact') },
+        history: { type: 'array', items: ref('A2AMessage') },
+        metadata: STRUCT,
+      },
+      required: ['id', 'status'],
+    },
+    A2ASendMessageResponse: {
+      description: 'SendMessageResponse: exactly one of `task` (a task was created or continued) and `message` (a direct reply, no task).',
+      externalDocs: spec('SendMessageResponse'),
+      oneOf: [
+        { type: 'object', properties: { task: ref('A2ATask') }, required: ['task'] },
+        { type: 'object', properties: { message: ref('A2AMessage') }, required: ['message'] },
+      ],
+    },
+    A2AStreamResponse: {
+      description: 'StreamResponse: the data of one SSE event of a stream (inside a JSON-RPC response on that binding).',
+      externalDocs: spec('StreamResponse'),
+      oneOf: [
+        { type: 'object', properties: { task: ref('A2ATask') }, required: ['task'] },
+        { type: 'object', properties: { message: ref('A2AMessage') }, required: ['message'] },
+        {
+          type: 'object',
+          properties: {
+            statusUpdate: {
+              type: 'object',
+              properties: { taskId: { type: 'string' }, contextId: { type: 'string' }, status: ref('A2ATaskStatus'), metadata: STRUCT },
+              required: ['taskId', 'contextId', 'status'],
+            },
+          },
+          required: ['statusUpdate'],
+        },
+        {
+          type: 'object',
+          properties: {
+            artifactUpdate: {
+              type: 'object',
+              properties: { taskId: { type: 'string' }, contextId: { type: 'string' }, artifact: ref('A2AArtifact'), append: { type: 'boolean' }, lastChunk: { type: 'boolean' } },
+              required: ['taskId', 'contextId', 'artifact'],
+            },
+          },
+          required: ['artifactUpdate'],
+        },
+      ],
+    },
+    A2AListTasksResponse: {
+      type: 'object',
+      externalDocs: spec('ListTasksResponse'),
+      properties: { tasks: { type: 'array', items: ref('A2ATask') }, nextPageToken: { type: 'string' }, pageSize: { type: 'integer' }, totalSize: { type: 'integer' } },
+      required: ['tasks', 'nextPageToken', 'pageSize', 'totalSize'],
+    },
+    A2ATaskPushNotificationConfig: {
+      type: 'object',
+      description: 'TaskPushNotificationConfig: where to POST the task\'s updates (public http(s) URLs only), with an optional token and Authorization.',
+      externalDocs: spec('TaskPushNotificationConfig'),
+      properties: {
+        id: { type: 'string', maxLength: 200 },
+        taskId: { type: 'string' },
+        url: { type: 'string', maxLength: 2048 },
+        token: { type: 'string', maxLength: 4096 },
+        authentication: { type: 'object', properties: { scheme: { type: 'string' }, credentials: { type: 'string' } }, required: ['scheme'] },
+        webhookSecret: { type: 'string', description: 'Returned on create: the secret that signs deliveries (Standard Webhooks).' },
+      },
+      required: ['url'],
+    },
+    A2AListTaskPushNotificationConfigsResponse: {
+      type: 'object',
+      properties: { configs: { type: 'array', items: ref('A2ATaskPushNotificationConfig') }, nextPageToken: { type: 'string' } },
+    },
+    A2AAgentCard: {
+      type: 'object',
+      additionalProperties: true,
+      description: 'AgentCard (a2a.proto), projected from the published revision, the agent and its binding; signed (`signatures`) when the organization has active signing keys.',
+      externalDocs: spec('Agent Card'),
+      properties: {
+        name: { type: 'string' },
+        description: { type: 'string' },
+        version: { type: 'string' },
+        supportedInterfaces: {
+          type: 'array',
+          items: { type: 'object', properties: { url: { type: 'string' }, protocolBinding: { type: 'string' }, protocolVersion: { type: 'string' } }, required: ['url', 'protocolBinding', 'protocolVersion'] },
+        },
+        capabilities: STRUCT,
+        securitySchemes: STRUCT,
+        securityRequirements: { type: 'array', items: STRUCT },
+        defaultInputModes: { type: 'array', items: { type: 'string' } },
+        defaultOutputModes: { type: 'array', items: { type: 'string' } },
+        skills: { type: 'array', items: STRUCT },
+        signatures: { type: 'array', items: STRUCT },
+      },
+      required: ['name', 'description', 'version', 'supportedInterfaces', 'capabilities', 'defaultInputModes', 'defaultOutputModes', 'skills'],
+    },
+    A2AJsonRpcRequest: {
+      type: 'object',
+      description: `A JSON-RPC 2.0 request. Methods: v1.0 (with \`A2A-Version: 1.0\`) ${JSON_RPC_METHODS['1.0'].join(', ')}; v0.3 (no header) ${JSON_RPC_METHODS['0.3'].join(', ')}.`,
+      externalDocs: spec('JSON-RPC protocol binding'),
+      properties: {
+        jsonrpc: { type: 'string', enum: ['2.0'] },
+        id: { oneOf: [{ type: 'string' }, { type: 'integer' }], nullable: true },
+        method: { type: 'string', enum: [...JSON_RPC_METHODS['1.0'], ...JSON_RPC_METHODS['0.3']] },
+        params: STRUCT,
+      },
+      required: ['jsonrpc', 'method'],
+    },
+    A2AJsonRpcResponse: {
+      type: 'object',
+      description: 'A JSON-RPC 2.0 response: `result` (e.g. a SendMessageResponse for SendMessage, a Task for GetTask) or `error` (A2A error codes; v1.0 puts a google.rpc.ErrorInfo in `error.data`).',
+      externalDocs: spec('JSON-RPC protocol binding'),
+      properties: {
+        jsonrpc: { type: 'string', enum: ['2.0'] },
+        id: { oneOf: [{ type: 'string' }, { type: 'integer' }], nullable: true },
+        result: {},
+        error: { type: 'object', properties: { code: { type: 'integer' }, message: { type: 'string' }, data: {} }, required: ['code', 'message'] },
+      },
+      required: ['jsonrpc'],
+    },
+    A2ARestError: {
+      type: 'object',
+      description: 'HTTP+JSON error: google.rpc.Status JSON with an ErrorInfo (`reason` = the A2A error, `domain` a2a-protocol.org).',
+      externalDocs: spec('HTTP+JSON error handling'),
+      properties: {
+        error: {
+          type: 'object',
+          properties: {
+            code: { type: 'integer' },
+            status: { type: 'string' },
+            message: { type: 'string' },
+            details: { type: 'array', items: { type: 'object', properties: { '@type': { type: 'string' }, reason: { type: 'string' }, domain: { type: 'string' }, metadata: STRUCT } } },
+          },
+          required: ['code', 'status', 'message'],
+        },
+      },
+      required: ['error'],
+    },
+  };
+}
+
+/**
+ * What the parser accepts, from its output-side JSON Schema: a field whose zod schema ends in a
+ * transform (an optional id where `""` means not set) converts to `{}` and reads as required,
+ * but is optional on the wire; and unknown fields are ignored (§5.7), not refused.
+ */
+function relaxTransformed(schema: OpenApiSchema): OpenApiSchema {
+  const walk = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(walk);
+    if (!node || typeof node !== 'object') return node;
+    const out = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, walk(v)])) as Record<string, unknown>;
+    if (out.additionalProperties === false) delete out.additionalProperties;
+    const props = out.properties as Record<string, object> | undefined;
+    if (props && Array.isArray(out.required)) {
+      out.required = (out.required as string[]).filter((name) => !props[name] || Object.keys(props[name]!).length > 0);
+    }
+    return out;
+  };
+  return walk(schema) as OpenApiSchema;
+}
+
+// ------------------------------------------------------------------ examples
+
+const TASK_ID_VALUE = 'd3d94468-02a4-4e3b-8a5c-6b7c8d9e0f1a';
+const CONTEXT_ID = '6512bd43-d9ca-4a6e-8b1f-2c3d4e5f6a7b';
+const USER_MESSAGE = { messageId: 'm-1', role: 'ROLE_USER', parts: [{ text: 'What is the weather?' }] };
+const SEND_MESSAGE = { message: USER_MESSAGE, configuration: { historyLength: 10 } };
+const TASK = {
+  id: TASK_ID_VALUE,
+  contextId: CONTEXT_ID,
+  status: {
+    state: 'TASK_STATE_COMPLETED',
+    timestamp: '2026-05-04T09:15:01.250Z',
+  },
+  artifacts: [{ artifactId: 'forecast-1', name: 'forecast', parts: [{ text: 'Sunny in Paris' }] }],
+  history: [
+    { ...USER_MESSAGE, contextId: CONTEXT_ID, taskId: TASK_ID_VALUE },
+    { messageId: 'm-2', role: 'ROLE_AGENT', parts: [{ text: 'Which city?' }], contextId: CONTEXT_ID, taskId: TASK_ID_VALUE },
+    { messageId: 'm-3', role: 'ROLE_USER', parts: [{ text: 'Paris' }], contextId: CONTEXT_ID, taskId: TASK_ID_VALUE },
+  ],
+};
+const INPUT_REQUIRED_TASK = {
+  id: TASK_ID_VALUE,
+  contextId: CONTEXT_ID,
+  status: {
+    state: 'TASK_STATE_INPUT_REQUIRED',
+    message: { messageId: 'm-2', role: 'ROLE_AGENT', parts: [{ text: 'Which city?' }], contextId: CONTEXT_ID, taskId: TASK_ID_VALUE },
+    timestamp: '2026-05-04T09:15:00.400Z',
+  },
+  history: [{ ...USER_MESSAGE, contextId: CONTEXT_ID, taskId: TASK_ID_VALUE }],
+};
+const STREAM_EXAMPLE = [
+  `id: 1\ndata: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"${TASK_ID_VALUE}","contextId":"${CONTEXT_ID}","status":{"state":"TASK_STATE_SUBMITTED"}}}}`,
+  `id: 3\ndata: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"${TASK_ID_VALUE}","contextId":"${CONTEXT_ID}","status":{"state":"TASK_STATE_WORKING"}}}}`,
+  `id: 6\ndata: {"jsonrpc":"2.0","id":1,"result":{"artifactUpdate":{"taskId":"${TASK_ID_VALUE}","contextId":"${CONTEXT_ID}","artifact":{"artifactId":"forecast-1","parts":[{"text":"Sunny in Paris"}]},"lastChunk":true}}}`,
+  `id: 8\ndata: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"${TASK_ID_VALUE}","contextId":"${CONTEXT_ID}","status":{"state":"TASK_STATE_COMPLETED"}}}}`,
+].join('\n\n');
+const REST_STREAM_EXAMPLE = [
+  `id: 1\ndata: {"task":{"id":"${TASK_ID_VALUE}","contextId":"${CONTEXT_ID}","status":{"state":"TASK_STATE_SUBMITTED"}}}`,
+  `id: 8\ndata: {"statusUpdate":{"taskId":"${TASK_ID_VALUE}","contextId":"${CONTEXT_ID}","status":{"state":"TASK_STATE_COMPLETED"}}}`,
+].join('\n\n');
+const CARD = {
+  name: 'Helper',
+  description: 'Helps with the weather',
+  supportedInterfaces: [
+    { url: 'https://agents.example.com/a2a/acme/helper', protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+    { url: 'https://agents.example.com/a2a/acme/helper', protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+    { url: 'https://agents.example.com/a2a/acme/helper', protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
+  ],
+  version: '1.0.0',
+  capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false },
+  securitySchemes: { apiKey: { apiKeySecurityScheme: { location: 'header', name: 'X-API-Key' } } },
+  securityRequirements: [{ schemes: { apiKey: {} } }],
+  defaultInputModes: ['text/plain'],
+  defaultOutputModes: ['text/plain'],
+  skills: [{ id: 'echo', name: 'Echo', description: 'Repeats what it is told', tags: ['demo'] }],
+};
+const PUSH_CONFIG = { id: 'cfg-1', taskId: TASK_ID_VALUE, url: 'https://client.example.com/a2a/push', token: 'opaque-client-token' };
+const rpc = (id: number, method: string, params: unknown) => ({ jsonrpc: '2.0', id, method, params });
+const restError = (code: number, status: string, reason: string, message: string) => ({
+  error: { code, status, message, details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }] },
+});
+
+const REST_ERRORS = {
+  '400': { description: 'InvalidParams / VersionNotSupported (no `A2A-Version: 1.0`)', content: json(ref('A2ARestError'), { version: { summary: 'No A2A-Version header', value: restError(400, 'INVALID_ARGUMENT', 'VERSION_NOT_SUPPORTED', 'A2A version 0.3 is not supported by the HTTP+JSON binding') } }) },
+  '401': { description: 'Unauthenticated (with WWW-Authenticate)', content: json(ref('A2ARestError'), { missing: { summary: 'No credentials', value: restError(401, 'UNAUTHENTICATED', 'UNAUTHENTICATED', 'credentials are required') } }) },
+  '403': { description: 'Unauthorized', content: json(ref('A2ARestError')) },
+  '404': { description: 'Unknown agent, binding without HTTP+JSON, TaskNotFound', content: json(ref('A2ARestError'), { task: { summary: 'Unknown task', value: restError(404, 'NOT_FOUND', 'TASK_NOT_FOUND', `task ${TASK_ID_VALUE} not found`) } }) },
+};
+const REST_BODY_ERRORS = { ...REST_ERRORS, '415': { description: 'The body is not JSON (application/json or application/a2a+json)', content: json(ref('A2ARestError')) } };
+
+// ------------------------------------------------------------------ paths
+
+const BASE = '/a2a/{org}/{agent}';
+
+function restOperation(op: {
+  operationId: string;
+  summary: string;
+  section: string;
+  parameters?: unknown[];
+  requestBody?: unknown;
+  response: Record<string, unknown>;
+  errors?: Record<string, unknown>;
+}): Record<string, unknown> {
+  return {
+    tags: [A2A_TAGS.httpJson],
+    operationId: op.operationId,
+    summary: op.summary,
+    externalDocs: spec(op.section),
+    parameters: [...PATH_PARAMS, VERSION_HEADER, EXTENSIONS_HEADER, ...(op.parameters ?? [])],
+    ...(op.requestBody ? { requestBody: op.requestBody } : {}),
+    responses: { ...op.response, ...(op.errors ?? (op.requestBody ? REST_BODY_ERRORS : REST_ERRORS)) },
+    security: A2A_SECURITY,
+  };
+}
+
+function a2aPaths(): Record<string, Record<string, unknown>> {
+  const sendBody = {
+    required: true,
+    content: {
+      'application/json': {
+        schema: ref('A2ASendMessageRequest'),
+        examples: { text: { summary: 'A message with a text part', value: SEND_MESSAGE } },
+      },
+      'application/a2a+json': { schema: ref('A2ASendMessageRequest') },
+    },
+  };
+  const jsonRpcExamples = {
+    sendMessage: { summary: 'SendMessage (v1.0) with a text part', value: rpc(1, 'SendMessage', SEND_MESSAGE) },
+    streaming: { summary: 'SendStreamingMessage (v1.0): answered as SSE', value: rpc(1, 'SendStreamingMessage', SEND_MESSAGE) },
+    continue: {
+      summary: 'Answer an input-required task (v1.0)',
+      value: rpc(2, 'SendMessage', { message: { messageId: 'm-3', role: 'ROLE_USER', taskId: TASK_ID_VALUE, contextId: CONTEXT_ID, parts: [{ text: 'Paris' }] } }),
+    },
+    getTask: { summary: 'GetTask (v1.0)', value: rpc(3, 'GetTask', { id: TASK_ID_VALUE, historyLength: 10 }) },
+    listTasks: { summary: 'ListTasks (v1.0)', value: rpc(4, 'ListTasks', { contextId: CONTEXT_ID, pageSize: 20 }) },
+    cancelTask: { summary: 'CancelTask (v1.0)', value: rpc(5, 'CancelTask', { id: TASK_ID_VALUE }) },
+    v03: {
+      summary: 'message/send (v0.3, no A2A-Version header)',
+      value: rpc(6, 'message/send', { message: { kind: 'message', messageId: 'm-1', role: 'user', parts: [{ kind: 'text', text: 'What is the weather?' }] } }),
+    },
+  };
+  return {
+    [BASE]: {
+      post: {
+        tags: [A2A_TAGS.jsonRpc],
+        operationId: 'A2AJsonRpc',
+        summary: 'A2A JSON-RPC endpoint of an agent (v1.0 with A2A-Version: 1.0; v0.3 without)',
+        description:
+          `JSON-RPC 2.0 over HTTP (A2A v1.0 §9). v1.0 methods: ${JSON_RPC_METHODS['1.0'].join(', ')}. ` +
+          `v0.3 methods (requests without \`A2A-Version\`): ${JSON_RPC_METHODS['0.3'].join(', ')}. ` +
+          'Streaming methods answer `text/event-stream`: each event\'s `id` is the run sequence (resume with `Last-Event-ID`), its data a JSON-RPC response whose `result` is a StreamResponse. ' +
+          'JSON-RPC errors are HTTP 200; an unknown or unpublished agent is 404, missing or bad credentials 401 (with WWW-Authenticate), a key without the scope 403 — each with a JSON-RPC error body.',
+        externalDocs: spec('JSON-RPC protocol binding'),
+        parameters: [...PATH_PARAMS, VERSION_HEADER, EXTENSIONS_HEADER, ...RESUME_HEADERS],
+        requestBody: {
+          required: true,
+          content: { 'application/json': { schema: ref('A2AJsonRpcRequest'), examples: jsonRpcExamples }, 'application/a2a+json': { schema: ref('A2AJsonRpcRequest') } },
+        },
+        responses: {
+          '200': {
+            description: 'A JSON-RPC response (result or error), or an SSE stream for SendStreamingMessage / SubscribeToTask (message/stream, tasks/resubscribe)',
+            content: {
+              ...json(ref('A2AJsonRpcResponse'), {
+                task: { summary: 'SendMessage → the Task', value: { jsonrpc: '2.0', id: 1, result: { task: TASK } } },
+                inputRequired: { summary: 'SendMessage → a Task waiting for input', value: { jsonrpc: '2.0', id: 1, result: { task: INPUT_REQUIRED_TASK } } },
+                reply: {
+                  summary: 'SendMessage → a direct reply (no task)',
+                  value: { jsonrpc: '2.0', id: 1, result: { message: { messageId: 'r-1', role: 'ROLE_AGENT', contextId: CONTEXT_ID, parts: [{ text: 'hello!' }] } } },
+                },
+                getTask: { summary: 'GetTask → the Task', value: { jsonrpc: '2.0', id: 3, result: TASK } },
+                error: {
+                  summary: 'TaskNotFound',
+                  value: {
+                    jsonrpc: '2.0',
+                    id: 3,
+                    error: { code: -32001, message: `task ${TASK_ID_VALUE} not found`, data: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'TASK_NOT_FOUND', domain: 'a2a-protocol.org' }] },
+                  },
+                },
+              }),
+              ...sse('SSE events whose data are JSON-RPC responses with a StreamResponse result', STREAM_EXAMPLE),
+            },
+          },
+          '401': { description: 'Unauthenticated (WWW-Authenticate says how)', content: json(ref('A2AJsonRpcResponse')) },
+          '403': { description: 'Unauthorized', content: json(ref('A2AJsonRpcResponse')) },
+          '404': { description: 'No such published agent with a JSON-RPC binding', content: json(ref('A2AJsonRpcResponse')) },
+        },
+        security: A2A_SECURITY,
+      },
+    },
+    [`${BASE}/message:send`]: {
+      post: restOperation({
+        operationId: 'A2ARestSendMessage',
+        summary: 'SendMessage (HTTP+JSON)',
+        section: 'SendMessage',
+        requestBody: sendBody,
+        response: {
+          '200': {
+            description: 'SendMessageResponse: the Task, or a direct reply Message',
+            content: json(ref('A2ASendMessageResponse'), {
+              task: { summary: 'The Task', value: { task: TASK } },
+              inputRequired: { summary: 'A Task waiting for input', value: { task: INPUT_REQUIRED_TASK } },
+            }),
+          },
+        },
+      }),
+    },
+    [`${BASE}/message:stream`]: {
+      post: restOperation({
+        operationId: 'A2ARestSendStreamingMessage',
+        summary: 'SendStreamingMessage (HTTP+JSON): an SSE stream of StreamResponse',
+        section: 'SendStreamingMessage',
+        requestBody: sendBody,
+        response: { '200': { description: 'SSE: each event\'s data is a StreamResponse; `id` is the run sequence', content: sse('SSE events of StreamResponse JSON', REST_STREAM_EXAMPLE) } },
+      }),
+    },
+    [`${BASE}/tasks`]: {
+      get: restOperation({
+        operationId: 'A2ARestListTasks',
+        summary: "ListTasks: the caller's tasks of this agent, newest first",
+        section: 'ListTasks',
+        parameters: [
+          { name: 'contextId', in: 'query', required: false, schema: { type: 'string' } },
+          { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: TASK_STATES } },
+          { name: 'pageSize', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 100 } },
+          { name: 'pageToken', in: 'query', required: false, schema: { type: 'string' } },
+          { name: 'historyLength', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } },
+          { name: 'statusTimestampAfter', in: 'query', required: false, schema: { type: 'string', format: 'date-time' } },
+          { name: 'includeArtifacts', in: 'query', required: false, schema: { type: 'boolean' } },
+        ],
+        response: {
+          '200': {
+            description: 'ListTasksResponse',
+            content: json(ref('A2AListTasksResponse'), { page: { summary: 'One page', value: { tasks: [TASK], nextPageToken: '', pageSize: 20, totalSize: 1 } } }),
+          },
+        },
+      }),
+    },
+    [`${BASE}/tasks/{id}`]: {
+      get: restOperation({
+        operationId: 'A2ARestGetTask',
+        summary: 'GetTask',
+        section: 'GetTask',
+        parameters: [TASK_ID, { name: 'historyLength', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }],
+        response: { '200': { description: 'The Task', content: json(ref('A2ATask'), { task: { summary: 'A completed task', value: TASK } }) } },
+      }),
+    },
+    [`${BASE}/tasks/{id}:cancel`]: {
+      post: restOperation({
+        operationId: 'A2ARestCancelTask',
+        summary: 'CancelTask',
+        section: 'CancelTask',
+        parameters: [TASK_ID],
+        requestBody: { required: false, content: json({ type: 'object', properties: { metadata: STRUCT } }, { empty: { summary: 'No body fields', value: {} } }) },
+        response: {
+          '200': {
+            description: 'The canceled Task',
+            content: json(ref('A2ATask'), { canceled: { summary: 'Canceled', value: { id: TASK_ID_VALUE, contextId: CONTEXT_ID, status: { state: 'TASK_STATE_CANCELED', timestamp: '2026-05-04T09:15:02.000Z' } } } }),
+          },
+        },
+        errors: { ...REST_BODY_ERRORS, '409': { description: 'TaskNotCancelable (the task is in a terminal state)', content: json(ref('A2ARestError')) } },
+      }),
+    },
+    [`${BASE}/tasks/{id}:subscribe`]: Object.fromEntries(
+      (['get', 'post'] as const).map((method) => [
+        method,
+        restOperation({
+          operationId: method === 'get' ? 'A2ARestSubscribeToTask' : 'A2ARestSubscribeToTaskByPost',
+          summary: method === 'get' ? 'SubscribeToTask: an SSE stream of the task (resumable)' : 'SubscribeToTask by POST (as the @a2a-js/sdk client sends it; a body is ignored)',
+          section: 'SubscribeToTask',
+          parameters: [TASK_ID, ...RESUME_HEADERS, { name: 'cursor', in: 'query', required: false, description: 'Same as the A2A-Cursor header', schema: { type: 'string' } }],
+          response: { '200': { description: 'SSE of StreamResponse, from the task\'s current state (or after Last-Event-ID)', content: sse('SSE events of StreamResponse JSON', REST_STREAM_EXAMPLE) } },
+          errors: REST_ERRORS,
+        }),
+      ]),
+    ),
+    [`${BASE}/tasks/{id}/pushNotificationConfigs`]: {
+      post: restOperation({
+        operationId: 'A2ARestCreatePushConfig',
+        summary: 'CreateTaskPushNotificationConfig',
+        section: 'Push notifications',
+        parameters: [TASK_ID],
+        requestBody: {
+          required: true,
+          content: json(ref('A2ATaskPushNotificationConfig'), {
+            webhook: { summary: 'A webhook with a bearer credential', value: { url: 'https://client.example.com/a2a/push', token: 'opaque-client-token', authentication: { scheme: 'Bearer', credentials: 's3cr3t' } } },
+          }),
+        },
+        response: { '200': { description: 'The config (with its webhookSecret)', content: json(ref('A2ATaskPushNotificationConfig'), { created: { summary: 'Created', value: { ...PUSH_CONFIG, webhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } }) } },
+      }),
+      get: restOperation({
+        operationId: 'A2ARestListPushConfigs',
+        summary: 'ListTaskPushNotificationConfigs',
+        section: 'Push notifications',
+        parameters: [TASK_ID, { name: 'pageSize', in: 'query', required: false, schema: { type: 'integer' } }, { name: 'pageToken', in: 'query', required: false, schema: { type: 'string' } }],
+        response: { '200': { description: 'The configs', content: json(ref('A2AListTaskPushNotificationConfigsResponse'), { list: { summary: 'One config', value: { configs: [PUSH_CONFIG], nextPageToken: '' } } }) } },
+      }),
+    },
+    [`${BASE}/tasks/{id}/pushNotificationConfigs/{configId}`]: {
+      get: restOperation({
+        operationId: 'A2ARestGetPushConfig',
+        summary: 'GetTaskPushNotificationConfig',
+        section: 'Push notifications',
+        parameters: [TASK_ID, CONFIG_ID],
+        response: { '200': { description: 'The config', content: json(ref('A2ATaskPushNotificationConfig'), { config: { summary: 'A config', value: PUSH_CONFIG } }) } },
+      }),
+      delete: restOperation({
+        operationId: 'A2ARestDeletePushConfig',
+        summary: 'DeleteTaskPushNotificationConfig',
+        section: 'Push notifications',
+        parameters: [TASK_ID, CONFIG_ID],
+        response: { '200': { description: 'Deleted (empty object)', content: json({ type: 'object' }, { deleted: { summary: 'Deleted', value: {} } }) } },
+      }),
+    },
+    [`${BASE}/extendedAgentCard`]: {
+      get: restOperation({
+        operationId: 'A2ARestGetExtendedAgentCard',
+        summary: 'GetExtendedAgentCard: the richer card, for an API key of the organization (a2a:invoke or admin)',
+        section: 'Extended Agent Card',
+        response: { '200': { description: 'The extended AgentCard', content: json(ref('A2AAgentCard'), { card: { summary: 'An extended card', value: { ...CARD, description: 'Helps with the weather (all skills)' } } }) } },
+      }),
+    },
+    [`${BASE}/extensions/{method}`]: {
+      post: restOperation({
+        operationId: 'A2ARestExtensionMethod',
+        summary: 'A method of an activated extension (e.g. SearchTasks), over HTTP+JSON',
+        section: 'Extensions',
+        parameters: [{ name: 'method', in: 'path', required: true, schema: { type: 'string' }, example: 'SearchTasks' }],
+        requestBody: { required: true, content: json(STRUCT, { search: { summary: 'SearchTasks params', value: { query: 'weather' } } }) },
+        response: { '200': { description: "The method's result", content: json(STRUCT, { result: { summary: 'A result', value: { tasks: [], nextPageToken: '' } } }) } },
+      }),
+    },
+    [`${BASE}/.well-known/agent-card.json`]: {
+      get: {
+        tags: [A2A_TAGS.cards],
+        operationId: 'A2AAgentCard',
+        summary: "An agent's public Agent Card (v1.0; `A2A-Version: 0.3` gets the v0.3 shape)",
+        description: 'Public. Cacheable for 60 s; ETag and Last-Modified (If-None-Match / If-Modified-Since → 304). `Vary: A2A-Version`.',
+        externalDocs: spec('Agent discovery: the Agent Card'),
+        parameters: [...PATH_PARAMS, { ...VERSION_HEADER, description: 'Ask for `0.3` to get the v0.3 card; absent or `1.0` gets v1.0.' }],
+        responses: {
+          '200': { description: 'The AgentCard', content: json(ref('A2AAgentCard'), { card: { summary: 'A v1.0 card (unsigned)', value: CARD } }) },
+          '304': { description: 'Not modified' },
+          '404': { description: 'No such published agent', content: json(ref('ErrorResponse'), { missing: { summary: 'Not published', value: { error: { code: 'agent.not_published', message: 'agent acme/helper is not published' }, requestId: 'req-3f9c2a' } } }) },
+        },
+        security: [{}],
+      },
+    },
+    '/.well-known/agent-card.json': {
+      get: {
+        tags: [A2A_TAGS.cards],
+        operationId: 'A2ADefaultAgentCard',
+        summary: "The deployment's default agent's card, at the host root",
+        externalDocs: spec('Agent discovery: the Agent Card'),
+        parameters: [VERSION_HEADER],
+        responses: {
+          '200': { description: 'The AgentCard', content: json(ref('A2AAgentCard'), { card: { summary: 'A v1.0 card', value: CARD } }) },
+          '304': { description: 'Not modified' },
+          '404': { description: 'No default agent', content: json(ref('ErrorResponse')) },
+        },
+        security: [{}],
+      },
+    },
+    '/a2a/{org}/.well-known/jwks.json': {
+      get: {
+        tags: [A2A_TAGS.cards],
+        operationId: 'A2AJwks',
+        summary: "The organization's public card-signing keys (JWKS, RFC 7517): the `jku` of card signatures",
+        externalDocs: spec('Agent Card signing'),
+        parameters: [PATH_PARAMS[0]],
+        responses: {
+          '200': {
+            description: 'JWKS',
+            content: json(
+              { type: 'object', properties: { keys: { type: 'array', items: STRUCT } }, required: ['keys'] },
+              { jwks: { summary: 'One Ed25519 key', value: { keys: [{ kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo', kid: 'acme-2026-05-04-ed25519', alg: 'EdDSA', use: 'sig' }] } } },
+            ),
+          },
+        },
+        security: [{}],
+      },
+    },
+    '/extensions/{name}/{version}': {
+      get: {
+        tags: [A2A_TAGS.cards],
+        operationId: 'A2AExtensionSpec',
+        summary: 'The specification of an extension this service registers, at its URI path (text/markdown)',
+        externalDocs: spec('Extensions'),
+        parameters: [
+          { name: 'name', in: 'path', required: true, schema: { type: 'string' }, example: 'substates' },
+          { name: 'version', in: 'path', required: true, schema: { type: 'string' }, example: 'v1' },
+        ],
+        responses: { '200': { description: 'The document', content: { 'text/markdown': { schema: { type: 'string' }, example: '# Working sub-states\n…' } } }, '404': { description: 'extension.not_found', content: json(ref('ErrorResponse')) } },
+        security: [{}],
+      },
+    },
+  };
+}
+
+/**
+ * Add the A2A endpoints (paths, tags, schemas, the JWT scheme of `jwt` bindings) to the document
+ * SwaggerModule built from the admin controllers.
+ */
+export function addA2AOpenApi(doc: OpenAPIObject): OpenAPIObject {
+  const components = doc.components ?? {};
+  return {
+    ...doc,
+    tags: [
+      ...(doc.tags ?? []),
+      {
+        name: A2A_TAGS.jsonRpc,
+        description: 'A2A v1.0 and v0.3 over JSON-RPC 2.0 at the binding path `/a2a/{org}/{agent}`. Security is the binding\'s: none, an API key (a2a:invoke), or a JWT.',
+        externalDocs: spec('JSON-RPC protocol binding'),
+      },
+      {
+        name: A2A_TAGS.httpJson,
+        description:
+          'A2A v1.0 over HTTP+JSON (routes of the `google.api.http` options of a2a.proto) under the binding path; requests need `A2A-Version: 1.0`. ' +
+          'Every route also exists under `/a2a/{org}/{agent}/{tenant}/...` where the tenant is the organization\'s slug.',
+        externalDocs: spec('HTTP+JSON/REST protocol binding'),
+      },
+      { name: A2A_TAGS.cards, description: 'Discovery: Agent Cards, the JWKS that verifies their signatures, extension specifications. Public.', externalDocs: spec('Agent discovery') },
+    ],
+    paths: { ...doc.paths, ...(a2aPaths() as OpenAPIObject['paths']) },
+    components: {
+      ...components,
+      schemas: { ...components.schemas, ...a2aSchemas() } as NonNullable<OpenAPIObject['components']>['schemas'],
+      securitySchemes: {
+        ...components.securitySchemes,
+        [BINDING_JWT_SCHEME]: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: "A2A bindings with `security.scheme: jwt` only: an access token of the binding's issuer (checked: signature by its JWKS, iss, aud, exp, required scopes).",
+        },
+      },
+    },
+  };
+}
