@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
+import { importJWK, type JWK } from 'jose';
+import { verifyAgentCard } from '#libs/trust';
 
 /** The authenticated extended card (A2A v1.0 §3.1.11) on JSON-RPC v1.0, v0.3 and HTTP+JSON. */
 let stack: Stack;
@@ -12,7 +14,7 @@ let invokeKey: string;
 const SKILL = { id: 'secret', name: 'Secret skill', description: 'Only for members', tags: ['private'] };
 
 beforeAll(async () => {
-  stack = await startStack({ worker: false });
+  stack = await startStack({ worker: false, env: { SIGNING_KEY_ENCRYPTION_SECRET: 'test-signing-secret-0123456789' } });
   const caps = { streaming: false, pushNotifications: false, extendedAgentCard: true };
   rich = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'rich', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: caps, extendedCard: { description: 'The members-only card', skillsProjection: [SKILL] } } as never });
   empty = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'declared-empty', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: caps } });
@@ -51,6 +53,27 @@ describe('extended agent card', () => {
     const r = await rest(rich, invokeKey);
     expect(r.status).toBe(200);
     expect(r.body.skills.map((s: { id: string }) => s.id)).toEqual(['echo', 'secret']);
+  });
+
+  it('is signed like the public card, in each shape over its own canonical form', async () => {
+    const created = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'ES256' });
+    expect(created.status).toBe(201);
+    const jwks = (await (await fetch(`${stack.baseUrl}/a2a/${rich.orgSlug}/.well-known/jwks.json`)).json()) as { keys: JWK[] };
+    const verify = (card: Record<string, unknown>) =>
+      verifyAgentCard(card, async (kid, _jku, alg) => {
+        const jwk = jwks.keys.find((k) => k.kid === kid);
+        return jwk ? ((await importJWK(jwk, alg)) as never) : null;
+      }, { trustedJku: [`${stack.baseUrl}/a2a/`] });
+    const cards = [(await rpc(rich, 'GetExtendedAgentCard', invokeKey)).result!, (await rpc(rich, 'agent/getAuthenticatedExtendedCard', invokeKey, '')).result!, (await rest(rich, invokeKey)).body];
+    for (const card of cards) {
+      expect(card.signatures).toHaveLength(1);
+      const result = await verify(card);
+      expect(result.valid, JSON.stringify(result.checks)).toBe(true);
+    }
+    // the members-only description is covered by the signature
+    const tampered = { ...cards[0]!, description: 'changed' };
+    expect((await verify(tampered)).valid).toBe(false);
+    await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/signing-keys/${created.body.id}/retire`);
   });
 
   it('only to an authenticated caller: no key or a wrong key is Unauthenticated (REST 401)', async () => {

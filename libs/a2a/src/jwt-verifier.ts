@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { BindingSecurity } from '#libs/contracts';
 import { A2AError } from './a2a.errors.js';
 
@@ -31,9 +31,12 @@ export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', 
  * keys (the binding's `jwksUri`, else the `jwks_uri` of the issuer's OIDC discovery document,
  * whose `issuer` must be the configured one), then `iss`, `aud`, `exp` / `nbf` (30 s of clock
  * tolerance) and the binding's required scopes (`scope`, space separated, or `scp`). Key sets are
- * cached per URI by jose (refetched on an unknown `kid`, at most every 30 s).
+ * cached per URI by jose for 10 min (refetched on an unknown `kid`, at most every 30 s); a failed
+ * fetch is not cached (the next call fetches again).
  * Errors: Unauthenticated (a challenge with `invalid_token` in `metadata.challenge`) for a missing,
- * malformed, badly signed, expired or wrong-issuer / wrong-audience token; Unauthorized
+ * malformed, badly signed, expired or wrong-issuer / wrong-audience token, and (challenge
+ * description `issuer keys unavailable`) when the issuer's discovery document or key set cannot be
+ * read: unreachable, no answer within FETCH_TIMEOUT_MS, not 200, not a key set; Unauthorized
  * (`insufficient_scope`) when a required scope is missing.
  */
 @Injectable()
@@ -51,6 +54,9 @@ export class JwtVerifier {
       ({ payload } = await jwtVerify(token, keys, { issuer: sec.issuer, audience: sec.audience, clockTolerance: 30 }));
     } catch (e) {
       if (e instanceof A2AError) throw e;
+      if (e instanceof KeySetUnavailable) {
+        throw new A2AError('Unauthenticated', `the token issuer's key set could not be read (${e.message})`, { metadata: { challenge: bearerChallenge('invalid_token', 'issuer keys unavailable') } });
+      }
       const reason = describeJoseError(e);
       throw new A2AError('Unauthenticated', `the bearer token is not valid for this agent: ${reason}`, { metadata: { challenge: bearerChallenge('invalid_token', reason) } });
     }
@@ -67,7 +73,8 @@ export class JwtVerifier {
     return { issuer: sec.issuer, subject: payload.sub, scopes };
   }
 
-  private async keySet(sec: JwtSecurity): Promise<ReturnType<typeof createRemoteJWKSet>> {
+  /** The binding's key set; what fails in it other than the key lookup throws KeySetUnavailable. */
+  private async keySet(sec: JwtSecurity): Promise<JWTVerifyGetKey> {
     const uri = sec.jwksUri ?? (await this.discover(sec.issuer));
     let set = this.keySets.get(uri);
     if (!set) {
@@ -75,7 +82,14 @@ export class JwtVerifier {
       if (this.keySets.size > 1_000) this.keySets.clear();
       this.keySets.set(uri, set);
     }
-    return set;
+    const remote = set;
+    return async (header, token) => {
+      try {
+        return await remote(header, token);
+      } catch (e) {
+        throw KEY_LOOKUP_ERRORS.has((e as { code?: string }).code ?? '') ? e : new KeySetUnavailable(keySetFailure(e), { cause: e });
+      }
+    };
   }
 
   /** OIDC discovery (OpenID Connect Discovery 1.0 §4): the issuer's jwks_uri. */
@@ -101,6 +115,20 @@ export class JwtVerifier {
     this.discovered.set(issuer, { jwksUri: doc.jwks_uri, at: Date.now() });
     return doc.jwks_uri;
   }
+}
+
+/** The issuer's key set could not be read or used (the token itself may be fine). */
+class KeySetUnavailable extends Error {}
+
+/** What jose's key set throws about the token (no key for its `kid` / `alg`), not about the set. */
+const KEY_LOOKUP_ERRORS = new Set(['ERR_JWKS_NO_MATCHING_KEY', 'ERR_JWKS_MULTIPLE_MATCHING_KEYS', 'ERR_JOSE_NOT_SUPPORTED']);
+
+/** A key set failure as one readable reason: a timeout, a network error (with its code), or jose's words (not 200, not JSON, malformed). */
+function keySetFailure(e: unknown): string {
+  const err = e as { code?: unknown; name?: string; message?: string; cause?: { code?: unknown; name?: string } };
+  if (err.code === 'ERR_JWKS_TIMEOUT' || err.name === 'TimeoutError' || err.cause?.name === 'TimeoutError') return `no answer within ${FETCH_TIMEOUT_MS / 1000} s`;
+  const code = typeof err.cause?.code === 'string' ? `: ${err.cause.code}` : '';
+  return `${err.message ?? String(e)}${code}`;
 }
 
 function scopesOf(payload: JWTPayload): string[] {
@@ -130,8 +158,6 @@ function describeJoseError(e: unknown): string {
     case 'ERR_JOSE_ALG_NOT_ALLOWED':
     case 'ERR_JOSE_NOT_SUPPORTED':
       return 'the token algorithm is not accepted';
-    case 'ERR_JWKS_TIMEOUT':
-      return "the issuer's key set could not be fetched in time";
     default:
       return err.message ?? String(e);
   }

@@ -40,8 +40,10 @@ describe('ExtensionRegistry', () => {
   });
 
   it('validates declared params, and refuses a required data-only or unknown extension', () => {
-    expect(code(() => registry.validate([{ uri: A, params: { n: 'x' } }], 'e'))).toBe('request.invalid');
-    expect(code(() => registry.validate([{ uri: A, params: { n: 2 } }], 'e'))).toBe('ok');
+    expect(code(() => registry.validate([{ uri: A, params: { n: 'x' } }, { uri: B }], 'e'))).toBe('request.invalid');
+    expect(code(() => registry.validate([{ uri: A, params: { n: 2 } }, { uri: B }], 'e'))).toBe('ok');
+    // A depends on B: declared without it, no request could activate A
+    expect(code(() => registry.validate([{ uri: A, params: { n: 2 } }], 'e'))).toBe('request.invalid');
     expect(code(() => registry.validate([{ uri: COMPLIANCE_EXTENSION_URI, required: true, params: { dataResidency: ['DE'] } }], 'e'))).toBe('request.invalid');
     expect(code(() => registry.validate([{ uri: 'https://unknown.test/v1', required: true }], 'e'))).toBe('request.invalid');
     expect(code(() => registry.validate([{ uri: 'https://unknown.test/v1' }], 'e'))).toBe('ok');

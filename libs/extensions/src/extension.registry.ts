@@ -35,10 +35,12 @@ export class ExtensionRegistry {
 
   /**
    * Check declarations (a revision's or a binding's `extensions`): a known extension's params
-   * against its schema; an unknown URI is data-only and, like every data-only extension, may not
-   * be `required`. Errors: `request.invalid` naming the extension and the problem.
+   * against its schema, and its dependencies (`dependsOn`) declared in the same list (else no
+   * request could ever activate it); an unknown URI is data-only and, like every data-only
+   * extension, may not be `required`. Errors: `request.invalid` naming the extension and the problem.
    */
   validate(declared: readonly A2AExtension[], where: string): void {
+    const uris = new Set(declared.map((e) => e.uri));
     declared.forEach((ext, i) => {
       const plugin = this.byUri.get(ext.uri);
       const path = `${where}.${i}`;
@@ -47,6 +49,10 @@ export class ExtensionRegistry {
           throw invalid(path, `${ext.uri} is a data-only extension${plugin ? '' : ' (not implemented here)'} and must not be required: clients would have nothing to activate`);
         }
         if (!plugin) return;
+      }
+      const needs = (plugin.dependsOn ?? []).filter((u) => !uris.has(u));
+      if (needs.length > 0) {
+        throw invalid(path, `${ext.uri} depends on ${needs.join(', ')}: declare ${needs.length > 1 ? 'them' : 'it'} in the same list, or no request can activate ${ext.uri}`);
       }
       if (plugin.params) {
         const r = plugin.params.safeParse(ext.params ?? {});

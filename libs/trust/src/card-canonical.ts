@@ -97,13 +97,24 @@ function strip(value: unknown, type: string | undefined): unknown {
 }
 
 /**
+ * True for an A2A v0.3 card: it names its `protocolVersion` ("0.3.0") at the top level, a field
+ * the v1.0 AgentCard does not have (v1.0 puts the version on each interface).
+ */
+export function isV03Card(card: Record<string, unknown>): boolean {
+  return typeof card.protocolVersion === 'string' && card.protocolVersion.startsWith('0.');
+}
+
+/**
  * The signed content of an Agent Card (A2A v1.0 §8.4.1): the card without `signatures`, with
  * every field at its default removed by the proto's presence rules (REQUIRED and `optional` fields
  * stay), serialized with RFC 8785 (JCS, `canonicalize`). Returns the UTF-8 string.
+ *
+ * A v0.3 card (`isV03Card`) is defined by a JSON Schema, not a proto: it has no presence rules
+ * to apply, so its signed content is the card as served without `signatures`, in RFC 8785.
  */
 export function canonicalCard(card: Record<string, unknown>): string {
   const { signatures: _signatures, ...rest } = card;
-  const text = canonicalize(strip(rest, 'AgentCard'));
+  const text = canonicalize(isV03Card(card) ? rest : strip(rest, 'AgentCard'));
   if (text === undefined) throw new Error('the card cannot be canonicalized');
   return text;
 }

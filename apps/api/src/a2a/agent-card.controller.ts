@@ -6,8 +6,8 @@ import { negotiateVersion, projectAgentCard, toV03AgentCard } from '#libs/a2a';
 import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AgentDirectory, SigningKeyService, type ResolvedA2AAgent } from '#libs/registry';
-import { signAgentCard } from '#libs/trust';
 import { publicBaseUrl, requestedVersion, sendJson } from './a2a-http.js';
+import { AgentCardSigner } from './agent-card.signer.js';
 
 /** Cards change when a revision is activated or a binding edited: cache briefly, revalidate by ETag. */
 const CARD_CACHE_CONTROL = 'public, max-age=60';
@@ -19,19 +19,18 @@ const CARD_CACHE_CONTROL = 'public, max-age=60';
  * Unknown or unpublished agent → 404 with the admin error body (AppExceptionFilter).
  *
  * The v1.0 card is served unless the caller asks for `A2A-Version: 0.3` explicitly, which gets
- * the same card in the v0.3 shape (`Vary: A2A-Version`). A header-less fetch gets v1.0: cards
+ * the same card in the v0.3 shape (`Vary: A2A-Version`), signed by the same keys over its own
+ * canonical form (`canonicalCard` of libs/trust). A header-less fetch gets v1.0: cards
  * are discovery documents that browsers and tools fetch without the header, while the v1.0
  * interfaces it lists still say which URL answers 0.3 calls.
  */
 @ApiExcludeController()
 @Controller()
 export class AgentCardController {
-  /** Signed cards by (unsigned body, signing key ids): signing costs a few ms; bounded. */
-  private readonly signed = new Map<string, Record<string, unknown>>();
-
   constructor(
     private readonly directory: AgentDirectory,
     private readonly keys: SigningKeyService,
+    private readonly signer: AgentCardSigner,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -57,8 +56,13 @@ export class AgentCardController {
   private async send(resolved: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const base = publicBaseUrl(this.config, req);
     const projected = projectAgentCard(resolved, base);
-    const v1 = projected ? await this.sign(projected as unknown as Record<string, unknown>, resolved, base) : null;
-    const card = v1 && wantsV03(req) ? toV03AgentCard(projected!) : v1;
+    const v1 = projected ? await this.signer.sign(projected as unknown as Record<string, unknown>, resolved, base) : null;
+    let card = v1;
+    if (v1 && wantsV03(req)) {
+      // the v0.3 shape is signed over itself: a v0.3 verifier checks the card it received
+      const v03 = toV03AgentCard(projected!);
+      card = v03 && (await this.signer.sign(v03 as unknown as Record<string, unknown>, resolved, base));
+    }
     if (!card) {
       throw new AppError('agent.not_published', `agent ${resolved.org.slug}/${resolved.agent.slug} has no A2A transport this deployment serves`);
     }
@@ -81,29 +85,7 @@ export class AgentCardController {
     }
     sendJson(reply, 200, card, headers);
   }
-
-  /**
-   * The v1.0 card signed by every active key of its organization (A2A v1.0 §8.4: detached JWS
-   * over the canonical card; `jku` = the org's JWKS). Unsigned when the org has no key or signing
-   * is off.
-   */
-  private async sign(card: Record<string, unknown>, resolved: ResolvedA2AAgent, base: string): Promise<Record<string, unknown>> {
-    const keys = await this.keys.activeKeys(resolved.org.id);
-    if (keys.length === 0) return card;
-    const cacheKey = `${createHash('sha256').update(JSON.stringify(card)).digest('base64url')}:${keys.map((k) => k.kid).join(',')}`;
-    const hit = this.signed.get(cacheKey);
-    if (hit) return hit;
-    let out: Record<string, unknown> = { ...card, signatures: [] };
-    const jku = `${base}/a2a/${resolved.org.slug}/.well-known/jwks.json`;
-    for (const k of keys) out = await signAgentCard(out, { privateKey: k.privateKey, kid: k.kid, alg: k.alg, jku });
-    if (this.signed.size >= SIGNED_CACHE_MAX) this.signed.delete(this.signed.keys().next().value!);
-    this.signed.set(cacheKey, out);
-    return out;
-  }
 }
-
-/** Cap of the signed-card cache (entries). */
-const SIGNED_CACHE_MAX = 1_000;
 
 /** True when the caller explicitly asked for A2A 0.3 (an absent header gets the v1.0 card). */
 function wantsV03(req: FastifyRequest): boolean {
