@@ -9,6 +9,7 @@
  * | `sdk-mem` | `@a2a-js/sdk` 1.3 `DefaultRequestHandler` + `InMemoryTaskStore`, echo executor |
  * | `sdk-pg` | `@a2a-js/sdk` 1.3 with its `DatabaseTaskStore` on PostgreSQL |
  * | `ours` | our API + one worker process (durable accept, outbox, BullMQ, worker executes) |
+ * | `proxy` | ours with the `a2a` runtime in front of an in-memory SDK upstream (`sdk-mem`'s server) |
  *
  * The A2A targets run in two modes: `returnImmediately: true` (durable accept) and blocking (the
  * answer is the completed task). For every target it prints req/s, p50/p99, ratios, and CPU ms per
@@ -41,6 +42,8 @@ export interface BenchTarget {
   /** Pids of the server's own processes (CPU accounting). */
   pids: Record<string, number>;
   headers?: Record<string, string>;
+  /** Wait until the work a measured load left behind is done (so the next mode starts clean). */
+  drain?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -84,7 +87,7 @@ async function smokeCheck(target: BenchTarget, blocking: boolean): Promise<void>
 }
 
 interface Starter {
-  key: 'bare' | 'lean' | 'sdk' | 'sdkpg' | 'ours';
+  key: 'bare' | 'lean' | 'sdk' | 'sdkpg' | 'ours' | 'proxy';
   /** Modes this target supports (bare servers only answer a submitted task). */
   modes: Array<'immediate' | 'blocking'>;
   start(): Promise<BenchTarget>;
@@ -128,7 +131,26 @@ const STARTERS: Starter[] = [
     modes: ['immediate', 'blocking'],
     start: async () => {
       const o = await startOursProcesses();
-      return { name: 'ours', url: o.url, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, close: o.close };
+      return { name: 'ours', url: o.url, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, drain: () => o.drain(), close: o.close };
+    },
+  },
+  {
+    // the price of durability: the same in-memory SDK agent, called through us (a2a runtime)
+    key: 'proxy',
+    modes: ['immediate', 'blocking'],
+    start: async () => {
+      const upstream = await startSdkInMemory();
+      const o = await startOursProcesses({ runtime: { kind: 'a2a', cardUrl: upstream.cardUrl }, env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8' } });
+      return {
+        name: 'proxy',
+        url: o.url,
+        pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0, upstream: upstream.pid ?? 0 },
+        drain: () => o.drain(),
+        close: async () => {
+          await o.close();
+          await upstream.close();
+        },
+      };
     },
   },
 ];
@@ -145,7 +167,7 @@ export async function main(): Promise<Measured[]> {
   const warmupSeconds = envNumber('BENCH_WARMUP_S', 2);
   const connections = envNumber('BENCH_CONNECTIONS', 32);
   const list = (v: string | undefined, d: string) => new Set((v ?? d).split(',').map((x) => x.trim()).filter(Boolean));
-  const wanted = list(process.env.BENCH_TARGETS, 'bare,lean,sdk,sdkpg,ours');
+  const wanted = list(process.env.BENCH_TARGETS, 'bare,lean,sdk,sdkpg,ours,proxy');
   const modes = list(process.env.BENCH_MODES, 'immediate,blocking');
 
   console.log(
@@ -172,7 +194,10 @@ export async function main(): Promise<Measured[]> {
           verifyBody: blocking ? isCompletedTask : isJsonRpcSuccess,
           connections,
         };
-        if (warmupSeconds > 0) await runLoad({ ...load, durationSeconds: warmupSeconds });
+        if (warmupSeconds > 0) {
+          await runLoad({ ...load, durationSeconds: warmupSeconds });
+          await target.drain?.();
+        }
         const cpu = new CpuWindow({
           ...Object.fromEntries(Object.entries(target.pids).map(([k, pid]) => [k, () => (pid ? [pid] : [])])),
           postgres: () => pidsByName('postgres'),
@@ -184,6 +209,8 @@ export async function main(): Promise<Measured[]> {
         const cpuMsPerRequest = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, result.requests > 0 ? ms / result.requests : 0]));
         results.push({ ...result, cpuMsPerRequest });
         console.log(`[${name}] ${result.rps} rps, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms, CPU ms/req ${JSON.stringify(Object.fromEntries(Object.entries(cpuMsPerRequest).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);
+        // accepted-but-not-yet-executed runs would slow the next mode down: let the worker finish them
+        await target.drain?.();
       }
     } finally {
       await target.close();
@@ -207,6 +234,12 @@ export async function main(): Promise<Measured[]> {
     ['blocking vs in-memory SDK', 'ours blocking', 'sdk-mem blocking', 0.5],
     ['blocking vs SDK on Postgres', 'ours blocking', 'sdk-pg blocking', 1.2],
   ];
+  // through us vs calling the same upstream directly: what durability costs (no target, a figure)
+  for (const [a, b] of [['proxy blocking', 'sdk-mem blocking'], ['proxy', 'sdk-mem']] as const) {
+    const ra = by(a);
+    const rb = by(b);
+    if (ra && rb) console.log(`  price of durability: ${`${a} / ${b}`.padEnd(34)} ${(ra.rps / rb.rps).toFixed(2)}x req/s, p50 ${fmt(ra.p50Ms, 1)} vs ${fmt(rb.p50Ms, 1)} ms`);
+  }
   console.log('\nTargets (req/s ratio):');
   for (const [label, a, b, want] of targets) {
     const ra = by(a);

@@ -3,7 +3,8 @@
  * short A2A conversation with the official @a2a-js/sdk client, print it, and keep serving (the
  * demo agent is the host's default agent) until Ctrl-C.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
@@ -228,6 +229,99 @@ async function conversation(base: string): Promise<void> {
   for (const a of researched.artifacts ?? []) console.log(`  artifact ${a.name}: "${sdkText(a.parts)}"`);
 }
 
+/**
+ * Start the example agent written with @a2a-js/sdk's server (examples/upstream-agent, its own
+ * process), put it behind the control plane with the `a2a` runtime, and talk to it through us.
+ */
+async function upstreamConversation(base: string, adminBase: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['examples/upstream-agent/agent.mjs'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const ready = await new Promise<{ cardUrl: string }>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the upstream agent exited (${code})`)));
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line)));
+  });
+  console.log(`
+started an @a2a-js/sdk agent (DefaultRequestHandler, in-memory store) at ${ready.cardUrl}`);
+  if ((await admin(adminBase, 'GET', '/v1/agents/weather')).status === 404) {
+    await must(admin(adminBase, 'POST', '/v1/agents', { slug: 'weather', name: 'Weather', description: 'An upstream A2A agent behind the control plane.' }), 'create weather agent');
+  }
+  // no skills given: publishing reads the upstream card and takes its skills and name
+  const rev = await must(
+    admin(adminBase, 'POST', '/v1/agents/weather/revisions', { protocolProfiles: { a2a: { capabilities: { streaming: true } } }, runtime: { kind: 'a2a', cardUrl: ready.cardUrl } }),
+    'create weather revision',
+  );
+  const published = await must(admin(adminBase, 'POST', `/v1/agents/weather/revisions/${rev.id}/publish`), 'publish weather');
+  await must(admin(adminBase, 'PUT', '/v1/agents/weather/active-revision', { revisionId: rev.id }), 'activate weather');
+  await must(admin(adminBase, 'PUT', '/v1/agents/weather/bindings/a2a', { transports: ['JSONRPC', 'HTTP+JSON'], security: { scheme: 'none' } }), 'bind weather');
+  const org = (await must(admin(adminBase, 'GET', '/v1/organization'), 'organization')).slug;
+  const agentBase = `${base}/a2a/${org}/weather`;
+  console.log(`published agent "weather" with the a2a runtime; skills from the upstream card: ${published.protocolProfiles.a2a.skillsProjection.map((s: { id: string }) => s.id).join(', ')}`);
+
+  // a streamed task through us; the connection drops after three events and resumes with Last-Event-ID
+  console.log('\n> user (streaming, through us to the upstream): stream 6 150');
+  const ac = new AbortController();
+  const res = await fetch(agentBase, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'stream 6 150' }] } } }),
+    signal: ac.signal,
+  });
+  let taskId = '';
+  let lastId = '0';
+  let n = 0;
+  for await (const f of sseFrames(res.body!)) {
+    const r = JSON.parse(f.data).result;
+    taskId ||= r.task?.id ?? r.statusUpdate?.taskId ?? r.artifactUpdate?.taskId ?? '';
+    lastId = f.id ?? lastId;
+    console.log(`< [id ${f.id}] ${describeJson(r)}`);
+    if (++n === 3) break;
+  }
+  ac.abort();
+  console.log(`  (connection dropped after event ${lastId}; resuming with Last-Event-ID: ${lastId} over HTTP+JSON)`);
+  const resumed = await fetch(`${agentBase}/tasks/${taskId}:subscribe`, { headers: { 'a2a-version': '1.0', 'last-event-id': lastId } });
+  for await (const f of sseFrames(resumed.body!)) console.log(`< [id ${f.id}] ${describeJson(JSON.parse(f.data))}`);
+
+  // input-required upstream: an interaction here, answered through us on the same upstream task
+  const client = await new ClientFactory().createFromUrl(`${agentBase}/`);
+  console.log('\n> user (through us to the upstream): weather');
+  const asked: any = await client.sendMessage(request('weather'));
+  console.log(`< ${describeSdk(asked)}`);
+  console.log('> user: Lisbon');
+  const done: any = await client.sendMessage(request('Lisbon', asked.id, asked.contextId));
+  console.log(`< ${describeSdk(done)}`);
+  for (const a of done.artifacts ?? []) console.log(`  artifact ${a.name}: "${sdkText(a.parts)}"`);
+  return child;
+}
+
+/** SSE frames of a response body (enough for our own frames). */
+async function* sseFrames(body: ReadableStream<Uint8Array>): AsyncGenerator<{ id?: string; data: string }> {
+  let buf = '';
+  let frame: { id?: string; data: string } = { data: '' };
+  for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
+    buf += chunk;
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, '');
+      buf = buf.slice(nl + 1);
+      if (line === '') {
+        if (frame.data) yield frame;
+        frame = { data: '' };
+      } else if (line.startsWith('id:')) frame.id = line.slice(3).trim();
+      else if (line.startsWith('data:')) frame.data += line.slice(5).trim();
+    }
+  }
+}
+
+/** One v1.0 StreamResponse (proto JSON), in a line. */
+function describeJson(r: any): string {
+  if (r.task) return `task ${r.task.id.slice(0, 8)}… ${r.task.status.state}`;
+  if (r.statusUpdate) {
+    const m = r.statusUpdate.status.message;
+    return `status ${r.statusUpdate.status.state}${m ? ` — agent: "${m.parts.map((p: any) => p.text ?? '').join('')}"` : ''}`;
+  }
+  if (r.artifactUpdate) return `artifact ${r.artifactUpdate.artifact.name} chunk "${r.artifactUpdate.artifact.parts.map((p: any) => p.text ?? '').join('')}"${r.artifactUpdate.lastChunk ? ' (last)' : ''}`;
+  return JSON.stringify(r).slice(0, 120);
+}
+
 function request(text: string, taskId?: string, contextId?: string): never {
   return { message: { messageId: randomUUID(), role: 1 /* ROLE_USER */, parts: [{ content: { $case: 'text', value: text } }], taskId: taskId ?? '', contextId: contextId ?? '' } } as never;
 }
@@ -277,6 +371,8 @@ async function main(): Promise<void> {
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
     // local demo only: encrypts the demo organization's card-signing key at rest
     SIGNING_KEY_ENCRYPTION_SECRET: config.SIGNING_KEY_ENCRYPTION_SECRET ?? 'demo-only-signing-key-secret',
+    // local demo only: the upstream example agent listens on loopback, which runtimes may not reach by default
+    HTTP_RUNTIME_ALLOWED_CIDRS: process.env.HTTP_RUNTIME_ALLOWED_CIDRS ?? '127.0.0.0/8',
   };
   const api = await createApiApp(env);
   await api.listen(port, config.HOST);
@@ -285,12 +381,14 @@ async function main(): Promise<void> {
 
   await publishDemoAgent(`http://127.0.0.1:${port}`);
   await conversation(base);
+  const upstream = await upstreamConversation(base, `http://127.0.0.1:${port}`);
 
   console.log(`\nServing on ${base} until Ctrl-C.`);
   console.log(`  Agent Card:  ${base}/.well-known/agent-card.json`);
   console.log(`  Admin key:   ${env.BOOTSTRAP_ADMIN_KEY} (local demo only)`);
   console.log(`  Try:         curl -s ${base}/v1/runs -H "authorization: Bearer ${env.BOOTSTRAP_ADMIN_KEY}"`);
   const stop = async () => {
+    upstream.kill('SIGTERM');
     await worker.close();
     await api.close();
     process.exit(0);

@@ -5,6 +5,7 @@ import { ClientFactory, JsonRpcTransportFactory, type Client as A2AClient } from
 import { RequestMalformedError } from '@a2a-js/sdk/errors';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
+import { sendMessageRpc } from './support/a2a-rpc.js';
 
 /**
  * ListTasks (A2A v1.0 §3.1.4) over JSON-RPC (the SDK client and raw calls) and HTTP+JSON
@@ -51,20 +52,7 @@ async function restList(baseUrl: string, query: string): Promise<Raw> {
 }
 
 async function sendRaw(url: string, text: string, opts: { contextId?: string; returnImmediately?: boolean } = {}): Promise<any> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'SendMessage',
-      params: {
-        message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }], ...(opts.contextId ? { contextId: opts.contextId } : {}) },
-        ...(opts.returnImmediately ? { configuration: { returnImmediately: true } } : {}),
-      },
-    }),
-  });
-  const body = (await res.json()) as { result?: { task?: unknown }; error?: unknown };
+  const { body } = (await sendMessageRpc(url, text, opts)) as { body: { result?: { task?: unknown }; error?: unknown } };
   if (!body.result?.task) throw new Error(`SendMessage failed: ${JSON.stringify(body)}`);
   return body.result.task;
 }

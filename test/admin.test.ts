@@ -643,7 +643,7 @@ describe('admin API: OpenAPI', () => {
       ['/v1/runs/{runId}/events', 'get'],
     ] as const) {
       expect(paths[path]?.[method], `${method} ${path}`).toBeDefined();
-      expect(paths[path]![method]!.security).toEqual([{ bearer: [] }]);
+      expect(paths[path]![method]!.security).toEqual([{ 'X-API-Key': [] }, { bearer: [] }]);
     }
     const createAgent = paths['/v1/agents']!.post!;
     expect(createAgent.requestBody).toMatchObject({ content: { 'application/json': { schema: { required: ['slug', 'name', 'description'] } } } });

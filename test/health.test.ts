@@ -24,23 +24,28 @@ describe('health', () => {
     await redis?.stop();
   });
 
-  it('liveness is 200; readiness flips to 503 while Redis is down and back to 200 when it returns', async () => {
+  it('liveness is 200; readiness stays 200 while Redis is down (reported), the dependencies route flips to 503 and back', async () => {
     expect((await fetch(`${stack.baseUrl}/healthz`)).status).toBe(200);
     const up = await fetch(`${stack.baseUrl}/readyz`);
     expect(up.status).toBe(200);
-    expect(await up.json()).toMatchObject({ status: 'ok', info: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up' } } });
+    expect(await up.json()).toMatchObject({ status: 'ok', info: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up', reachable: true } } });
+    expect((await fetch(`${stack.baseUrl}/healthz/dependencies`)).status).toBe(200);
 
     await redis.stop();
     const t0 = Date.now();
-    const down = await fetch(`${stack.baseUrl}/readyz`);
+    const ready = await fetch(`${stack.baseUrl}/readyz`);
     expect(Date.now() - t0).toBeLessThan(3_000);
-    expect(down.status).toBe(503);
-    const body = (await down.json()) as { error: Record<string, { status: string }> };
+    // still routable: requests are served, dispatches wait in the outbox
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as { info: Record<string, { reachable?: boolean }> }).info.redis!.reachable).toBe(false);
+    const deps = await fetch(`${stack.baseUrl}/healthz/dependencies`);
+    expect(deps.status).toBe(503);
+    const body = (await deps.json()) as { error: Record<string, { status: string }> };
     expect(body.error.redis!.status).toBe('down');
     expect((await fetch(`${stack.baseUrl}/healthz`)).status).toBe(200);
 
     await redis.start();
-    await expect.poll(async () => (await fetch(`${stack.baseUrl}/readyz`)).status, { timeout: 10_000, interval: 200 }).toBe(200);
+    await expect.poll(async () => (await fetch(`${stack.baseUrl}/healthz/dependencies`)).status, { timeout: 10_000, interval: 200 }).toBe(200);
   });
 });
 

@@ -51,6 +51,28 @@ describe('rate limits', () => {
     expect(r.body.error.code).toBe('request.rate_limited');
   });
 
+  it('behind a trusted proxy the forwarded client address is limited, not the proxy; an untrusted X-Forwarded-For is ignored', async () => {
+    const proxied = await startStack({ worker: false, env: { REDIS_URL: redis.url, RATE_LIMIT_AUTH_FAILURES_PER_IP: '3', TRUST_PROXY: '127.0.0.1' } });
+    const plain = await startStack({ worker: false, env: { REDIS_URL: redis.url, RATE_LIMIT_AUTH_FAILURES_PER_IP: '3' } });
+    try {
+      const wrong = (base: string, from: string) =>
+        fetch(`${base}/v1/agents`, { headers: { authorization: 'Bearer aaas_wrongkey_000000000000000000000000', 'x-forwarded-for': from } }).then(async (r) => (await r.arrayBuffer(), r.status));
+      const a: number[] = [];
+      for (let i = 0; i < 4; i++) a.push(await wrong(proxied.baseUrl, '203.0.113.7'));
+      expect(a).toEqual([401, 401, 401, 429]);
+      // another client behind the same proxy is not affected
+      expect(await wrong(proxied.baseUrl, '198.51.100.9')).toBe(401);
+      // without TRUST_PROXY the header is the client's word: everyone is the TCP peer
+      const b: number[] = [];
+      for (let i = 0; i < 3; i++) b.push(await wrong(plain.baseUrl, `192.0.2.${i}`));
+      expect(b).toEqual([401, 401, 401]);
+      expect(await wrong(plain.baseUrl, '192.0.2.200')).toBe(429);
+    } finally {
+      await proxied.close();
+      await plain.close();
+    }
+  });
+
   it('fails open while Redis is down: requests are served, nothing waits', async () => {
     await redis.stop();
     const t0 = Date.now();

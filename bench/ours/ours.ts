@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import pg from 'pg';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { repoPath, startChildServer, type ChildServer } from '../lib/child-server.js';
 
@@ -33,6 +34,8 @@ export interface OursOptions {
   rules?: unknown[];
   /** Extra environment for both children (e.g. push settings). */
   env?: Record<string, string>;
+  /** The echo agent's runtime config (default: scripted with `rules`). */
+  runtime?: Record<string, unknown>;
 }
 
 /** What `startOursProcesses` started (`url`/`close` as before; the rest for benches that need more). */
@@ -47,6 +50,8 @@ export interface OursProcesses {
   env: Record<string, string>;
   api: ChildServer;
   worker: ChildServer | null;
+  /** Wait until no run is active (the worker has executed the backlog a load left), at most `timeoutMs`. */
+  drain(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -79,7 +84,7 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
         ...(opts.capabilities ? { capabilities: opts.capabilities } : {}),
       },
     },
-    runtime: { kind: 'scripted', rules: opts.rules ?? [] },
+    runtime: opts.runtime ?? { kind: 'scripted', rules: opts.rules ?? [] },
   });
   await admin(base, key, 'POST', `/v1/agents/echo/revisions/${rev.id}/publish`);
   await admin(base, key, 'PUT', '/v1/agents/echo/active-revision', { revisionId: rev.id });
@@ -91,6 +96,19 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
     env,
     api,
     worker,
+    async drain(timeoutMs = 120_000) {
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+          const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM runs WHERE status IN ('submitted', 'working')`);
+          if (rows[0]!.n === 0) return;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      } finally {
+        await client.end();
+      }
+    },
     async close() {
       await worker?.close();
       await api.close();

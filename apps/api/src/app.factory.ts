@@ -1,4 +1,5 @@
 import type { A2AExtensionPlugin } from '#libs/extensions';
+import type { AgentRuntime } from '#libs/runtimes';
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -8,12 +9,15 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import helmet from '@fastify/helmet';
 import { createLogger, loadConfig, NestPinoLogger, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
+import { API_KEY_SCHEME, API_KEY_SCHEME_DOC, BEARER_SCHEME, BEARER_SCHEME_DOC, contractSchemaConverter } from './admin/admin-openapi.js';
+import { A2A_SPEC_URL, addA2AOpenApi } from './a2a/a2a-openapi.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson, checkJsonValue } from './common/malformed-json.js';
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
 import { installRateLimits } from './common/rate-limit.js';
 import { Metrics } from '#libs/metrics';
+import { nameServerSpan, tracedRequestListener } from '#libs/telemetry';
 
 export type ConfigOverrides = Partial<Record<keyof AppConfig, string>>;
 
@@ -26,9 +30,13 @@ export const JSON_CONTENT_TYPES = ['application/json', 'application/a2a+json'];
  */
 /**
  * `opts.extensions`: A2A extension plugins to register beside the built-ins (see
- * docs/extensions.md).
+ * docs/extensions.md). `opts.runtimes`: runtime kinds beside the built-in ones (the worker needs
+ * the same list; see docs/runtimes.md and examples/custom-runtime).
  */
-export async function createApiApp(overrides: ConfigOverrides = {}, opts: { extensions?: ReadonlyArray<A2AExtensionPlugin<any>> } = {}): Promise<NestFastifyApplication> {
+export async function createApiApp(
+  overrides: ConfigOverrides = {},
+  opts: { extensions?: ReadonlyArray<A2AExtensionPlugin<any>>; runtimes?: AgentRuntime[] } = {},
+): Promise<NestFastifyApplication> {
   const config = loadConfig({ ...process.env, ...overrides });
   // one JSON log for everything: Fastify's request lines and Nest's own, through one pino logger
   const logger = createLogger(config, 'aaas-api');
@@ -36,6 +44,8 @@ export async function createApiApp(overrides: ConfigOverrides = {}, opts: { exte
     loggerInstance: logger,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => (typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : randomUUID()),
     bodyLimit: config.REQUEST_BODY_LIMIT_BYTES,
+    // behind an ingress the client address is the forwarded one, from trusted proxies only
+    trustProxy: typeof config.TRUST_PROXY === 'number' ? trustHops(config.TRUST_PROXY) : config.TRUST_PROXY,
     // `/a2a/<org>/<agent>/` answers like `/a2a/<org>/<agent>` (the TCK posts JSON-RPC to `<url>/`)
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: true },
     // A client that sends its headers and then trickles or stops its body is cut off after
@@ -50,12 +60,17 @@ export async function createApiApp(overrides: ConfigOverrides = {}, opts: { exte
           keepAliveTimeout: 72_000,
           maxHeaderSize: 16 * 1024,
         },
-        handler,
+        // each request in a server span when tracing (one boolean check when not)
+        tracedRequestListener(handler),
       ),
   });
   // Never reject a body at parse time: each edge answers malformed JSON in its own protocol.
   const fastify = adapter.getInstance();
   installEdgeGuards(fastify);
+  fastify.addHook('onRequest', (req, _reply, done) => {
+    nameServerSpan(req.method, req.routeOptions.url);
+    done();
+  });
   fastify.removeContentTypeParser(['application/json']);
   fastify.addContentTypeParser(JSON_CONTENT_TYPES, { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
@@ -92,16 +107,30 @@ export async function createApiApp(overrides: ConfigOverrides = {}, opts: { exte
   await app.register(helmet as never, { contentSecurityPolicy: false, crossOriginResourcePolicy: { policy: 'cross-origin' } });
 
   if (!config.DOCS_ENABLED) return app;
-  const doc = SwaggerModule.createDocument(
-    app,
-    new DocumentBuilder()
-      .setTitle('A2A control plane — admin API')
-      .setDescription('Publish agents, revisions and A2A bindings; read runs and their event logs.')
-      .setVersion('1')
-      .addBearerAuth()
-      .build(),
+  const doc = addA2AOpenApi(
+    SwaggerModule.createDocument(
+      app,
+      new DocumentBuilder()
+        .setTitle('A2A control plane')
+        .setDescription(
+          'Admin API (`/v1`): publish agents, revisions and A2A bindings; read runs and their event logs. ' +
+            'Every `/v1` route takes an API key, in `X-API-Key` or as `Authorization: Bearer <key>`. ' +
+            'A2A endpoints (tags `a2a-jsonrpc`, `a2a-http-json`, `agent-cards`): A2A v1.0 over JSON-RPC and HTTP+JSON, and v0.3 JSON-RPC.',
+        )
+        .setVersion('1')
+        .setExternalDoc('A2A specification', A2A_SPEC_URL)
+        .addApiKey(API_KEY_SCHEME_DOC, API_KEY_SCHEME)
+        .addBearerAuth(BEARER_SCHEME_DOC, BEARER_SCHEME)
+        .build(),
+      { standardSchemaConverter: contractSchemaConverter },
+    ),
   );
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'docs/openapi.json' });
   return app;
 }
 
+
+/** `TRUST_PROXY=<n>`: the nearest n proxies are believed (Fastify's trust function form). */
+function trustHops(n: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < n;
+}

@@ -1,18 +1,23 @@
 import { loadConfig } from '#libs/config';
 import { checkSchema } from '#libs/db';
+import { flushTracing, startTracing } from '#libs/telemetry';
 import { createApiApp } from './app.factory.js';
 
 /**
  * API process entry point: A2A endpoints, Agent Cards and the admin API on PORT. Refuses to start,
  * with one clear line and exit code 1, when the configuration is invalid, PostgreSQL cannot be
  * reached, or its schema is behind this build (run `npm run db:migrate`, or the migration job).
+ * Traces (OpenTelemetry) start first, when configured (OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_TRACES_EXPORTER).
  */
 async function main(): Promise<void> {
   const config = loadConfig();
   const schema = await checkSchema(config.DATABASE_URL);
   if (!schema.reachable) throw new Error(`cannot reach PostgreSQL at ${new URL(config.DATABASE_URL).host}: ${schema.error}`);
   if (schema.pending.length > 0) throw new Error(`the database schema is behind this build (${schema.pending.length} migration(s) not applied: ${schema.pending.join(', ')}); run npm run db:migrate`);
+  await startTracing({ serviceName: config.OTEL_SERVICE_NAME ?? 'aaas-api', config });
   const app = await createApiApp();
+  // the last spans are exported before the process exits (the server has stopped taking requests)
+  app.getHttpAdapter().getInstance().addHook('onClose', async () => flushTracing());
   await app.listen(config.PORT, config.HOST);
 }
 

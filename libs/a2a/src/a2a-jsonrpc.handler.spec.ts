@@ -12,7 +12,7 @@ import { A2APushService } from './push/a2a-push.service.js';
 import type { PushConfigService } from '#libs/push';
 
 /** An agent whose card declares no streaming (the streaming methods must refuse with -32004). */
-const agent = { revision: { a2a: { capabilities: { streaming: false } } } } as ResolvedA2AAgent;
+const agent = { org: { id: 'org-1' }, agent: { id: 'agent-1' }, revision: { a2a: { capabilities: { streaming: false } } } } as ResolvedA2AAgent;
 
 /** A handler whose operations are never reached: every call here fails before them, or GetTask fails with `fail`. */
 function handler(fail: unknown = new AppError('run.not_found', 'task x not found', { details: { taskId: 'x' } })) {

@@ -1,6 +1,6 @@
-import { toV03AgentCard, type AgentCard } from './agent-card.projection.js';
 import { Injectable, Logger } from '@nestjs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
+import { ATTR, isTracing, setActiveSpanAttributes } from '#libs/telemetry';
 import type { ZodType } from 'zod';
 import type { Negotiated } from '#libs/extensions';
 import { A2AError, invalidParams, toA2AError } from './a2a.errors.js';
@@ -65,7 +65,8 @@ export interface JsonRpcCall {
    * The authenticated extended card (v1.0 shape) for this caller: the edge authenticates the caller
    * (Unauthenticated otherwise) and projects it (UnsupportedOperation / ExtendedAgentCardNotConfigured).
    */
-  extendedCard?: () => Promise<AgentCard>;
+  /** The authenticated extended card in the shape of `version`, signed (throws A2AError). */
+  extendedCard?: (version: A2AProtocolVersion) => Promise<Record<string, unknown>>;
 }
 
 /**
@@ -279,10 +280,10 @@ export class A2AJsonRpcHandler {
       version = negotiateVersion(call.version);
 
       const method = body.method as string;
+      if (isTracing()) setActiveSpanAttributes({ [ATTR.A2A_OPERATION]: method.slice(0, 100), [ATTR.ORG_ID]: agent.org.id, [ATTR.AGENT_ID]: agent.agent.id });
       if (EXTENDED_CARD_METHODS[method] === version) {
         if (!call.extendedCard) throw new A2AError('UnsupportedOperation', 'this binding serves no extended agent card');
-        const card = await call.extendedCard();
-        return { jsonrpc: '2.0', id, result: version === '1.0' ? card : toV03AgentCard(card) };
+        return { jsonrpc: '2.0', id, result: await call.extendedCard(version) };
       }
       const ext = own(version === '1.0' ? this.v1 : this.v03, method) ? undefined : extensionMethod(call.extensions, method);
       if (ext) {

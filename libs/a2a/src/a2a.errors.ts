@@ -135,6 +135,8 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'run.link_too_deep': 'InvalidRequest',
   'runtime.unknown_kind': 'InternalError',
   'runtime.failed': 'InternalError',
+  'run.runtime_state_too_large': 'InternalError',
+  'runtime.upstream_unreachable': 'InvalidParams',
   'idempotency.mismatch': 'InvalidParams',
   'idempotency.in_progress': 'InvalidRequest',
   'a2a.method_not_found': 'MethodNotFound',

@@ -234,6 +234,8 @@ export interface V03AgentCard {
   defaultOutputModes: string[];
   skills: AgentSkill[];
   supportsAuthenticatedExtendedCard: false;
+  /** JWS signatures of this card (v0.3 `AgentCardSignature`), added when it is served signed. */
+  signatures?: Array<{ protected: string; signature: string; header?: Record<string, unknown> }>;
 }
 
 /**

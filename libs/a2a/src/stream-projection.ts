@@ -53,6 +53,7 @@ export function closesStream(state: A2ATaskState): boolean {
  * | `interaction.requested` | status update: input-required / auth-required (blocking) or the current state, with the prompt (its message's `metadata.interaction` names it) |
  * | `interaction.responded` / `interaction.expired` (blocking, continue) | status update: working |
  * | other interaction closings | none (a status event follows, or nothing changed) |
+ * | `run.execution_resumed`, `run.runtime_state_saved` | none (platform bookkeeping) |
  * | `run.linked` | status update (current state) with the delegation notice (`referenceTaskIds`), `metadata.runLink` |
  * | `run.link_updated` | status update (current state), `metadata.runLink.childState` |
  * | `artifact.updated` | artifact update with append / lastChunk |
@@ -94,6 +95,8 @@ export function projectEnvelope(
       emitStatus = event.type === 'interaction.responded' || event.payload.outcome === 'continue';
       break;
     case 'interaction.canceled':
+    case 'run.execution_resumed':
+    case 'run.runtime_state_saved':
       return { result: null, state, final: false };
     case 'run.linked':
       message = event.payload.message;

@@ -53,6 +53,8 @@ export const ERROR_CODES = {
   'interaction.not_open': { httpStatus: 409, when: 'the InteractionRequest answered is not open (answered, expired or canceled already)' },
   'runtime.unknown_kind': { httpStatus: 422, when: 'a revision names a runtime kind this deployment does not have' },
   'runtime.failed': { httpStatus: 500, when: 'a runtime threw while executing a run' },
+  'run.runtime_state_too_large': { httpStatus: 422, when: 'a runtime saved more state on a run than RUNTIME_STATE_MAX_BYTES' },
+  'runtime.upstream_unreachable': { httpStatus: 422, when: 'publishing an a2a-runtime revision: the upstream agent card could not be fetched or is not an A2A card' },
   'idempotency.mismatch': { httpStatus: 422, when: 'an Idempotency-Key was reused with a different request' },
   'idempotency.in_progress': { httpStatus: 409, when: 'a request with the same Idempotency-Key is still being processed' },
   'a2a.method_not_found': { httpStatus: 404, when: 'the JSON-RPC method does not exist for the negotiated A2A version' },

@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from '#libs/extensions';
-import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, projectExtendedAgentCard, servedTransports, toA2AError, type A2ACaller, type AgentCard } from '#libs/a2a';
+import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, projectExtendedAgentCard, servedTransports, toA2AError, toV03AgentCard, type A2ACaller, type A2AProtocolVersion } from '#libs/a2a';
+import { AgentCardSigner } from './agent-card.signer.js';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
 import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
@@ -34,6 +35,7 @@ export class A2AAdmission {
     private readonly access: A2AAccessService,
     private readonly extensions: ExtensionRegistry,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly signer: AgentCardSigner,
   ) {}
 
   async admit(org: string, agentSlug: string, transport: A2ATransport, req: FastifyRequest): Promise<ResolvedA2AAgent> {
@@ -79,9 +81,10 @@ export class A2AAdmission {
    * binding's security. Throws A2AError: Unauthenticated / Unauthorized, UnsupportedOperation,
    * ExtendedAgentCardNotConfigured.
    */
-  async extendedCard(agent: ResolvedA2AAgent, req: FastifyRequest): Promise<AgentCard> {
+  async extendedCard(agent: ResolvedA2AAgent, req: FastifyRequest, version: A2AProtocolVersion = '1.0'): Promise<Record<string, unknown>> {
     // not declared / not configured is said to anyone; the card itself only to the authenticated
-    const card = projectExtendedAgentCard(agent, publicBaseUrl(this.config, req));
+    const base = publicBaseUrl(this.config, req);
+    const card = projectExtendedAgentCard(agent, base);
     try {
       // a jwt binding's callers are authenticated by their token; otherwise a key of the organization
       if (agent.binding.security.scheme === 'jwt') await this.access.caller(agent, { bearer: presentedBearer(req) });
@@ -89,6 +92,8 @@ export class A2AAdmission {
     } catch (e) {
       throw toA2AError(e);
     }
-    return card;
+    // signed like the public card, in the shape of the version asked for
+    const shaped = (version === '1.0' ? card : toV03AgentCard(card)) as unknown as Record<string, unknown>;
+    return this.signer.sign(shaped, agent, base);
   }
 }

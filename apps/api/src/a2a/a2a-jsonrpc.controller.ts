@@ -78,7 +78,7 @@ export class A2AJsonRpcController {
       signal: ac.signal,
       caller: callerOf(req),
       extensions: negotiated,
-      extendedCard: () => this.admission.extendedCard(agent, req),
+      extendedCard: (version) => this.admission.extendedCard(agent, req, version),
     });
     if (!isJsonRpcStream(result)) {
       reply.raw.off('close', onClose);

@@ -19,6 +19,7 @@ import { callerKey } from '../common/rate-limit.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { challengeOf, requestedVersion, sendJson } from './a2a-http.js';
 import { A2ARestBodyRoute, hasBody } from './a2a-rest-content-type.js';
+import { ATTR, isTracing, setActiveSpanAttributes } from '#libs/telemetry';
 
 
 /** Path parameters of the routes: the agent's binding path, the optional `{tenant}` and task `{id}`. */
@@ -309,6 +310,7 @@ export class A2ARestController {
       fail(reply, err, err.type === 'Unauthenticated' ? { 'www-authenticate': challengeOf(err) } : err.metadata?.challenge ? { 'www-authenticate': err.metadata.challenge } : {});
       return null;
     }
+    if (isTracing()) setActiveSpanAttributes({ [ATTR.A2A_OPERATION]: restOperation(req), [ATTR.ORG_ID]: agent.org.id, [ATTR.AGENT_ID]: agent.agent.id });
     const version = versionError(requestedVersion(req));
     if (version) {
       fail(reply, version);
@@ -380,4 +382,21 @@ function resumeOf(req: FastifyRequest): { lastEventId?: string; token?: string }
   const query = req.query as Record<string, unknown> | undefined;
   const cursor = typeof query?.cursor === 'string' ? query.cursor : undefined;
   return { lastEventId: header('last-event-id'), token: header('a2a-cursor') ?? cursor };
+}
+
+/** The A2A operation (v1.0 method name) an HTTP+JSON route serves, for traces (A2A v1.0 §11.3). */
+export function restOperation(req: Pick<FastifyRequest, 'method' | 'routeOptions'>): string {
+  const route = req.routeOptions.url ?? '';
+  const m = req.method;
+  if (/message::?send$/.test(route)) return 'SendMessage';
+  if (/message::?stream$/.test(route)) return 'SendStreamingMessage';
+  if (/::?cancel$/.test(route)) return 'CancelTask';
+  if (/::?subscribe$/.test(route)) return 'SubscribeToTask';
+  if (/\/extensions\/:method$/.test(route)) return 'ExtensionMethod';
+  if (/\/extendedAgentCard$/.test(route)) return 'GetExtendedAgentCard';
+  if (/\/pushNotificationConfigs\/:configId$/.test(route)) return m === 'DELETE' ? 'DeleteTaskPushNotificationConfig' : 'GetTaskPushNotificationConfig';
+  if (/\/pushNotificationConfigs$/.test(route)) return m === 'POST' ? 'CreateTaskPushNotificationConfig' : 'ListTaskPushNotificationConfigs';
+  if (/\/tasks\/:id$/.test(route)) return 'GetTask';
+  if (/\/tasks$/.test(route)) return 'ListTasks';
+  return 'unknown';
 }

@@ -8,6 +8,7 @@ import { A2ARestController } from './a2a-rest.controller.js';
 import { AgentCardController } from './agent-card.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { A2AAdmission } from './a2a-admission.js';
+import { AgentCardSigner } from './agent-card.signer.js';
 
 /**
  * A2A endpoints: JSON-RPC (v1.0 + v0.3) at each agent's binding path `/a2a/:org/:agent`, the
@@ -18,6 +19,6 @@ import { A2AAdmission } from './a2a-admission.js';
 @Module({
   imports: [A2AModule],
   controllers: [A2AJsonRpcController, A2ARestController, AgentCardController, RegistryController, ExtensionDocsController],
-  providers: [A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard],
+  providers: [A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard, AgentCardSigner],
 })
 export class A2AHttpModule {}

@@ -5,10 +5,15 @@ import { DatabaseHealth } from '#libs/db';
 import { RedisHealth } from './redis.health.js';
 
 /**
- * Health routes (`@nestjs/terminus`): `GET /healthz` liveness (the process answers), `GET /readyz`
- * readiness — PostgreSQL reachable, every migration of this build applied, Redis answering. 200
- * when ready, 503 with the failing checks otherwise (e.g. while Redis is down; requests are still
- * accepted then, their dispatches wait in the outbox).
+ * Health routes (`@nestjs/terminus`):
+ * - `GET /healthz` liveness (the process answers);
+ * - `GET /readyz` readiness, what routing traffic here needs: PostgreSQL reachable and every
+ *   migration of this build applied. Redis is reported (`redis.reachable`) but does not make the API
+ *   unready: while it is down requests are still served (dispatches wait in the outbox, live streams
+ *   fall back to polling), so a Redis outage must not take every API pod out of its Service;
+ * - `GET /healthz/dependencies` every dependency, Redis included: 503 when any is down (for
+ *   monitoring and alerts, not for probes).
+ * 200 when the checks pass, 503 with the failing checks otherwise.
  */
 @ApiTags('health')
 @Controller()
@@ -28,10 +33,21 @@ export class HealthController {
   }
 
   @Get('readyz')
-  @ApiOperation({ summary: 'Readiness: PostgreSQL reachable and migrated, Redis answering' })
+  @ApiOperation({ summary: 'Readiness: PostgreSQL reachable and migrated (Redis reported, not required)' })
   @HealthCheck()
   ready() {
-    return this.health.check([
+    return this.health.check([...this.database(), () => this.redisCheck(false)]);
+  }
+
+  @Get('healthz/dependencies')
+  @ApiOperation({ summary: 'Every dependency, Redis included: 503 when any is down (monitoring, not probes)' })
+  @HealthCheck()
+  dependencies() {
+    return this.health.check([...this.database(), () => this.redisCheck(true)]);
+  }
+
+  private database() {
+    return [
       async () => {
         const s = await this.db.status();
         const check = this.indicators.check('postgresql');
@@ -43,11 +59,15 @@ export class HealthController {
         const check = this.indicators.check('migrations');
         return s.pending.length === 0 ? check.up() : check.down({ pending: s.pending });
       },
-      async () => {
-        const r = await this.redis.ping();
-        const check = this.indicators.check('redis');
-        return r.up ? check.up() : check.down({ message: r.error ?? 'no PONG' });
-      },
-    ]);
+    ];
+  }
+
+  /** `required`: a Redis that does not answer is a failed check; otherwise it is reported only. */
+  private async redisCheck(required: boolean) {
+    const r = await this.redis.ping();
+    const check = this.indicators.check('redis');
+    if (r.up) return check.up({ reachable: true });
+    const detail = { reachable: false, message: r.error ?? 'no PONG' };
+    return required ? check.down(detail) : check.up({ ...detail, impact: 'dispatches wait in the outbox; live streams poll' });
   }
 }
