@@ -53,8 +53,50 @@ export async function startStack(opts: { worker?: boolean; env?: Record<string, 
     api,
     worker,
     async close() {
-      await worker?.close();
-      await api.close();
+      if (worker) await reportSlowClose('worker', worker);
+      await reportSlowClose('api', api);
     },
   };
+}
+
+/** Lifecycle hooks Nest awaits on close (the ones a stuck shutdown hides in). */
+const HOOKS = ['onModuleDestroy', 'beforeApplicationShutdown', 'onApplicationShutdown'] as const;
+const SLOW_CLOSE_MS = 5_000;
+
+/**
+ * Close an app; a close or a lifecycle hook that takes longer than 5 s is reported on stderr
+ * (which provider, which hook, what the process still holds), so a hang is named, not guessed.
+ */
+async function reportSlowClose(label: string, app: INestApplicationContext): Promise<void> {
+  const pending = new Map<string, number>();
+  const container = (app as unknown as { container?: { getModules(): Map<string, { providers: Map<unknown, { name?: unknown; instance?: any }> }> } }).container;
+  for (const mod of container?.getModules().values() ?? []) {
+    for (const wrapper of mod.providers.values()) {
+      const inst = wrapper.instance;
+      if (!inst || typeof inst !== 'object') continue;
+      for (const hook of HOOKS) {
+        const fn = inst[hook];
+        if (typeof fn !== 'function' || Object.prototype.hasOwnProperty.call(inst, hook)) continue;
+        const key = `${String(wrapper.name)}.${hook}`;
+        inst[hook] = async (...args: unknown[]) => {
+          pending.set(key, Date.now());
+          try {
+            return await fn.apply(inst, args);
+          } finally {
+            pending.delete(key);
+          }
+        };
+      }
+    }
+  }
+  const t0 = Date.now();
+  const watchdog = setInterval(() => {
+    const hooks = [...pending].map(([k, t]) => `${k} (${Date.now() - t} ms)`).join(', ') || 'none (the server or Nest itself)';
+    process.stderr.write(`[stack] ${label} close still pending after ${Date.now() - t0} ms; hooks: ${hooks}; resources: ${process.getActiveResourcesInfo().join(',')}\n`);
+  }, SLOW_CLOSE_MS);
+  try {
+    await app.close();
+  } finally {
+    clearInterval(watchdog);
+  }
 }
