@@ -41,11 +41,28 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
 
   /**
    * Stop executing first (module destroy), while the database and Redis are still open: abort the
-   * executions in progress, then let BullMQ wait for their jobs to return.
+   * executions in progress, then let BullMQ wait for their jobs to return — at most
+   * WORKER_SHUTDOWN_TIMEOUT_MS. An execution that ignores its abort signal does not keep the
+   * process alive: its run's lease expires and the sweeper fails or resumes it.
    */
   async onModuleDestroy(): Promise<void> {
     this.executor.abortAll();
-    await this.worker?.close();
+    if (!this.worker) return;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.config.WORKER_SHUTDOWN_TIMEOUT_MS);
+    });
+    const closed = this.worker.close().then(
+      () => 'closed' as const,
+      (e: unknown) => {
+        this.log.warn(`worker close: ${e instanceof Error ? e.message : String(e)}`);
+        return 'closed' as const;
+      },
+    );
+    const outcome = await Promise.race([closed, deadline]).finally(() => clearTimeout(timer));
+    if (outcome === 'timeout') {
+      this.log.warn(`stopping with ${this.executor.running} execution(s) still running after ${this.config.WORKER_SHUTDOWN_TIMEOUT_MS} ms; their runs are left to the lease sweeper`);
+    }
   }
 
   /** The spans of the executions that just ended are exported before the process exits. */

@@ -105,6 +105,12 @@ export const ConfigSchema = z.object({
   SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   /** Worker: concurrent run executions per worker process. */
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(50),
+  /**
+   * Worker: on shutdown, how long (ms) it waits for its executions to return once aborted; past
+   * it the process stops anyway and the runs they held are left to the lease sweeper (resumable
+   * ones are resumed). Keep it below the orchestrator's grace period (30 s in deploy/k8s).
+   */
+  WORKER_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
   /** Outbox relay: run it in this process (every API process should). */
   OUTBOX_RELAY_ENABLED: z
     .enum(['true', 'false'])
