@@ -120,7 +120,16 @@ export function requestIdOf(body: unknown): JsonRpcId {
 export function jsonRpcErrorResponse(id: JsonRpcId, error: A2AError, version: A2AProtocolVersion): JsonRpcResponse {
   const err: JsonRpcErrorObject = { code: error.code, message: error.message };
   if (version === '1.0') err.data = [error.toErrorInfo()];
-  return { jsonrpc: '2.0', id, error: err };
+  const response: JsonRpcResponse = { jsonrpc: '2.0', id, error: err };
+  if (error.unavailable) UNAVAILABLE_RESPONSES.add(response);
+  return response;
+}
+
+const UNAVAILABLE_RESPONSES = new WeakSet<object>();
+
+/** True for the error response to an `unavailable` A2AError: the edge sends it with 503 and Retry-After. */
+export function isUnavailableResponse(response: object): boolean {
+  return UNAVAILABLE_RESPONSES.has(response);
 }
 
 /** v1.0 methods of a2a.proto that exist but are not offered (yet), with the error §3.3.4 prescribes. */
@@ -308,7 +317,8 @@ export class A2AJsonRpcHandler {
       return { jsonrpc: '2.0', id, result: annotateResult(result, negotiated, version) };
     } catch (e) {
       const err = toA2AError(e);
-      if (err.type === 'InternalError') this.log.error(describe(err.cause ?? err));
+      if (err.unavailable) this.log.warn(`database unavailable: ${describeCause(err.cause)}`);
+      else if (err.type === 'InternalError') this.log.error(describe(err.cause ?? err));
       return jsonRpcErrorResponse(id, err, version);
     }
   }
@@ -348,4 +358,9 @@ function parse<T>(schema: ZodType<T>, params: unknown): T {
 
 function describe(e: unknown): string {
   return e instanceof Error ? (e.stack ?? e.message) : String(e);
+}
+
+/** One line naming what the database did (no stack): "Connection terminated unexpectedly". */
+export function describeCause(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }

@@ -1,4 +1,4 @@
-import { AppError, type ErrorCode } from '#libs/common';
+import { AppError, isDependencyUnavailable, type ErrorCode } from '#libs/common';
 import { ZodError } from 'zod';
 
 /**
@@ -52,15 +52,21 @@ export interface ErrorInfo {
  */
 export class A2AError extends Error {
   readonly metadata?: Record<string, string>;
+  /**
+   * An InternalError that is not a bug: the database could not be reached or did not answer in
+   * time. The edges send it with HTTP 503 and `Retry-After` (RETRY_AFTER_SECONDS).
+   */
+  readonly unavailable: boolean;
 
   constructor(
     readonly type: A2AErrorType,
     message: string,
-    options: { metadata?: Record<string, string>; cause?: unknown } = {},
+    options: { metadata?: Record<string, string>; cause?: unknown; unavailable?: boolean } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = 'A2AError';
     this.metadata = options.metadata;
+    this.unavailable = options.unavailable ?? false;
   }
 
   get code(): number {
@@ -143,6 +149,7 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'a2a.version_not_supported': 'VersionNotSupported',
   'a2a.unsupported_operation': 'UnsupportedOperation',
   'a2a.content_type_not_supported': 'ContentTypeNotSupported',
+  'service.unavailable': 'InternalError',
   internal: 'InternalError',
 };
 
@@ -183,9 +190,15 @@ function a2aMessage(e: AppError): string {
   }
 }
 
+/** Seconds a caller is asked to wait (`Retry-After`) when the database is unavailable. */
+export const RETRY_AFTER_SECONDS = 2;
+const UNAVAILABLE_MESSAGE = 'the service is temporarily unavailable (its database did not answer); retry shortly';
+
 /**
  * Any error thrown while serving an A2A call, as the A2A error to answer with:
  * - `A2AError`: as is;
+ * - the database unreachable or silent (`isDependencyUnavailable`, `service.unavailable`): an
+ *   InternalError marked `unavailable`, answered with 503 and `Retry-After`;
  * - `AppError`: through `A2A_ERROR_FOR_CODE`, worded in A2A terms; `internal` keeps a generic
  *   message only;
  * - `ZodError`: InvalidParams, naming the first failing path;
@@ -193,6 +206,9 @@ function a2aMessage(e: AppError): string {
  */
 export function toA2AError(e: unknown): A2AError {
   if (e instanceof A2AError) return e;
+  if ((e instanceof AppError && e.code === 'service.unavailable') || isDependencyUnavailable(e)) {
+    return new A2AError('InternalError', UNAVAILABLE_MESSAGE, { cause: e, unavailable: true });
+  }
   if (e instanceof AppError) {
     const type = A2A_ERROR_FOR_CODE[e.code] ?? 'InternalError';
     if (type === 'InternalError') return new A2AError('InternalError', 'internal error', { cause: e });

@@ -76,6 +76,16 @@ export const ConfigSchema = z.object({
   /** Max pg connections per process. */
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
   /**
+   * Longest wait (ms) for a pg connection, new or from the pool; past it the request answers 503
+   * (`service.unavailable`) instead of waiting on a database that does not answer.
+   */
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  /**
+   * Longest a statement may run (ms): PostgreSQL's statement_timeout, with a client-side backstop
+   * 5 s later for a connection that went silent. Transactions idle this long are ended by the server.
+   */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  /**
    * Group commit: run creations in flight at once per process; creations arriving meanwhile wait
    * and go out together in the next statement (fewer, larger commits under load).
    */

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
-import { AppError } from '#libs/common';
+import { AppError, isDependencyUnavailable } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { isTracing, withSpan, type SpanOptions } from '#libs/telemetry';
 import { PrismaClient } from './generated/prisma/client.js';
@@ -17,7 +17,17 @@ export class DatabaseService implements OnApplicationShutdown {
   readonly prisma: PrismaClient;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
-    this.pool = new pg.Pool({ connectionString: config.DATABASE_URL, max: config.DATABASE_POOL_MAX });
+    // Bounded everywhere: a database that is down or silent costs a request at most these waits
+    // (then 503), never a hung request or shutdown
+    this.pool = new pg.Pool({
+      connectionString: config.DATABASE_URL,
+      max: config.DATABASE_POOL_MAX,
+      connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,
+      statement_timeout: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      idle_in_transaction_session_timeout: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      query_timeout: config.DATABASE_STATEMENT_TIMEOUT_MS + 5_000,
+      keepAlive: true,
+    });
     // A dropped idle connection must not crash the process; the pool replaces it.
     this.pool.on('error', () => undefined);
     this.prisma = new PrismaClient({ adapter: new PrismaPg(this.pool) });
@@ -45,6 +55,11 @@ export class DatabaseService implements OnApplicationShutdown {
 
   private async inTransaction<R>(fn: (q: <T extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<T[]>) => Promise<R>): Promise<R> {
     const client = await this.pool.connect();
+    let broken: Error | undefined;
+    // pg emits 'error' on a checked-out client whose connection drops between statements; with no
+    // listener that is an uncaught exception (the process would die with its database)
+    const onError = (e: Error) => (broken ??= e);
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const result = await fn(async <T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string) => {
@@ -55,10 +70,14 @@ export class DatabaseService implements OnApplicationShutdown {
       await client.query('COMMIT');
       return result;
     } catch (e) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      // a lost or silent connection: no ROLLBACK (it would wait out query_timeout); the pool drops
+      // the connection and the server rolls the transaction back when it goes
+      if (isDependencyUnavailable(e)) broken ??= e instanceof Error ? e : new Error(String(e));
+      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
       throw e;
     } finally {
-      client.release();
+      client.off('error', onError);
+      client.release(broken);
     }
   }
 

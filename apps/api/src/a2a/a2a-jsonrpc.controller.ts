@@ -6,7 +6,9 @@ import {
   A2AJsonRpcHandler,
   errorShapeVersion,
   isJsonRpcStream,
+  isUnavailableResponse,
   jsonRpcErrorResponse,
+  RETRY_AFTER_SECONDS,
   type JsonRpcStream,
   requestIdOf,
   toA2AError,
@@ -54,6 +56,7 @@ export class A2AJsonRpcController {
       // the endpoint does not exist (404), or the caller may not use it (401 / 403)
       if (err.type === 'Unauthenticated') return fail(401, err, { 'www-authenticate': challengeOf(err) });
       if (err.type === 'Unauthorized') return fail(403, err, err.metadata?.challenge ? { 'www-authenticate': err.metadata.challenge } : {});
+      if (err.unavailable) return fail(503, err, { 'retry-after': String(RETRY_AFTER_SECONDS) });
       return fail(err.type === 'InternalError' ? 500 : 404, err);
     }
     const mediaType = mediaTypeOf(req);
@@ -82,6 +85,8 @@ export class A2AJsonRpcController {
     });
     if (!isJsonRpcStream(result)) {
       reply.raw.off('close', onClose);
+      // the database did not answer: 503 with Retry-After (the body is the JSON-RPC error)
+      if (isUnavailableResponse(result)) return sendJson(reply, 503, result, { 'retry-after': String(RETRY_AFTER_SECONDS) });
       return sendJson(reply, 200, result);
     }
     const release = this.sse.reserve(callerKey(req));

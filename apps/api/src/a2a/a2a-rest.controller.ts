@@ -6,7 +6,9 @@ import {
   annotateStream,
   A2AError,
   A2ARestHandler,
+  describeCause,
   negotiateVersion,
+  RETRY_AFTER_SECONDS,
   toA2AError,
   toRestError,
   type RestQuery,
@@ -342,12 +344,13 @@ const log = new Logger('A2ARest');
 /** Answer `e` in the binding's error shape (`google.rpc.Status` JSON) with its HTTP status. Internal errors are logged. */
 function fail(reply: FastifyReply, e: unknown, headers: Record<string, string> = {}, httpStatus?: number): void {
   const err = toA2AError(e);
-  if (err.type === 'InternalError') {
+  if (err.unavailable) log.warn(`database unavailable: ${describeCause(err.cause)}`);
+  else if (err.type === 'InternalError') {
     const cause = err.cause ?? err;
     log.error(cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
   }
   const { httpStatus: status, body } = toRestError(err, httpStatus);
-  sendJson(reply, status, body, headers);
+  sendJson(reply, status, body, status === 503 ? { 'retry-after': String(RETRY_AFTER_SECONDS), ...headers } : headers);
 }
 
 /** The parsed request body; undefined when the request has none (whatever its Content-Type). */

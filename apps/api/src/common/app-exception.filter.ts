@@ -1,8 +1,11 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
-import { AppError, ERROR_CODES, invalidRequest } from '#libs/common';
+import { AppError, ERROR_CODES, invalidRequest, isDependencyUnavailable } from '#libs/common';
 import { edgeErrorFor, sendEdgeError } from './edge-errors.js';
+
+/** Seconds a caller is asked to wait (`Retry-After`) on a 503. */
+const RETRY_AFTER_SECONDS = 2;
 
 /**
  * Admin API error shape: `{ error: { code, message, details }, requestId }` with the HTTP status
@@ -35,6 +38,7 @@ export class AppExceptionFilter implements ExceptionFilter {
       return;
     }
     const { status, body } = toErrorBody(exception, this.log);
+    if (status === 503) void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
     void reply.status(status).header('content-type', 'application/json; charset=utf-8').send({ ...body, requestId: req.id });
   }
 }
@@ -49,6 +53,9 @@ export function toErrorBody(exception: unknown, log?: Logger): { status: number;
     const response = exception.getResponse();
     const details = typeof response === 'object' && response && 'issues' in response ? { issues: (response as { issues: unknown }).issues } : undefined;
     return { status, body: { error: { code, message: status >= 500 ? 'internal error' : exception.message, ...(details ? { details } : {}) } } };
+  } else if (isDependencyUnavailable(exception)) {
+    log?.warn(`database unavailable: ${exception instanceof Error ? exception.message : String(exception)}`);
+    err = new AppError('service.unavailable', 'the service is temporarily unavailable (its database did not answer); retry shortly');
   } else {
     log?.error(exception instanceof Error ? exception.stack ?? exception.message : String(exception));
     err = new AppError('internal', 'internal error');

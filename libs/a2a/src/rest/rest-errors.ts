@@ -16,7 +16,8 @@ import { A2A_ERROR_DOMAIN, ERROR_INFO_TYPE, type A2AError, type A2AErrorType, ty
  *   (the SDK's RequestMalformedError, which its REST server also uses for malformed JSON);
  * - MethodNotFound (no such route under the agent's path) → 404 NOT_FOUND, reason `METHOD_NOT_FOUND`;
  * - Unauthenticated → 401 UNAUTHENTICATED, Unauthorized → 403 PERMISSION_DENIED (§3.3.2);
- * - InternalError → 500 INTERNAL.
+ * - InternalError → 500 INTERNAL; one marked `unavailable` (the database did not answer) →
+ *   503 UNAVAILABLE, reason INTERNAL_ERROR.
  */
 export interface RestErrorMapping {
   /** HTTP status of the response (also `error.code`). */
@@ -46,6 +47,8 @@ export const REST_ERROR_MAPPING: Readonly<Record<A2AErrorType, RestErrorMapping>
   Unauthorized: { httpStatus: 403, status: 'PERMISSION_DENIED' },
 };
 
+const UNAVAILABLE_MAPPING: RestErrorMapping = { httpStatus: 503, status: 'UNAVAILABLE' };
+
 /** `google.rpc.Status` as JSON, wrapped in `error` (§11.6). */
 export interface RestErrorBody {
   error: {
@@ -62,7 +65,7 @@ export interface RestErrorBody {
  * JSON); `error.code` always equals the status sent. `message` is the A2AError's (safe) message.
  */
 export function toRestError(error: A2AError, httpStatus?: number): { httpStatus: number; body: RestErrorBody } {
-  const mapping = REST_ERROR_MAPPING[error.type];
+  const mapping = error.unavailable ? UNAVAILABLE_MAPPING : REST_ERROR_MAPPING[error.type];
   const status = httpStatus ?? mapping.httpStatus;
   const info: ErrorInfo = {
     '@type': ERROR_INFO_TYPE,
