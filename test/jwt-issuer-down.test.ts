@@ -8,10 +8,10 @@ import { startStack, type Stack } from './support/stack.js';
 
 /**
  * A `jwt` binding whose issuer is unreachable, slow or broken. The verifier (libs/a2a
- * jwt-verifier.ts) fetches the binding's `jwksUri` (or discovers it) with a 5 s timeout and
- * treats keys it cannot read as a failed authentication: every such call is answered 401
- * Unauthenticated with a Bearer challenge (`error="invalid_token"`, "issuer keys unavailable")
- * and a message that says the issuer's keys could not be read — never a 500, never a hang (a
+ * jwt-verifier.ts) fetches the binding's `jwksUri` (or discovers it) with a 5 s timeout. Keys it
+ * cannot read are not the caller's fault (its token may be fine; authenticating again would not
+ * help): every such call is answered 503 with `Retry-After` (JSON-RPC -32603, HTTP+JSON
+ * UNAVAILABLE) and a message that says the issuer's keys could not be read — never a 500, never a hang (a
  * silent issuer costs at most the 5 s timeout, shared by concurrent calls). A failure is not
  * cached: the next call fetches again and succeeds once the issuer is back; keys fetched once are
  * cached (10 min) and keep serving while the issuer is down (so does a well-formed set jose cannot
@@ -92,6 +92,7 @@ function guarded(slug: string, issuer: string, jwksUri?: string): Promise<Publis
 interface Call {
   status: number;
   challenge: string | null;
+  retryAfter: string | null;
   body: any;
   ms: number;
 }
@@ -103,19 +104,20 @@ async function rpc(agent: PublishedAgent, bearer: string): Promise<Call> {
     headers: { 'content-type': 'application/json', 'a2a-version': '1.0', authorization: `Bearer ${bearer}` },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello' }] } } }),
   });
-  return { status: res.status, challenge: res.headers.get('www-authenticate'), body: await res.json(), ms: Date.now() - t0 };
+  return { status: res.status, challenge: res.headers.get('www-authenticate'), retryAfter: res.headers.get('retry-after'), body: await res.json(), ms: Date.now() - t0 };
 }
 
 async function rest(agent: PublishedAgent, bearer: string): Promise<Call> {
   const t0 = Date.now();
   const res = await fetch(`${stack.baseUrl}${agent.basePath}/tasks`, { headers: { 'a2a-version': '1.0', authorization: `Bearer ${bearer}` } });
-  return { status: res.status, challenge: res.headers.get('www-authenticate'), body: await res.json(), ms: Date.now() - t0 };
+  return { status: res.status, challenge: res.headers.get('www-authenticate'), retryAfter: res.headers.get('retry-after'), body: await res.json(), ms: Date.now() - t0 };
 }
 
-/** The answer to a call whose issuer keys could not be read: 401, a Bearer challenge, a readable reason. */
+/** The answer to a call whose issuer keys could not be read: 503, Retry-After, no challenge, a readable reason. */
 function expectKeysUnavailable(call: Call, reason: RegExp, what: string): void {
-  expect(call.status, what).toBe(401);
-  expect(call.challenge, what).toBe('Bearer realm="a2a", error="invalid_token", error_description="issuer keys unavailable"');
+  expect(call.status, what).toBe(503);
+  expect(call.retryAfter, what).toBe('2');
+  expect(call.challenge, what).toBeNull();
   const message: string = call.body.error.message;
   expect(message, what).toMatch(/^the token issuer's key set could not be read \(/);
   expect(message, what).toMatch(reason);
@@ -170,7 +172,7 @@ afterAll(async () => {
 });
 
 describe('a jwt binding whose issuer is down', () => {
-  it('JWKS on a closed port: 401 at once with a readable reason on both bindings; the first call after the issuer comes back succeeds', async () => {
+  it('JWKS on a closed port: 503 at once with a readable reason on both bindings; the first call after the issuer comes back succeeds', async () => {
     const port = await closedPort();
     const iss = 'https://issuer.closed.example';
     const agent = await guarded('closed-port', iss, `http://127.0.0.1:${port}/jwks`);
@@ -178,11 +180,11 @@ describe('a jwt binding whose issuer is down', () => {
     for (let i = 0; i < 2; i++) {
       const viaRpc = await rpc(agent, bearer);
       expectKeysUnavailable(viaRpc, /\(fetch failed: ECONNREFUSED\)$/, `JSON-RPC #${i}`);
-      expect(viaRpc.body.error.code).toBe(-32000);
+      expect(viaRpc.body.error.code).toBe(-32603);
       expect(viaRpc.ms).toBeLessThan(2_000);
       const viaRest = await rest(agent, bearer);
       expectKeysUnavailable(viaRest, /\(fetch failed: ECONNREFUSED\)$/, `REST #${i}`);
-      expect(viaRest.body.error).toMatchObject({ code: 401, status: 'UNAUTHENTICATED' });
+      expect(viaRest.body.error).toMatchObject({ code: 503, status: 'UNAVAILABLE' });
     }
     // the issuer comes back on that port: no failure was cached, the next call fetches and passes
     const back = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [publicJwk] })));
@@ -196,7 +198,7 @@ describe('a jwt binding whose issuer is down', () => {
     }
   });
 
-  it(`a JWKS endpoint that never answers costs at most the ${FETCH_TIMEOUT_MS / 1000} s fetch timeout, shared by concurrent calls; then 401, and a call after it recovers succeeds at once`, async () => {
+  it(`a JWKS endpoint that never answers costs at most the ${FETCH_TIMEOUT_MS / 1000} s fetch timeout, shared by concurrent calls; then 503, and a call after it recovers succeeds at once`, async () => {
     modes.set('silent', 'hang');
     const iss = issuerOf('silent');
     const agent = await guarded('silent-issuer', iss, `${iss}/jwks`);
@@ -223,7 +225,7 @@ describe('a jwt binding whose issuer is down', () => {
     expect(call.ms).toBeLessThan(FETCH_TIMEOUT_MS + 2_000);
   });
 
-  it('a JWKS endpoint that answers garbage (HTML, JSON that is no key set, 500, a redirect) gets 401 naming the problem; fixed, the next call passes', async () => {
+  it('a JWKS endpoint that answers garbage (HTML, JSON that is no key set, 500, a redirect) gets 503 naming the problem; fixed, the next call passes', async () => {
     const cases: Array<[Mode, RegExp]> = [
       ['html', /\(Failed to parse the JSON Web Key Set HTTP response as JSON\)$/],
       ['not-a-jwks', /\(JSON Web Key Set malformed\)$/],
@@ -255,12 +257,12 @@ describe('a jwt binding whose issuer is down', () => {
     expect(hits.get('leaky')).toBe(fetched);
   });
 
-  it('OIDC discovery on an issuer that is down, hangs or answers garbage: the same 401 (discovery document unreadable); it is retried, not cached', async () => {
+  it('OIDC discovery on an issuer that is down, hangs or answers garbage: the same 503 (discovery document unreadable); it is retried, not cached', async () => {
     const downIss = `http://127.0.0.1:${await closedPort()}`;
     const down = await guarded('discovery-down', downIss);
     const d = await rpc(down, await token(downIss));
-    expect(d.status).toBe(401);
-    expect(d.challenge).toBe('Bearer realm="a2a", error="invalid_token", error_description="issuer keys unavailable"');
+    expect(d.status).toBe(503);
+    expect(d.retryAfter).toBe('2');
     expect(d.body.error.message).toMatch(/^the token issuer's discovery document could not be read \(/);
     expect(d.ms).toBeLessThan(2_000);
 
@@ -269,11 +271,11 @@ describe('a jwt binding whose issuer is down', () => {
     const agent = await guarded('discovery-garbage', iss);
     const bearer = await token(iss);
     const g = await rpc(agent, bearer);
-    expect(g.status).toBe(401);
+    expect(g.status).toBe(503);
     expect(g.body.error.message).toMatch(/discovery document could not be read/);
     modes.set('disco', 'hang');
     const h = await rpc(agent, bearer);
-    expect(h.status).toBe(401);
+    expect(h.status).toBe(503);
     expect(h.body.error.message).toMatch(/discovery document could not be read/);
     expect(h.ms).toBeLessThan(FETCH_TIMEOUT_MS + 2_000);
     modes.set('disco', 'ok');

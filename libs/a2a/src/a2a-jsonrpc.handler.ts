@@ -317,7 +317,7 @@ export class A2AJsonRpcHandler {
       return { jsonrpc: '2.0', id, result: annotateResult(result, negotiated, version) };
     } catch (e) {
       const err = toA2AError(e);
-      if (err.unavailable) this.log.warn(`database unavailable: ${describeCause(err.cause)}`);
+      if (err.unavailable) this.log.warn(`unavailable: ${err.message} (${describeCause(err.cause)})`);
       else if (err.type === 'InternalError') this.log.error(describe(err.cause ?? err));
       return jsonRpcErrorResponse(id, err, version);
     }

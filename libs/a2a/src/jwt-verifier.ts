@@ -34,10 +34,11 @@ export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', 
  * cached per URI by jose for 10 min (refetched on an unknown `kid`, at most every 30 s); a failed
  * fetch is not cached (the next call fetches again).
  * Errors: Unauthenticated (a challenge with `invalid_token` in `metadata.challenge`) for a missing,
- * malformed, badly signed, expired or wrong-issuer / wrong-audience token, and (challenge
- * description `issuer keys unavailable`) when the issuer's discovery document or key set cannot be
- * read: unreachable, no answer within FETCH_TIMEOUT_MS, not 200, not a key set; Unauthorized
- * (`insufficient_scope`) when a required scope is missing.
+ * malformed, badly signed, expired or wrong-issuer / wrong-audience token; Unauthorized
+ * (`insufficient_scope`) when a required scope is missing; and, when the issuer's discovery
+ * document or key set cannot be read (unreachable, no answer within FETCH_TIMEOUT_MS, not 200, not
+ * a key set), an InternalError marked `unavailable` (503 with Retry-After): the caller's token may
+ * be fine, so asking it to authenticate again (401) would not help.
  */
 @Injectable()
 export class JwtVerifier {
@@ -55,7 +56,7 @@ export class JwtVerifier {
     } catch (e) {
       if (e instanceof A2AError) throw e;
       if (e instanceof KeySetUnavailable) {
-        throw new A2AError('Unauthenticated', `the token issuer's key set could not be read (${e.message})`, { metadata: { challenge: bearerChallenge('invalid_token', 'issuer keys unavailable') } });
+        throw issuerUnavailable(`the token issuer's key set could not be read (${e.message})`, e);
       }
       const reason = describeJoseError(e);
       throw new A2AError('Unauthenticated', `the bearer token is not valid for this agent: ${reason}`, { metadata: { challenge: bearerChallenge('invalid_token', reason) } });
@@ -103,9 +104,7 @@ export class JwtVerifier {
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       doc = (await res.json()) as typeof doc;
     } catch (e) {
-      throw new A2AError('Unauthenticated', `the token issuer's discovery document could not be read (${e instanceof Error ? e.message : String(e)})`, {
-        metadata: { challenge: bearerChallenge('invalid_token', 'issuer keys unavailable') },
-      });
+      throw issuerUnavailable(`the token issuer's discovery document could not be read (${e instanceof Error ? e.message : String(e)})`, e);
     }
     if (doc.issuer !== issuer || typeof doc.jwks_uri !== 'string') {
       throw new A2AError('Unauthenticated', "the token issuer's discovery document does not name this issuer and a jwks_uri", {
@@ -161,4 +160,9 @@ function describeJoseError(e: unknown): string {
     default:
       return err.message ?? String(e);
   }
+}
+
+/** The issuer's keys could not be read: 503 with Retry-After, the reason in the message. */
+function issuerUnavailable(message: string, cause: unknown): A2AError {
+  return new A2AError('InternalError', message, { cause, unavailable: true });
 }

@@ -344,7 +344,7 @@ const log = new Logger('A2ARest');
 /** Answer `e` in the binding's error shape (`google.rpc.Status` JSON) with its HTTP status. Internal errors are logged. */
 function fail(reply: FastifyReply, e: unknown, headers: Record<string, string> = {}, httpStatus?: number): void {
   const err = toA2AError(e);
-  if (err.unavailable) log.warn(`database unavailable: ${describeCause(err.cause)}`);
+  if (err.unavailable) log.warn(`unavailable: ${err.message} (${describeCause(err.cause)})`);
   else if (err.type === 'InternalError') {
     const cause = err.cause ?? err;
     log.error(cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
