@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Role, SendMessageRequest, TaskState, taskStateToJSON, type Task } from '@a2a-js/sdk';
 import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client';
+import { SUBSTATES_EXTENSION_URI } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { readSse } from './support/sse.js';
@@ -25,7 +26,7 @@ let rest: Client;
 const V1 = { 'content-type': 'application/json', 'a2a-version': '1.0' };
 
 beforeAll(async () => {
-  upstream = await startUpstreamAgent({ UPSTREAM_TOKEN: 'upstream-secret' });
+  upstream = await startUpstreamAgent({ UPSTREAM_TOKEN: 'upstream-secret', UPSTREAM_EXTENSIONS: SUBSTATES_EXTENSION_URI });
   process.env.TEST_UPSTREAM_TOKEN = 'upstream-secret';
   stack = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', A2A_BLOCKING_TIMEOUT_MS: '15000' } });
   agent = await publishAgent(stack.baseUrl, stack.adminKey, {
@@ -159,6 +160,27 @@ describe('the a2a runtime', () => {
     const events = await eventsOf(taskId);
     expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1));
     expect(events.filter((e) => e.type === 'artifact.updated')).toHaveLength(4);
+  });
+
+  it('the A2A extensions our caller activated are requested from the upstream too', async () => {
+    const withExt = await publishAgent(stack.baseUrl, stack.adminKey, {
+      slug: 'weather-ext',
+      a2a: { skillsProjection: [], extensions: [{ uri: SUBSTATES_EXTENSION_URI, params: { states: ['thinking'] } }] } as never,
+      runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secretEnv: 'TEST_UPSTREAM_TOKEN' } },
+    });
+    const call = (extensions?: string) =>
+      fetch(`${stack.baseUrl}${withExt.basePath}`, {
+        method: 'POST',
+        headers: { ...V1, ...(extensions && { 'a2a-extensions': extensions }) },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello' }] } } }),
+      });
+    const res = await call(SUBSTATES_EXTENSION_URI);
+    expect(res.headers.get('a2a-extensions')).toBe(SUBSTATES_EXTENSION_URI);
+    expect(((await res.json()) as any).result.task.status.state).toBe('TASK_STATE_COMPLETED');
+    expect((await upstream.stats()).extensions).toEqual([SUBSTATES_EXTENSION_URI]);
+    // not activated here: not asked for upstream
+    await call();
+    expect((await upstream.stats()).extensions).toEqual([]);
   });
 
   it('input-required upstream becomes an interaction here; the answer goes to the same upstream task', async () => {

@@ -17,7 +17,9 @@
 //   "fail"              failed, with the message "upstream says no"
 //   "reply <text>"      answers with a Message (no task)
 //   anything else       completed with "echo: <text>"
-// GET /stats answers {"canceled": [taskId, ...], "executions": n}. With UPSTREAM_TOKEN set, every
+// UPSTREAM_EXTENSIONS (comma-separated URIs): extensions its card declares.
+// GET /stats answers {"canceled": [taskId, ...], "executions": n, "extensions": [uri, ...]} (the
+// A2A extensions the last message asked for). With UPSTREAM_TOKEN set, every
 // A2A request needs `Authorization: Bearer <UPSTREAM_TOKEN>` (401 otherwise).
 import express from 'express';
 import { randomUUID } from 'node:crypto';
@@ -39,12 +41,13 @@ const agentMessage = (taskId, contextId, value) => ({
 });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const stats = { canceled: [], executions: 0 };
+const stats = { canceled: [], executions: 0, extensions: [] };
 const canceled = new Set();
 
 class UpstreamExecutor {
   async execute(ctx, bus) {
     stats.executions++;
+    stats.extensions = [...(ctx.context?.requestedExtensions ?? [])];
     const { taskId, contextId } = ctx;
     const input = ctx.userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('').trim();
     const status = (state, message, final = false) =>
@@ -130,7 +133,13 @@ const card = {
     { url: `${base}/a2a/rest`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0', tenant: '' },
   ],
   provider: { organization: 'Example', url: 'https://example.com' },
-  capabilities: { streaming: process.env.UPSTREAM_STREAMING !== 'false', pushNotifications: false, extensions: [] },
+  capabilities: {
+    streaming: process.env.UPSTREAM_STREAMING !== 'false',
+    pushNotifications: false,
+    // UPSTREAM_EXTENSIONS: comma-separated extension URIs the card declares (the SDK server only
+    // passes requested extensions it declares on to the executor)
+    extensions: (process.env.UPSTREAM_EXTENSIONS ?? '').split(',').filter(Boolean).map((uri) => ({ uri, description: '', required: false, params: undefined })),
+  },
   securitySchemes: {},
   securityRequirements: [],
   defaultInputModes: ['text/plain'],

@@ -8,7 +8,7 @@ export interface UpstreamAgent {
   cardUrl: string;
   base: string;
   process: ChildProcess;
-  stats(): Promise<{ canceled: string[]; executions: number }>;
+  stats(): Promise<{ canceled: string[]; executions: number; extensions: string[] }>;
   close(): Promise<void>;
 }
 
@@ -28,7 +28,7 @@ export async function startUpstreamAgent(env: Record<string, string> = {}): Prom
     ...info,
     base,
     process: child,
-    stats: async () => (await fetch(`${base}/stats`)).json() as Promise<{ canceled: string[]; executions: number }>,
+    stats: async () => (await fetch(`${base}/stats`)).json() as Promise<{ canceled: string[]; executions: number; extensions: string[] }>,
     close: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

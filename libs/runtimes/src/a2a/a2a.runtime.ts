@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Role, TaskState, type AgentCard, type Message, type Part as SdkPart, type Task, type TaskStatus } from '@a2a-js/sdk';
-import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client';
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, ServiceParameters, withA2AExtensions, type Client, type RequestOptions } from '@a2a-js/sdk/client';
 import { AppError } from '#libs/common';
 import { A2ARuntimeConfigSchema, type A2ARuntimeConfig, type CanonicalMessage, type Part } from '#libs/contracts';
 import { outboundFetch, type OutboundPolicy } from '#libs/outbound';
@@ -240,7 +240,7 @@ class UpstreamSession {
   private async forward(): Promise<void> {
     const { ctx } = this;
     try {
-      await this.client.sendMessage(this.request(true), { signal: this.signal });
+      await this.client.sendMessage(this.request(true), await this.sendOptions());
     } catch (e) {
       if (isRunTerminal(e) || ctx.signal.aborted) throw e;
       // the task goes on; the caller learns that this message did not get through
@@ -264,18 +264,30 @@ class UpstreamSession {
     return { tenant: '', message, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately }, metadata: undefined };
   }
 
+  /**
+   * Options of a call that carries our caller's input: the A2A extensions the caller activated on
+   * our agent are requested from the upstream too (`A2A-Extensions`, A2A v1.0 §4.6; the SDK uses
+   * `X-A2A-Extensions` for a v0.3 upstream), so their metadata in the message keeps its meaning.
+   * An upstream that does not support one ignores it.
+   */
+  private async sendOptions(): Promise<RequestOptions> {
+    const uris = await this.ctx.extensions();
+    return uris.length > 0 ? { signal: this.signal, serviceParameters: ServiceParameters.create(withA2AExtensions(...uris)) } : { signal: this.signal };
+  }
+
   /** Send the execution's input upstream (on the followed task when there is one). */
   private async send(): Promise<void> {
     this.answering = Boolean(this.taskId);
     const request = this.request(!this.streaming);
+    const options = await this.sendOptions();
     if (this.streaming) {
-      for await (const ev of this.paced(this.client.sendMessageStream(request, { signal: this.signal }))) {
+      for await (const ev of this.paced(this.client.sendMessageStream(request, options))) {
         await this.onEvent(ev.payload);
         if (this.done) return;
       }
       return;
     }
-    const result = await this.client.sendMessage(request, { signal: this.signal });
+    const result = await this.client.sendMessage(request, options);
     if (isTask(result)) await this.onTask(result);
     else await this.onMessage(result as Message);
     await this.poll();
