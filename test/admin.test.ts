@@ -397,9 +397,18 @@ describe('admin API: authentication', () => {
     const viaHeader = await adminRequest(base, null, 'GET', '/v1/organization', undefined, { 'x-api-key': key });
     expect(viaHeader.status).toBe(200);
 
-    const list = await root('GET', '/v1/api-keys');
+    expect(created.body.lastUsedAt).toBeNull();
+    // the call above is recorded as the key's last use, off the request path: it may land a little later
+    const list = await vi.waitFor(
+      async () => {
+        const res = await root('GET', '/v1/api-keys');
+        expect(res.body.apiKeys.find((k: { id: string }) => k.id === created.body.id).lastUsedAt).not.toBeNull();
+        return res;
+      },
+      { timeout: 2_000, interval: 25 },
+    );
     const listed = list.body.apiKeys.find((k: { id: string }) => k.id === created.body.id);
-    expect(listed).toEqual({ id: created.body.id, name: 'temp', prefix: created.body.prefix, scopes: ['admin'], createdAt: created.body.createdAt, revokedAt: null });
+    expect(listed).toEqual({ id: created.body.id, name: 'temp', prefix: created.body.prefix, scopes: ['admin'], createdAt: created.body.createdAt, revokedAt: null, lastUsedAt: expect.any(String) });
     expect(JSON.stringify(list.body)).not.toContain(key.split('_')[2]);
     const [stored] = await db.query<{ secret_hash: string }>('SELECT secret_hash FROM api_keys WHERE id = $1', [created.body.id]);
     expect(stored!.secret_hash).toMatch(/^[0-9a-f]{64}$/);

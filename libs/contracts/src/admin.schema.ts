@@ -53,6 +53,12 @@ export const CreateApiKeySchema = z.strictObject({
 });
 export type CreateApiKey = z.infer<typeof CreateApiKeySchema>;
 
+/**
+ * When the key last authenticated a request; null until it has. Recorded at most about once a
+ * minute per key, so it may lag the real last use by up to a minute.
+ */
+const LastUsedAt = IsoDate.nullable().describe('ISO-8601 timestamp of the last authenticated request (lags by up to 60 s), or null when never used');
+
 /** An API key as listed: never carries the secret. */
 export const ApiKeySchema = z.object({
   id: z.uuid(),
@@ -61,6 +67,7 @@ export const ApiKeySchema = z.object({
   scopes: z.array(ApiKeyScopeSchema),
   createdAt: IsoDate,
   revokedAt: IsoDate.nullable(),
+  lastUsedAt: LastUsedAt,
 });
 export type ApiKeyResponse = z.infer<typeof ApiKeySchema>;
 
@@ -72,6 +79,8 @@ export const CreatedApiKeySchema = z.object({
   prefix: z.string(),
   scopes: z.array(ApiKeyScopeSchema),
   createdAt: IsoDate,
+  /** Always null: the key has not been used yet. */
+  lastUsedAt: LastUsedAt,
 });
 export type CreatedApiKeyResponse = z.infer<typeof CreatedApiKeySchema>;
 

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { ApiKeyScope } from '#libs/contracts';
 import { generateApiKey, hashSecret, parseApiKey, secretMatches, TtlLruCache } from './api-key.js';
@@ -11,6 +11,14 @@ import type { ApiKeyInfo, CreatedApiKey, Principal } from './registry.types.js';
 export const AUTH_CACHE_TTL_MS = 5_000;
 /** Most authentications kept in memory (least recently used ones go first). */
 export const AUTH_CACHE_MAX_ENTRIES = 10_000;
+/**
+ * Minimum time, in milliseconds, between two writes of one key's `lastUsedAt`: by one process
+ * (in memory) and, through the UPDATE's condition, by all processes sharing the database. So
+ * `lastUsedAt` may lag the key's real last use by up to this much.
+ */
+export const LAST_USED_RECORD_INTERVAL_MS = 60_000;
+/** Most keys whose last recorded use a process remembers; past this the memory is cleared (a few extra writes, bounded memory). */
+export const LAST_USED_MAX_TRACKED_KEYS = 10_000;
 
 /**
  * API keys: creation (the secret is shown once), authentication, revocation.
@@ -19,10 +27,16 @@ export const AUTH_CACHE_MAX_ENTRIES = 10_000;
  * AUTH_CACHE_TTL_MS, keyed by a SHA-256 of the presented key (the plaintext is not kept).
  * Consequence: a revocation takes effect at once in the process that revoked the key, and in
  * other processes after at most AUTH_CACHE_TTL_MS. Failed authentications are never cached.
+ *
+ * Every successful authentication also records the key's use (`lastUsedAt`) off the request path:
+ * at most once per LAST_USED_RECORD_INTERVAL_MS per key and process, fire-and-forget.
  */
 @Injectable()
 export class ApiKeyService {
+  private readonly log = new Logger(ApiKeyService.name);
   private readonly cache = new TtlLruCache<string, Principal>(AUTH_CACHE_MAX_ENTRIES, AUTH_CACHE_TTL_MS);
+  /** keyId -> `performance.now()` (ms, monotonic) when this process last asked to record its use. */
+  private readonly lastRecorded = new Map<string, number>();
 
   constructor(private readonly keys: ApiKeyRepository) {}
 
@@ -60,11 +74,16 @@ export class ApiKeyService {
    * The principal a presented key (`aaas_<prefix>_<secret>`) authenticates as.
    * Throws `auth.invalid_credentials` when it is malformed, unknown, revoked or the secret does
    * not match (the caller cannot tell which). May answer from the cache (see class doc).
+   * On success (cached or not) the key's use is recorded without waiting (see recordUse); a
+   * failed authentication records nothing.
    */
   async authenticate(presented: string): Promise<Principal> {
     const cacheKey = createHash('sha256').update(presented, 'utf8').digest('base64');
     const cached = this.cache.get(cacheKey);
-    if (cached) return cached;
+    if (cached) {
+      this.recordUse(cached.keyId);
+      return cached;
+    }
     const parsed = parseApiKey(presented);
     const row = parsed ? await this.keys.findByPrefix(parsed.prefix) : null;
     // Compare even for an unknown prefix, so both failures take about as long.
@@ -72,7 +91,25 @@ export class ApiKeyService {
     if (!ok || !row) throw new AppError('auth.invalid_credentials', 'invalid API key');
     const principal: Principal = { orgId: row.orgId, keyId: row.id, scopes: row.scopes };
     this.cache.set(cacheKey, principal);
+    this.recordUse(principal.keyId);
     return principal;
+  }
+
+  /**
+   * Start writing the key's `lastUsedAt`, unless this process did so less than
+   * LAST_USED_RECORD_INTERVAL_MS ago; returns at once, never throws. A failed write is logged as
+   * one warning and not retried before the interval has passed (a database outage costs one
+   * warning per key and interval, never a request).
+   */
+  private recordUse(keyId: string): void {
+    const now = performance.now();
+    const last = this.lastRecorded.get(keyId);
+    if (last !== undefined && now - last < LAST_USED_RECORD_INTERVAL_MS) return;
+    if (this.lastRecorded.size >= LAST_USED_MAX_TRACKED_KEYS) this.lastRecorded.clear();
+    this.lastRecorded.set(keyId, now);
+    this.keys.recordUse(keyId, LAST_USED_RECORD_INTERVAL_MS).catch((e: unknown) => {
+      this.log.warn(`recording the use of API key ${keyId} failed: ${e instanceof Error ? e.message : String(e)}`);
+    });
   }
 
   /** The organization's keys, newest first, without secrets. */

@@ -35,6 +35,12 @@ export interface ApiKeyInfo {
   scopes: ApiKeyScope[];
   createdAt: Date;
   revokedAt: Date | null;
+  /**
+   * When the key last authenticated a request; null until it has. Recorded after the request and
+   * at most once per LAST_USED_RECORD_INTERVAL_MS per key and process, so it may lag the real last
+   * use by up to that interval (see ApiKeyService.authenticate).
+   */
+  lastUsedAt: Date | null;
 }
 
 /** A key just created: `key` is the whole secret, returned this once and never stored. */

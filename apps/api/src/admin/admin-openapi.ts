@@ -174,7 +174,7 @@ const PROFILES = {
 };
 
 const ORGANIZATION = { id: ORG_ID, slug: 'acme', name: 'Acme Corp', createdAt: T0 };
-const API_KEY = { id: KEY_ID, name: 'ci', prefix: 'Xq2Lk3y9', scopes: ['a2a:invoke'], createdAt: T0, revokedAt: null };
+const API_KEY = { id: KEY_ID, name: 'ci', prefix: 'Xq2Lk3y9', scopes: ['a2a:invoke'], createdAt: T0, revokedAt: null, lastUsedAt: T1 };
 const AGENT = {
   id: AGENT_ID,
   slug: 'helper',
@@ -289,7 +289,7 @@ export const ADMIN_EXAMPLES = {
       invoke: { summary: 'A key that calls the organization\'s agents', value: { name: 'ci', scopes: ['a2a:invoke'] } },
       admin: { summary: 'An admin key that also sees every task over A2A', value: { name: 'ops', scopes: ['admin', 'a2a:all-tasks'] } },
     },
-    response: { id: KEY_ID, name: 'ci', key: 'aaas_Xq2Lk3y9_4fJ8pQ1zR7tV2wY5bN0mC3xK6hG9dS2aE', prefix: 'Xq2Lk3y9', scopes: ['a2a:invoke'], createdAt: T0 },
+    response: { id: KEY_ID, name: 'ci', key: 'aaas_Xq2Lk3y9_4fJ8pQ1zR7tV2wY5bN0mC3xK6hG9dS2aE', prefix: 'Xq2Lk3y9', scopes: ['a2a:invoke'], createdAt: T0, lastUsedAt: null },
   },
   apiKeys: { apiKeys: [API_KEY] },
   createAgent: {

@@ -29,6 +29,7 @@ export const toApiKeyResponse = (k: ApiKeyInfo): ApiKeyResponse => ({
   scopes: k.scopes,
   createdAt: iso(k.createdAt),
   revokedAt: isoOrNull(k.revokedAt),
+  lastUsedAt: isoOrNull(k.lastUsedAt),
 });
 
 export const toCreatedApiKeyResponse = (k: CreatedApiKey): CreatedApiKeyResponse => ({
@@ -38,6 +39,8 @@ export const toCreatedApiKeyResponse = (k: CreatedApiKey): CreatedApiKeyResponse
   prefix: k.prefix,
   scopes: k.scopes,
   createdAt: iso(k.createdAt),
+  // a key just created has not authenticated anything yet
+  lastUsedAt: null,
 });
 
 export const toAgentResponse = (a: Agent): AgentResponse => ({

@@ -29,7 +29,7 @@ export class ApiKeysController {
   }
 
   @Get()
-  @ApiOperation({ summary: "The organization's API keys (never their secrets)" })
+  @ApiOperation({ summary: "The organization's API keys (never their secrets), each with when it was last used (lags by up to 60 s)" })
   @ApiResponse({ status: 200, standardSchema: ApiKeyListSchema, example: ADMIN_EXAMPLES.apiKeys })
   @AdminRoute()
   async list(@CurrentPrincipal() principal: Principal): Promise<{ apiKeys: ApiKeyResponse[] }> {
