@@ -281,7 +281,7 @@ describe('aaas CLI', () => {
 
     const keys = await aaas('keys', 'list');
     expect(keys.code, keys.stderr).toBe(0);
-    expect(keys.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+SCOPES\s+.*CREATED\s+REVOKED$/);
+    expect(keys.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+SCOPES\s+LAST USED\s+CREATED\s+REVOKED$/);
   });
 
   it('tails a run across a dropped connection: every event once, in order, and says it is retrying', { timeout: 60_000 }, async () => {
@@ -344,7 +344,10 @@ describe('aaas CLI', () => {
     expect(created.code, created.stderr).toBe(0);
     const key = JSON.parse(created.stdout);
     expect(key).toMatchObject({ name: 'from-cli', scopes: ['a2a:invoke', 'a2a:all-tasks'], key: expect.stringMatching(/^aaas_/) });
-    expect(JSON.parse((await aaas('--json', 'keys', 'list')).stdout).apiKeys.some((k: { name: string }) => k.name === 'from-cli')).toBe(true);
+    expect(key.lastUsedAt).toBeNull();
+    const fromCli = JSON.parse((await aaas('--json', 'keys', 'list')).stdout).apiKeys.find((k: { name: string }) => k.name === 'from-cli');
+    expect(fromCli).toMatchObject({ id: key.id, lastUsedAt: null });
+    expect((await aaas('keys', 'list')).stdout.split('\n').find((l) => l.startsWith(key.id))).toMatch(/from-cli\s+a2a:invoke,a2a:all-tasks\s+never\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+—$/);
 
     const readable = await aaas('keys', 'create', 'admin-from-cli', '--scope', 'admin');
     expect(readable.code, readable.stderr).toBe(0);
@@ -355,12 +358,19 @@ describe('aaas CLI', () => {
     // the new key works …
     const withNew = await execFileP(process.execPath, [CLI, '--url', stack.baseUrl, '--key', secret!, 'agents', 'list']);
     expect(withNew.stdout).toMatch(/cli-agent/);
+    // … and that use is recorded (off the request path, so it may land a little later)
+    const deadline = Date.now() + 2_000;
+    while ((await adminGet('/v1/api-keys')).apiKeys.find((k: { id: string }) => k.id === id).lastUsedAt === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
 
     const revoked = await aaas('keys', 'revoke', id);
     expect(revoked).toMatchObject({ code: 0, stdout: `API key ${id} revoked.\n` });
     const listed = JSON.parse((await aaas('--json', 'keys', 'list')).stdout).apiKeys.find((k: { id: string }) => k.id === id);
     expect(listed.revokedAt).not.toBeNull();
-    expect((await aaas('keys', 'list')).stdout.split('\n').find((l) => l.startsWith(id))).toMatch(/admin-from-cli\s+admin\s+\S+ \S+\s+\d{4}-\d{2}-\d{2} /);
+    expect(listed.lastUsedAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    const stamp = (iso: string) => iso.slice(0, 19).replace('T', ' ');
+    expect((await aaas('keys', 'list')).stdout.split('\n').find((l) => l.startsWith(id))).toMatch(
+      new RegExp(`admin-from-cli\\s+admin\\s+${stamp(listed.lastUsedAt)}\\s+${stamp(listed.createdAt)}\\s+${stamp(listed.revokedAt)}$`),
+    );
     // … and, revoked, no longer does
     const withRevoked = await aaasAt(stack.baseUrl, '--key', secret!, 'agents', 'list');
     expect(withRevoked.code).toBe(2);

@@ -271,16 +271,17 @@ interactions
 const keys = program.command('keys').description('API keys of the organization');
 keys
   .command('list')
-  .description('id, name, scopes, created, revoked (never the secrets)')
+  .description('id, name, scopes, last used, created, revoked (never the secrets)')
   .action(async () => {
     const r = await client().call<{ apiKeys: Array<Record<string, any>> }>('GET', '/v1/api-keys');
     if (json()) return out(JSON.stringify(r, null, 2));
     if (r.apiKeys.length === 0) return out('no API keys');
+    // A service from before lastUsedAt sends no such field: no column there, rather than a false "never"
     const lastUsed = r.apiKeys.some((k) => 'lastUsedAt' in k);
     out(
       table(
         ['ID', 'NAME', 'SCOPES', ...(lastUsed ? ['LAST USED'] : []), 'CREATED', 'REVOKED'],
-        r.apiKeys.map((k) => [k.id, short(k.name, 40), k.scopes.join(','), ...(lastUsed ? [when(k.lastUsedAt)] : []), when(k.createdAt), when(k.revokedAt)]),
+        r.apiKeys.map((k) => [k.id, short(k.name, 40), k.scopes.join(','), ...(lastUsed ? [when(k.lastUsedAt) ?? 'never'] : []), when(k.createdAt), when(k.revokedAt)]),
       ),
     );
   });
