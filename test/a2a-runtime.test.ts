@@ -303,5 +303,33 @@ describe('the a2a runtime', () => {
   });
 });
 
+describe('the a2a runtime and the sweeper', () => {
+  it('a follower whose upstream goes quiet after a forwarded message is not resumed beside itself', async () => {
+    // a stack whose sweeper calls a run lost after 1 s without news
+    const quick = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '200', EXECUTION_HEARTBEAT_MS: '300' } });
+    try {
+      const a = await publishAgent(quick.baseUrl, quick.adminKey, {
+        slug: 'quiet',
+        a2a: { skillsProjection: [], capabilities: { streaming: true } } as never,
+        runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secretEnv: 'TEST_UPSTREAM_TOKEN' } },
+      });
+      const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(`${quick.baseUrl}${a.basePath}/`);
+      const held = (await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold' }] }, configuration: { returnImmediately: true } }))) as Task;
+      const quickEvents = () => quick.api.get(DatabaseService).query<{ type: string; payload: any }>('SELECT type, payload FROM run_events WHERE run_id = $1 ORDER BY sequence', [held.id]);
+      await expect.poll(async () => (await quickEvents()).some((e) => e.payload?.status === 'working'), { timeout: 10_000 }).toBe(true);
+      // a second "hold" on the same upstream task: forwarded (that execution ends at once); the
+      // first execution keeps following a task that now says nothing
+      await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold' }], taskId: held.id, contextId: held.contextId }, configuration: { returnImmediately: true } }));
+      await new Promise((r) => setTimeout(r, 3_000));
+      const types = (await quickEvents()).map((e) => e.type);
+      expect(types.filter((t) => t === 'run.execution_resumed')).toEqual([]);
+      expect((await client.getTask({ tenant: '', id: held.id, historyLength: 0 })).status!.state).toBe(TaskState.TASK_STATE_WORKING);
+      await client.cancelTask({ tenant: '', id: held.id, metadata: undefined });
+    } finally {
+      await quick.close();
+    }
+  }, 30_000);
+});
+
 void Role;
 void TaskState;

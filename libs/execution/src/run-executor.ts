@@ -198,8 +198,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       await entry.runtime.execute(entry.config, ctx);
       await ctx.flush();
       // the worker is stopping and cut a resumable runtime short: hand the run on now instead of
-      // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile)
-      if (this.stopping && abort.signal.aborted && entry.runtime.resumable) {
+      // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile).
+      // Not for more input on a working run: that execution only hands the input to the one
+      // following the run, which goes on elsewhere (resuming beside it would record twice)
+      if (this.stopping && abort.signal.aborted && entry.runtime.resumable && trigger.kind !== 'continued') {
         await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped').catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
       }
     } catch (e) {

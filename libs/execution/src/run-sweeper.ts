@@ -76,7 +76,9 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
         const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger;
         let why: string;
         if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
-        else if (c.stale && !(leaseOfTrigger && c.leaseLive)) why = `the execution was lost (no live job: ${state})`;
+        // a live lease of an older trigger is a live execution too (an a2a follower while a later
+        // message was only forwarded upstream): resuming beside it would record everything twice
+        else if (c.stale && !c.leaseLive) why = `the execution was lost (no live job: ${state})`;
         else continue;
         const outcome = await this.lost.handle(c.orgId, c.id, why);
         if (outcome === 'failed') {

@@ -14,6 +14,11 @@ const CARD_TIMEOUT_MS = 5000;
 const CARD_MAX_BYTES = 1024 * 1024;
 /** An upstream silent this long (ms) gets what it sent so far committed. */
 const PAUSE_MS = 20;
+/** An upstream that never pauses still gets a commit every this many ms or events. */
+const MAX_BATCH_MS = 250;
+const MAX_BATCH_EVENTS = 100;
+/** Longest a message forwarded to a followed upstream task may take (ms). */
+const FORWARD_TIMEOUT_MS = 10_000;
 /** Re-attachments after an upstream stream ended early, per execution. */
 const MAX_REATTACH = 3;
 
@@ -179,6 +184,8 @@ class UpstreamSession {
   /** Parts each artifact has in the log. */
   private readonly parts = new Map<string, number>();
   private done = false;
+  /** Upstream events received by this execution (streams and polls). */
+  private received = 0;
   /** Our input went to an existing upstream task: its first snapshot still shows the old state. */
   private answering = false;
   private readonly signal: AbortSignal;
@@ -220,6 +227,7 @@ class UpstreamSession {
       // a stream that ends or breaks before the task did is followed again (GetTask, then
       // SubscribeToTask): at most MAX_REATTACH times, a little later each time
       for (let n = 0; ; n++) {
+        const before = this.received;
         try {
           await step();
           if (this.done) break;
@@ -228,6 +236,9 @@ class UpstreamSession {
           if (this.taskId === undefined || n >= MAX_REATTACH || e instanceof UpstreamError || isRunTerminal(e) || this.signal.aborted) throw e;
         }
         step = () => this.reattach();
+        // the budget is for streams that end without news: one that carried events starts afresh
+        // (e.g. a proxy that cuts long SSE connections every minute)
+        if (this.received > before) n = 0;
         await ctx.sleep(100 * (n + 1));
         this.signal.throwIfAborted();
       }
@@ -236,13 +247,18 @@ class UpstreamSession {
     }
   }
 
-  /** Send the input to the followed upstream task without following it (see `run`). */
+  /**
+   * Send the input to the followed upstream task without following it (see `run`). A worker that
+   * stops meanwhile does not cut it (the message would be lost, and nobody sends it again): it is
+   * bounded by FORWARD_TIMEOUT_MS instead.
+   */
   private async forward(): Promise<void> {
     const { ctx } = this;
     try {
-      await this.client.sendMessage(this.request(true), await this.sendOptions());
+      const options = await this.sendOptions();
+      await this.client.sendMessage(this.request(true), { ...options, signal: AbortSignal.any([this.deadline, AbortSignal.timeout(FORWARD_TIMEOUT_MS)]) });
     } catch (e) {
-      if (isRunTerminal(e) || ctx.signal.aborted) throw e;
+      if (isRunTerminal(e)) throw e;
       // the task goes on; the caller learns that this message did not get through
       await ctx.emitMessage({ parts: [{ text: `The upstream agent did not take this message: ${describe(e, this.http.status)}` }] });
     }
@@ -281,7 +297,7 @@ class UpstreamSession {
     const request = this.request(!this.streaming);
     const options = await this.sendOptions();
     if (this.streaming) {
-      for await (const ev of this.paced(this.client.sendMessageStream(request, options))) {
+      for await (const ev of this.paced((signal) => this.client.sendMessageStream(request, { ...options, signal }))) {
         await this.onEvent(ev.payload);
         if (this.done) return;
       }
@@ -299,7 +315,7 @@ class UpstreamSession {
     await this.onTask(task);
     if (this.done) return;
     if (!this.streaming) return this.poll();
-    for await (const ev of this.paced(this.client.resubscribeTask({ tenant: '', id: this.taskId! }, { signal: this.signal }))) {
+    for await (const ev of this.paced((signal) => this.client.resubscribeTask({ tenant: '', id: this.taskId! }, { signal }))) {
       await this.onEvent(ev.payload);
       if (this.done) return;
     }
@@ -308,10 +324,15 @@ class UpstreamSession {
   /**
    * The upstream's events as they come; what they produced is committed whenever the upstream
    * pauses for PAUSE_MS (a burst becomes one commit, a slow stream is mirrored live, and the
-   * upstream task id is durable before any real wait). Ends the upstream stream when left early.
+   * upstream task id is durable before any real wait), and at least every MAX_BATCH_MS or
+   * MAX_BATCH_EVENTS events. Left early (done, or a failed commit), the upstream stream is
+   * aborted at once rather than waited for.
    */
-  private async *paced<T>(events: AsyncIterable<T>): AsyncGenerator<T> {
-    const it = events[Symbol.asyncIterator]();
+  private async *paced<T>(open: (signal: AbortSignal) => AsyncIterable<T>): AsyncGenerator<T> {
+    const stop = new AbortController();
+    const it = open(AbortSignal.any([this.signal, stop.signal]))[Symbol.asyncIterator]();
+    let batch = 0;
+    let batchStart = 0;
     try {
       for (;;) {
         const next = it.next();
@@ -321,13 +342,21 @@ class UpstreamSession {
         clearTimeout(timer);
         if (r === null) {
           await this.ctx.flush?.();
+          batch = 0;
           r = await next;
         }
         if (r.done) return;
+        this.received++;
+        if (batch++ === 0) batchStart = Date.now();
+        else if (batch >= MAX_BATCH_EVENTS || Date.now() - batchStart >= MAX_BATCH_MS) {
+          await this.ctx.flush?.();
+          batch = 0;
+        }
         yield r.value;
       }
     } finally {
-      await it.return?.().catch(() => undefined);
+      stop.abort();
+      void it.return?.().catch(() => undefined);
     }
   }
 
@@ -336,6 +365,7 @@ class UpstreamSession {
       await this.ctx.sleep(this.config.pollIntervalMs);
       this.signal.throwIfAborted();
       await this.onTask(await this.client.getTask({ tenant: '', id: this.taskId!, historyLength: 100 }, { signal: this.signal }));
+      this.received++;
     }
   }
 
@@ -456,8 +486,10 @@ class UpstreamSession {
     if (!taskId || taskId === this.taskId) return;
     this.taskId = taskId;
     if (contextId) this.contextId = contextId;
-    // committed with what follows at once, or as soon as the upstream pauses (see paced)
+    // committed at once: a follow-up message arriving meanwhile must find the task to send to
+    // (else it would open a second upstream task), and a resumed execution the task to follow
     await this.ctx.saveState({ taskId, contextId: this.contextId } satisfies UpstreamState);
+    await this.ctx.flush?.();
   }
 
   private async loadRecorded(): Promise<void> {
@@ -469,7 +501,8 @@ class UpstreamSession {
 
   /** Our messageId for an upstream message (unique here even if the upstream reuses ids across tasks). */
   private ourId(upstreamId: string): string {
-    const raw = `${this.taskId ?? 'msg'}:${upstreamId}`;
+    // a Message with no upstream task is scoped by our run (message ids are unique per agent)
+    const raw = `${this.taskId ?? `run-${this.ctx.run.runId}`}:${upstreamId}`;
     return raw.length <= 200 ? raw : createHash('sha256').update(raw).digest('hex');
   }
 
