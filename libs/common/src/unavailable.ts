@@ -6,7 +6,7 @@
  * Recognised, anywhere along the `cause` chain (at most 6 deep):
  * - socket errors (`ECONNREFUSED`, `ECONNRESET`, `ETIMEDOUT`, `EHOSTUNREACH`, `ENETUNREACH`,
  *   `ENOTFOUND`, `EAI_AGAIN`, `EPIPE`);
- * - PostgreSQL SQLSTATEs of class 08 (connection exception), 57P01–57P03 (the server is shutting
+ * - PostgreSQL SQLSTATEs of class 08 (connection exception, but not 08P01, a protocol violation), 57P01–57P03 (the server is shutting
  *   down or starting), 53300 (too many connections) and 57014 (statement timeout / canceled);
  * - pg and pg-pool's own messages for a lost connection or a connect / query timeout;
  * - Prisma's P1001, P1002, P1008, P1017 and P2024 and its driver adapter's connection kinds.
@@ -25,7 +25,8 @@ export function isDependencyUnavailable(e: unknown): boolean {
 }
 
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
-const SQLSTATE = /^(08[0-9A-Z]{3}|57P0[123]|53300|57014)$/;
+// class 08 but 08P01 (protocol violation: a bug, not an outage)
+const SQLSTATE = /^(08(?!P01)[0-9A-Z]{3}|57P0[123]|53300|57014)$/;
 const PRISMA_CODES = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
 const ADAPTER_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'DatabaseDoesNotExist']);
 const MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|connection error and is not queryable|Client was closed and is not queryable|Cannot use a pool after calling end/;

@@ -73,7 +73,8 @@ export class DatabaseService implements OnApplicationShutdown {
       // a lost or silent connection: no ROLLBACK (it would wait out query_timeout); the pool drops
       // the connection and the server rolls the transaction back when it goes
       if (isDependencyUnavailable(e)) broken ??= e instanceof Error ? e : new Error(String(e));
-      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
+      // a ROLLBACK that fails (or times out) leaves the connection unusable: drop it too
+      if (!broken) await client.query('ROLLBACK').catch((x: unknown) => (broken ??= x instanceof Error ? x : new Error(String(x))));
       throw e;
     } finally {
       client.off('error', onError);
