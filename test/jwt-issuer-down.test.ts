@@ -80,8 +80,8 @@ async function token(iss: string, opts: { kid?: string } = {}): Promise<string> 
 }
 
 /** An agent guarded by `issuer` with keys at `jwksUri` (none: OIDC discovery). */
-function guarded(slug: string, issuer: string, jwksUri?: string): Promise<PublishedAgent> {
-  return publishAgent(stack.baseUrl, stack.adminKey, {
+function guarded(slug: string, issuer: string, jwksUri?: string, on: Stack = stack): Promise<PublishedAgent> {
+  return publishAgent(on.baseUrl, on.adminKey, {
     slug,
     runtime: RUNTIME,
     transports: ['JSONRPC', 'HTTP+JSON'],
@@ -97,9 +97,9 @@ interface Call {
   ms: number;
 }
 
-async function rpc(agent: PublishedAgent, bearer: string): Promise<Call> {
+async function rpc(agent: PublishedAgent, bearer: string, on: Stack = stack): Promise<Call> {
   const t0 = Date.now();
-  const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
+  const res = await fetch(`${on.baseUrl}${agent.basePath}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'a2a-version': '1.0', authorization: `Bearer ${bearer}` },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello' }] } } }),
@@ -162,7 +162,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', r));
   issuerBase = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
-  stack = await startStack();
+  stack = await startStack({ env: { JWT_ISSUER_ALLOWED_CIDRS: '127.0.0.0/8' } });
 });
 
 afterAll(async () => {
@@ -298,5 +298,25 @@ describe('a jwt binding whose issuer is down', () => {
     expect(unknown.challenge).toMatch(/error="invalid_token".*no key of the issuer's key set matches/);
     expect(unknown.ms).toBeLessThan(2_000);
     expect(hits.get('cached')).toBe(fetched);
+  });
+});
+
+describe('a jwt binding cannot make the service probe its own network', () => {
+  it('without JWT_ISSUER_ALLOWED_CIDRS, JWKS and discovery on a loopback address are refused before any connection', async () => {
+    const guardedStack = await startStack();
+    try {
+      modes.set('probe', 'ok');
+      const iss = issuerOf('probe');
+      const before = hits.get('probe') ?? 0;
+      const viaJwks = await rpc(await guarded('probe-jwks', iss, `${iss}/jwks`, guardedStack), await token(iss), guardedStack);
+      expectKeysUnavailable(viaJwks, /refused: .*loopback/, 'jwks');
+      const viaDiscovery = await rpc(await guarded('probe-discovery', iss, undefined, guardedStack), await token(iss), guardedStack);
+      expect(viaDiscovery.status).toBe(503);
+      expect(viaDiscovery.body.error.message).toMatch(/discovery document could not be read \(refused: .*loopback/);
+      // nothing reached the issuer
+      expect(hits.get('probe') ?? 0).toBe(before);
+    } finally {
+      await guardedStack.close();
+    }
   });
 });

@@ -65,7 +65,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', r));
   issuer = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
-  stack = await startStack();
+  stack = await startStack({ env: { JWT_ISSUER_ALLOWED_CIDRS: '127.0.0.0/8' } });
   agent = await publishAgent(stack.baseUrl, stack.adminKey, {
     slug: 'guarded',
     runtime: RUNTIME,

@@ -1,6 +1,8 @@
-import { Injectable } from '@nestjs/common';
-import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { Inject, Injectable } from '@nestjs/common';
+import { createRemoteJWKSet, customFetch, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { BindingSecurity } from '#libs/contracts';
+import { outboundFetch, outboundPolicy } from '#libs/outbound';
 import { A2AError } from './a2a.errors.js';
 
 type JwtSecurity = Extract<BindingSecurity, { scheme: 'jwt' }>;
@@ -39,11 +41,20 @@ export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', 
  * document or key set cannot be read (unreachable, no answer within FETCH_TIMEOUT_MS, not 200, not
  * a key set), an InternalError marked `unavailable` (503 with Retry-After): the caller's token may
  * be fine, so asking it to authenticate again (401) would not help.
+ *
+ * Issuer and JWKS URLs come from an organization's binding, so both fetches go through the
+ * outbound guard (the address connected to must be public unicast unless it falls in
+ * JWT_ISSUER_ALLOWED_CIDRS; no redirects): a binding cannot make the service probe its own network.
  */
 @Injectable()
 export class JwtVerifier {
   private readonly keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
   private readonly discovered = new Map<string, { jwksUri: string; at: number }>();
+  private readonly fetch: typeof fetch;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.fetch = outboundFetch(outboundPolicy(config.JWT_ISSUER_ALLOWED_CIDRS));
+  }
 
   async verify(token: string | undefined, sec: JwtSecurity): Promise<JwtCaller> {
     if (!token) {
@@ -79,7 +90,7 @@ export class JwtVerifier {
     const uri = sec.jwksUri ?? (await this.discover(sec.issuer));
     let set = this.keySets.get(uri);
     if (!set) {
-      set = createRemoteJWKSet(new URL(uri), { timeoutDuration: FETCH_TIMEOUT_MS, cooldownDuration: 30_000 });
+      set = createRemoteJWKSet(new URL(uri), { timeoutDuration: FETCH_TIMEOUT_MS, cooldownDuration: 30_000, [customFetch]: this.fetch });
       if (this.keySets.size > 1_000) this.keySets.clear();
       this.keySets.set(uri, set);
     }
@@ -100,11 +111,14 @@ export class JwtVerifier {
     const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
     let doc: { issuer?: unknown; jwks_uri?: unknown };
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: 'error' });
-      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      const res = await this.fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+      if (!res.ok) {
+        await res.body?.cancel().catch(() => undefined);
+        throw new Error(`HTTP ${res.status}`);
+      }
       doc = (await res.json()) as typeof doc;
     } catch (e) {
-      throw issuerUnavailable(`the token issuer's discovery document could not be read (${e instanceof Error ? e.message : String(e)})`, e);
+      throw issuerUnavailable(`the token issuer's discovery document could not be read (${keySetFailure(e)})`, e);
     }
     if (doc.issuer !== issuer || typeof doc.jwks_uri !== 'string') {
       throw new A2AError('Unauthenticated', "the token issuer's discovery document does not name this issuer and a jwks_uri", {
@@ -124,10 +138,17 @@ const KEY_LOOKUP_ERRORS = new Set(['ERR_JWKS_NO_MATCHING_KEY', 'ERR_JWKS_MULTIPL
 
 /** A key set failure as one readable reason: a timeout, a network error (with its code), or jose's words (not 200, not JSON, malformed). */
 function keySetFailure(e: unknown): string {
-  const err = e as { code?: unknown; name?: string; message?: string; cause?: { code?: unknown; name?: string } };
-  if (err.code === 'ERR_JWKS_TIMEOUT' || err.name === 'TimeoutError' || err.cause?.name === 'TimeoutError') return `no answer within ${FETCH_TIMEOUT_MS / 1000} s`;
-  const code = typeof err.cause?.code === 'string' ? `: ${err.cause.code}` : '';
-  return `${err.message ?? String(e)}${code}`;
+  const err = e as { code?: unknown; name?: string; message?: string; cause?: unknown };
+  if (err.code === 'ERR_JWKS_TIMEOUT') return `no answer within ${FETCH_TIMEOUT_MS / 1000} s`;
+  // along the cause chain: a timeout (ours aborts the request: AbortError / TimeoutError), or the
+  // socket error's code, worded as fetch words it ("fetch failed: ECONNREFUSED")
+  let code: string | undefined;
+  for (let c: any = e, depth = 0; c && typeof c === 'object' && depth < 5; c = c.cause, depth++) {
+    if (c.name === 'TimeoutError' || c.name === 'AbortError' || c.code === 'ABORT_ERR') return `no answer within ${FETCH_TIMEOUT_MS / 1000} s`;
+    if (depth > 0 && typeof c.code === 'string' && /^E[A-Z]+$/.test(c.code)) code ??= c.code;
+  }
+  if (code) return `fetch failed: ${code}`;
+  return err.message ?? String(e);
 }
 
 function scopesOf(payload: JWTPayload): string[] {

@@ -178,6 +178,14 @@ export const ConfigSchema = z.object({
     .string()
     .default('')
     .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
+  /**
+   * Networks a `jwt` binding's issuer (OIDC discovery, JWKS) may be fetched from although they are
+   * not public unicast (CIDRs, comma separated), e.g. an in-cluster identity provider. Default: none.
+   */
+  JWT_ISSUER_ALLOWED_CIDRS: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
 

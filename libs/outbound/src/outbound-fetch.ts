@@ -37,6 +37,13 @@ export function outboundFetch(policy: OutboundPolicy, extraHeaders: Record<strin
       const isHttps = url.protocol === 'https:';
       const req = (isHttps ? https : http).request(url, { method, headers: plain, agent: isHttps ? agents.https : agents.http, signal: signal ?? undefined });
       req.once('response', (res) => {
+        // aborted while the body streams: the body fails with the signal's reason (a timeout stays
+        // a TimeoutError), as fetch's does, not with the socket's ECONNRESET
+        if (signal) {
+          const onAbort = () => res.destroy(signal.reason instanceof Error ? signal.reason : Object.assign(new Error('This operation was aborted'), { name: 'AbortError' }));
+          signal.addEventListener('abort', onAbort, { once: true });
+          res.once('close', () => signal.removeEventListener('abort', onAbort));
+        }
         const out = new Headers();
         for (const [k, v] of Object.entries(res.headers)) {
           if (Array.isArray(v)) v.forEach((x) => out.append(k, x));
