@@ -305,8 +305,10 @@ describe('the a2a runtime', () => {
 
 describe('the a2a runtime and the sweeper', () => {
   it('a follower whose upstream goes quiet after a forwarded message is not resumed beside itself', async () => {
-    // a stack whose sweeper calls a run lost after 1 s without news
-    const quick = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '200', EXECUTION_HEARTBEAT_MS: '300' } });
+    // a stack whose sweeper calls a run lost after 1 s without news; the follower's lease lives
+    // 1.5 s and is renewed every second (a tighter heartbeat lapses under a loaded CI machine, and
+    // a lapsed lease rightly counts as a dead follower)
+    const quick = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '200', EXECUTION_HEARTBEAT_MS: '1000' } });
     try {
       const a = await publishAgent(quick.baseUrl, quick.adminKey, {
         slug: 'quiet',

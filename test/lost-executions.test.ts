@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
+import { RuntimeOperations } from '#libs/runs';
 import { publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
 import { sendMessageRpc } from './support/a2a-rpc.js';
@@ -64,5 +65,25 @@ describe('lost executions', () => {
     // the run that waits on its caller is not "lost": nothing runs for it, nothing is needed
     await new Promise((r) => setTimeout(r, 3 * HEARTBEAT_MS));
     expect(await runRow(asking)).toMatchObject({ status: 'working', blocked_reason: 'input_required' });
+  });
+
+  it("a live lease is not taken over by another execution's heartbeat; an expired one is", async () => {
+    // (the worker is gone: the run stays submitted, which is all the lease needs)
+    const id = await send('ask again');
+    const ops = stack.api.get(RuntimeOperations);
+    const orgId = (await stack.api.get(DatabaseService).query<{ org_id: string }>('SELECT org_id FROM runs WHERE id = $1', [id]))[0]!.org_id;
+    const lease = async () => (await stack.api.get(DatabaseService).query<{ lease_owner: string; lease_trigger: number }>('SELECT lease_owner, lease_trigger FROM runs WHERE id = $1', [id]))[0]!;
+    expect(await ops.heartbeat(orgId, id, 'follower', 1, 400)).toBe('submitted');
+    // another execution (a forwarded message) beats while the follower's lease lives: unchanged,
+    // and it still reads the run's status
+    expect(await ops.heartbeat(orgId, id, 'forwarder', 2, 60_000)).toBe('submitted');
+    expect(await lease()).toEqual({ lease_owner: 'follower', lease_trigger: 1 });
+    // the follower renews its own
+    await ops.heartbeat(orgId, id, 'follower', 1, 400);
+    expect(await lease()).toEqual({ lease_owner: 'follower', lease_trigger: 1 });
+    // once it has expired, the other takes it
+    await new Promise((r) => setTimeout(r, 500));
+    await ops.heartbeat(orgId, id, 'forwarder', 2, 60_000);
+    expect(await lease()).toEqual({ lease_owner: 'forwarder', lease_trigger: 2 });
   });
 });
