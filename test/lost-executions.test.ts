@@ -86,4 +86,20 @@ describe('lost executions', () => {
     await ops.heartbeat(orgId, id, 'forwarder', 2, 60_000);
     expect(await lease()).toEqual({ lease_owner: 'forwarder', lease_trigger: 2 });
   });
+
+  it('hand-offs by a stopping worker do not use up the resumption budget; lost executions do', async () => {
+    const id = await send('hold this one');
+    const orgId = (await stack.api.get(DatabaseService).query<{ org_id: string }>('SELECT org_id FROM runs WHERE id = $1', [id]))[0]!.org_id;
+    const ops = stack.api.get(RuntimeOperations);
+    for (let i = 1; i <= 4; i++) expect(await ops.resumeExecution(orgId, id, 'the worker executing it stopped', 3, { handedOn: true })).toEqual({ outcome: 'resumed', attempt: i });
+    for (let i = 5; i <= 7; i++) expect(await ops.resumeExecution(orgId, id, 'the execution was lost', 3)).toEqual({ outcome: 'resumed', attempt: i });
+    expect(await ops.resumeExecution(orgId, id, 'the execution was lost', 3)).toEqual({ outcome: 'exhausted' });
+    // a hand-off is still taken after the budget of losses is spent
+    expect(await ops.resumeExecution(orgId, id, 'the worker executing it stopped', 3, { handedOn: true })).toEqual({ outcome: 'resumed', attempt: 8 });
+    const payloads = (await stack.api.get(DatabaseService).query<{ payload: { attempt: number; handedOn?: boolean } }>(
+      `SELECT payload FROM run_events WHERE run_id = $1 AND type = 'run.execution_resumed' ORDER BY sequence`,
+      [id],
+    )).map((r) => r.payload.handedOn === true);
+    expect(payloads).toEqual([true, true, true, true, false, false, false, true]);
+  });
 });

@@ -82,9 +82,10 @@ export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;
  *   the child's id in `referenceTaskIds`.
  * - `run.link_updated`: a linked child run changed status (written with the child's change, in
  *   the same statement).
- * - `run.execution_resumed`: the run's execution was lost (its worker died) and, its runtime
- *   being resumable, a new execution was dispatched (trigger `resumed`, `attempt` counts from 1)
- *   instead of failing the run. No A2A output: the runtime reconciles what follows.
+ * - `run.execution_resumed`: the run's execution was lost (its worker died) or handed on (its
+ *   worker stopped gracefully: `handedOn`) and, its runtime being resumable, a new execution was
+ *   dispatched (trigger `resumed`, `attempt` counts every resumption from 1) instead of failing
+ *   the run. No A2A output: the runtime reconciles what follows.
  * - `run.runtime_state_saved`: the runtime recorded its own state for this run (e.g. the
  *   upstream task an `a2a` runtime follows), read back by later executions. No A2A output.
  */
@@ -185,7 +186,7 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     }),
   }),  z.object({
     type: z.literal('run.execution_resumed'),
-    payload: z.object({ reason: z.string(), attempt: z.int().min(1) }),
+    payload: z.object({ reason: z.string(), attempt: z.int().min(1), handedOn: z.boolean().optional() }),
   }),
   z.object({
     type: z.literal('run.runtime_state_saved'),

@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
 import { RuntimeRegistry } from '#libs/runtimes';
 
-/** Resumptions of one run at most; past them a lost execution fails the run. */
+/** Resumptions after a lost execution, per run at most; past them a lost execution fails the run (hand-offs by a stopping worker do not count). */
 export const MAX_RESUMPTIONS = 3;
 
 /**
@@ -22,12 +22,15 @@ export class LostExecutionPolicy {
     private readonly registry: RuntimeRegistry,
   ) {}
 
-  /** Returns `resumed`, `failed`, or null when the run needed nothing (ended, blocked, moved on). */
-  async handle(orgId: string, runId: string, why: string): Promise<'resumed' | 'failed' | null> {
+  /**
+   * Returns `resumed`, `failed`, or null when the run needed nothing (ended, blocked, moved on).
+   * `handedOn`: the execution's worker is stopping gracefully and hands the run on (not a loss).
+   */
+  async handle(orgId: string, runId: string, why: string, opts: { handedOn?: boolean } = {}): Promise<'resumed' | 'failed' | null> {
     const run = await this.queries.get(orgId, runId);
     if (!run || run.blockedReason || isTerminal(run.status)) return null;
     if (await this.resumable(orgId, run.revisionId)) {
-      const r = await this.ops.resumeExecution(orgId, runId, why, MAX_RESUMPTIONS);
+      const r = await this.ops.resumeExecution(orgId, runId, why, MAX_RESUMPTIONS, opts);
       if (r?.outcome === 'resumed') {
         this.log.warn(`run ${runId}: ${why}; resumed (attempt ${r.attempt})`);
         return 'resumed';

@@ -202,7 +202,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       // Not for more input on a working run: that execution only hands the input to the one
       // following the run, which goes on elsewhere (resuming beside it would record twice)
       if (this.stopping && abort.signal.aborted && entry.runtime.resumable && trigger.kind !== 'continued') {
-        await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped').catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
+        await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped', { handedOn: true }).catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
       }
     } catch (e) {
       if (e instanceof AppError && e.code === 'run.terminal') return;

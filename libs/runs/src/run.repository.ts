@@ -373,6 +373,17 @@ export class RunRepository {
     return rows[0] ?? null;
   }
 
+  /** How many times a run was resumed: in all, and after a lost execution (not handed on). */
+  async resumptions(orgId: string, runId: string): Promise<{ total: number; lost: number }> {
+    const rows = await this.db.query<{ total: number; lost: number }>(
+      `SELECT count(*)::int AS total, (count(*) FILTER (WHERE (payload->>'handedOn') IS DISTINCT FROM 'true'))::int AS lost
+         FROM run_events WHERE run_id = $1 AND org_id = $2 AND type = 'run.execution_resumed'`,
+      [runId, orgId],
+      'runs.resumptions',
+    );
+    return rows[0] ?? { total: 0, lost: 0 };
+  }
+
   /** Sequence of the newest user message of a run. */
   async lastUserMessage(orgId: string, runId: string): Promise<{ message: CanonicalMessage; sequence: number } | null> {
     const rows = await this.db.query<{ messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(

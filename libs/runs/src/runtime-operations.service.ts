@@ -366,21 +366,23 @@ export class RuntimeOperations {
    * A lost execution (its worker died) of a run whose runtime is resumable: instead of failing the
    * run, append `run.execution_resumed` and dispatch a new execution (trigger `resumed`, outbox,
    * same statement). Guarded by the run's last sequence, so concurrent sweepers resume it once.
-   * Returns `resumed` (with the attempt), `exhausted` when `maxAttempts` resumptions happened
-   * already (the caller fails the run), or null when the run ended, is blocked on its caller
+   * Returns `resumed` (with the attempt), `exhausted` when `maxAttempts` lost executions were
+   * resumed already (the caller fails the run; `handedOn` ones — a worker that stopped
+   * gracefully — do not count and are never refused), or null when the run ended, is blocked on its caller
    * (needs no execution) or changed meanwhile (whoever changed it carries on).
    */
-  async resumeExecution(orgId: string, runId: string, reason: string, maxAttempts: number): Promise<{ outcome: 'resumed'; attempt: number } | { outcome: 'exhausted' } | null> {
+  async resumeExecution(orgId: string, runId: string, reason: string, maxAttempts: number, opts: { handedOn?: boolean } = {}): Promise<{ outcome: 'resumed'; attempt: number } | { outcome: 'exhausted' } | null> {
     const run = await this.runs.get(orgId, runId);
     if (!run || isTerminal(run.status) || run.blockedReason) return null;
-    const previous = await this.runs.latestOfType(orgId, runId, 'run.execution_resumed');
-    const attempt = (previous?.count ?? 0) + 1;
-    if (attempt > maxAttempts) return { outcome: 'exhausted' };
+    // only lost executions use up the budget: a worker stopping gracefully (a deploy) hands on
+    const previous = await this.runs.resumptions(orgId, runId);
+    if (!opts.handedOn && previous.lost + 1 > maxAttempts) return { outcome: 'exhausted' };
+    const attempt = previous.total + 1;
     const result = await this.events.append(
       orgId,
       runId,
       { from: ACTIVE_STATUSES, blocked: false, lastSequence: run.lastSequence },
-      [{ type: 'run.execution_resumed', payload: { reason, attempt } }],
+      [{ type: 'run.execution_resumed', payload: { reason, attempt, ...(opts.handedOn && { handedOn: true }) } }],
       { orgId, runId, trigger: 'resumed', attempt },
     );
     if (!result) return null;
