@@ -422,7 +422,10 @@ class UpstreamSession {
       this.parts.set(a.artifactId, a.parts.length);
     }
     if (task.status) await this.onStatus(task.status, true);
-    this.answering = false;
+    // a snapshot still showing the question we answered (an upstream slow to take the answer,
+    // polled) is not a new question: keep waiting until the upstream moves on
+    const state = task.status?.state;
+    if (state !== TaskState.TASK_STATE_INPUT_REQUIRED && state !== TaskState.TASK_STATE_AUTH_REQUIRED) this.answering = false;
   }
 
   /**
