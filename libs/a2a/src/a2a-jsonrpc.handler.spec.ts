@@ -127,6 +127,18 @@ describe('toA2AError', () => {
     const e = new A2AError('TaskNotFound', 'x');
     expect(toA2AError(e)).toBe(e);
   });
+
+  it('marks the database being unreachable or silent as unavailable, and nothing already classified', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    expect(toA2AError(refused)).toMatchObject({ type: 'InternalError', unavailable: true });
+    expect(toA2AError(new Error('Connection terminated unexpectedly')).unavailable).toBe(true);
+    expect(toA2AError(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })).unavailable).toBe(true);
+    expect(toA2AError(new AppError('service.unavailable', 'x')).unavailable).toBe(true);
+    // a protocol violation is a bug; an AppError keeps its own meaning whatever its cause
+    expect(toA2AError(Object.assign(new Error('protocol'), { code: '08P01' })).unavailable).toBe(false);
+    const refusedPush = new AppError('push.url_refused', 'no such host', { cause: Object.assign(new Error('getaddrinfo ENOTFOUND x.test'), { code: 'ENOTFOUND' }) });
+    expect(toA2AError(refusedPush)).toMatchObject({ type: 'InvalidParams', unavailable: false });
+  });
 });
 
 describe('mediaTypeAccepted', () => {

@@ -206,7 +206,8 @@ const UNAVAILABLE_MESSAGE = 'the service is temporarily unavailable (its databas
  */
 export function toA2AError(e: unknown): A2AError {
   if (e instanceof A2AError) return e;
-  if ((e instanceof AppError && e.code === 'service.unavailable') || isDependencyUnavailable(e)) {
+  // an AppError is already classified (e.g. push.url_refused may carry a DNS error as its cause)
+  if (e instanceof AppError ? e.code === 'service.unavailable' : isDependencyUnavailable(e)) {
     return new A2AError('InternalError', UNAVAILABLE_MESSAGE, { cause: e, unavailable: true });
   }
   if (e instanceof AppError) {
