@@ -3,14 +3,14 @@ import type { RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { ORG_MATCHES } from './event-log.repository.js';
 
+/** The lease may be taken: none, expired, or already this owner's for this trigger ($3, $4). */
+const TAKEABLE = `(lease_expires_at IS NULL OR lease_expires_at <= now() OR (lease_owner = $3 AND lease_trigger IS NOT DISTINCT FROM $4::int))`;
+
 /**
  * Execution leases on the run row (`lease_owner`, `lease_trigger`, `lease_expires_at`). A lease
  * is bookkeeping of who executes a run's current trigger, not run state: it writes no event and
  * touches no indexed column (the update stays HOT). Scoped by org.
  */
-/** The lease may be taken: none, expired, or already this owner's for this trigger ($3, $4). */
-const TAKEABLE = `(lease_expires_at IS NULL OR lease_expires_at <= now() OR (lease_owner = $3 AND lease_trigger IS NOT DISTINCT FROM $4::int))`;
-
 @Injectable()
 export class RunLeaseRepository {
   constructor(private readonly db: DatabaseService) {}
