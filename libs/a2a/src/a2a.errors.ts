@@ -1,4 +1,4 @@
-import { AppError, isDependencyUnavailable, type ErrorCode } from '#libs/common';
+import { AppError, isDependencyUnavailable, serviceUnavailable, type ErrorCode } from '#libs/common';
 import { ZodError } from 'zod';
 
 /**
@@ -54,7 +54,7 @@ export class A2AError extends Error {
   readonly metadata?: Record<string, string>;
   /**
    * An InternalError that is not a bug: the database could not be reached or did not answer in
-   * time. The edges send it with HTTP 503 and `Retry-After` (RETRY_AFTER_SECONDS).
+   * time. The edges send it with HTTP 503 and `Retry-After` (RETRY_AFTER_SECONDS, libs/common).
    */
   readonly unavailable: boolean;
 
@@ -190,10 +190,6 @@ function a2aMessage(e: AppError): string {
   }
 }
 
-/** Seconds a caller is asked to wait (`Retry-After`) when the database is unavailable. */
-export const RETRY_AFTER_SECONDS = 2;
-const UNAVAILABLE_MESSAGE = 'the service is temporarily unavailable (its database did not answer); retry shortly';
-
 /**
  * Any error thrown while serving an A2A call, as the A2A error to answer with:
  * - `A2AError`: as is;
@@ -208,7 +204,7 @@ export function toA2AError(e: unknown): A2AError {
   if (e instanceof A2AError) return e;
   // an AppError is already classified (e.g. push.url_refused may carry a DNS error as its cause)
   if (e instanceof AppError ? e.code === 'service.unavailable' : isDependencyUnavailable(e)) {
-    return new A2AError('InternalError', UNAVAILABLE_MESSAGE, { cause: e, unavailable: true });
+    return new A2AError('InternalError', serviceUnavailable().message, { cause: e, unavailable: true });
   }
   if (e instanceof AppError) {
     const type = A2A_ERROR_FOR_CODE[e.code] ?? 'InternalError';

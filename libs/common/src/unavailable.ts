@@ -1,3 +1,13 @@
+import { AppError } from './errors.js';
+
+/** Seconds a caller is asked to wait (`Retry-After`) on a 503 for an unavailable dependency. */
+export const RETRY_AFTER_SECONDS = 2;
+
+/** `service.unavailable` (503): the answer, on every surface, to the database not answering. */
+export function serviceUnavailable(cause?: unknown): AppError {
+  return new AppError('service.unavailable', 'the service is temporarily unavailable (its database did not answer); retry shortly', { cause, retryable: true });
+}
+
 /**
  * Whether an error means a dependency of the request path (PostgreSQL, seen through pg, pg-pool or
  * Prisma) could not be reached or did not answer in time, as opposed to a bug or a bad request.

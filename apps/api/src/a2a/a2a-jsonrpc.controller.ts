@@ -8,12 +8,12 @@ import {
   isJsonRpcStream,
   isUnavailableResponse,
   jsonRpcErrorResponse,
-  RETRY_AFTER_SECONDS,
   type JsonRpcStream,
   requestIdOf,
   toA2AError,
   type JsonRpcCall,
 } from '#libs/a2a';
+import { RETRY_AFTER_SECONDS } from '#libs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AAdmission, callerOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';

@@ -8,12 +8,12 @@ import {
   A2ARestHandler,
   describeCause,
   negotiateVersion,
-  RETRY_AFTER_SECONDS,
   toA2AError,
   toRestError,
   type RestQuery,
   type StreamItem,
 } from '#libs/a2a';
+import { RETRY_AFTER_SECONDS } from '#libs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AAdmission, callerOf, negotiatedOf } from './a2a-admission.js';
 import { isMalformedJson } from '../common/malformed-json.js';

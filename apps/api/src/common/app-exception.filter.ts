@@ -1,11 +1,8 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
-import { AppError, ERROR_CODES, invalidRequest, isDependencyUnavailable } from '#libs/common';
+import { AppError, ERROR_CODES, RETRY_AFTER_SECONDS, invalidRequest, isDependencyUnavailable, serviceUnavailable } from '#libs/common';
 import { edgeErrorFor, sendEdgeError } from './edge-errors.js';
-
-/** Seconds a caller is asked to wait (`Retry-After`) on a 503. */
-const RETRY_AFTER_SECONDS = 2;
 
 /**
  * Admin API error shape: `{ error: { code, message, details }, requestId }` with the HTTP status
@@ -55,7 +52,7 @@ export function toErrorBody(exception: unknown, log?: Logger): { status: number;
     return { status, body: { error: { code, message: status >= 500 ? 'internal error' : exception.message, ...(details ? { details } : {}) } } };
   } else if (isDependencyUnavailable(exception)) {
     log?.warn(`database unavailable: ${exception instanceof Error ? exception.message : String(exception)}`);
-    err = new AppError('service.unavailable', 'the service is temporarily unavailable (its database did not answer); retry shortly');
+    err = serviceUnavailable(exception);
   } else {
     log?.error(exception instanceof Error ? exception.stack ?? exception.message : String(exception));
     err = new AppError('internal', 'internal error');
