@@ -17,7 +17,7 @@ export const AUTH_CACHE_MAX_ENTRIES = 10_000;
  * `lastUsedAt` may lag the key's real last use by up to this much.
  */
 export const LAST_USED_RECORD_INTERVAL_MS = 60_000;
-/** Most keys whose last recorded use a process remembers; past this the memory is cleared (a few extra writes, bounded memory). */
+/** Most keys whose last recorded use a process remembers; past this the least recently used are forgotten (a few extra writes, bounded memory). */
 export const LAST_USED_MAX_TRACKED_KEYS = 10_000;
 
 /**
@@ -35,8 +35,8 @@ export const LAST_USED_MAX_TRACKED_KEYS = 10_000;
 export class ApiKeyService {
   private readonly log = new Logger(ApiKeyService.name);
   private readonly cache = new TtlLruCache<string, Principal>(AUTH_CACHE_MAX_ENTRIES, AUTH_CACHE_TTL_MS);
-  /** keyId -> `performance.now()` (ms, monotonic) when this process last asked to record its use. */
-  private readonly lastRecorded = new Map<string, number>();
+  /** Keys whose use this process asked to record less than LAST_USED_RECORD_INTERVAL_MS ago (monotonic clock). */
+  private readonly recentlyRecorded = new TtlLruCache<string, true>(LAST_USED_MAX_TRACKED_KEYS, LAST_USED_RECORD_INTERVAL_MS, () => performance.now());
 
   constructor(private readonly keys: ApiKeyRepository) {}
 
@@ -102,11 +102,8 @@ export class ApiKeyService {
    * warning per key and interval, never a request).
    */
   private recordUse(keyId: string): void {
-    const now = performance.now();
-    const last = this.lastRecorded.get(keyId);
-    if (last !== undefined && now - last < LAST_USED_RECORD_INTERVAL_MS) return;
-    if (this.lastRecorded.size >= LAST_USED_MAX_TRACKED_KEYS) this.lastRecorded.clear();
-    this.lastRecorded.set(keyId, now);
+    if (this.recentlyRecorded.get(keyId)) return;
+    this.recentlyRecorded.set(keyId, true);
     this.keys.recordUse(keyId, LAST_USED_RECORD_INTERVAL_MS).catch((e: unknown) => {
       this.log.warn(`recording the use of API key ${keyId} failed: ${e instanceof Error ? e.message : String(e)}`);
     });
