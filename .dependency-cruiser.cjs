@@ -96,6 +96,6 @@ module.exports = {
     exclude: { path: '\\.spec\\.ts$' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    enhancedResolveOptions: { conditionNames: ['source', 'import', 'node', 'default'], exportsFields: ['exports'], mainFields: ['module', 'main'] },
+    enhancedResolveOptions: { conditionNames: ['aaas-source', 'import', 'node', 'default'], exportsFields: ['exports'], mainFields: ['module', 'main'] },
   },
 };

@@ -10,6 +10,7 @@ import {
 } from '#libs/contracts';
 import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
+import { backendFrames, CHUNK_END, FrameLimitError } from './backend-frames.js';
 import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
@@ -117,29 +118,15 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       return;
     }
     if (type !== 'application/x-ndjson' && type !== 'text/event-stream') throw new BackendError(`the backend answered with Content-Type ${type || '(none)'}`);
-    const sse = type === 'text/event-stream';
-    let buffer = '';
-    let line = 0;
-    let data: string[] = [];
-    for await (const chunk of body) {
-      buffer += chunk.toString('utf8');
-      if (buffer.length > MAX_FRAME_BYTES) throw new BackendError('a line of the answer is too long');
-      let nl: number;
-      while ((nl = buffer.indexOf('\n')) >= 0) {
-        const text = buffer.slice(0, nl).replace(/\r$/, '');
-        buffer = buffer.slice(nl + 1);
-        line++;
-        if (!sse) await apply(text, `line ${line}`);
-        else if (text === '') {
-          if (data.length > 0) await apply(data.join('\n'), `event ending at line ${line}`);
-          data = [];
-        } else if (text.startsWith('data:')) data.push(text.slice(5).replace(/^ /, ''));
+    try {
+      for await (const frame of backendFrames(body, type === 'text/event-stream' ? 'sse' : 'ndjson', MAX_FRAME_BYTES)) {
+        // what arrived is committed before waiting for more: readers follow the backend live
+        if (frame === CHUNK_END) await ctx.flush?.();
+        else await apply(frame.text, frame.where);
       }
-      // what arrived is committed before waiting for more: readers follow the backend live
-      await ctx.flush?.();
+    } catch (e) {
+      throw e instanceof FrameLimitError ? new BackendError(e.message) : e;
     }
-    if (!sse) await apply(buffer, `line ${line + 1}`);
-    else if (data.length > 0) await apply(data.join('\n'), 'the last event');
   }
 
   /** Best effort: tell the backend the run was canceled (signed like the run request). */
