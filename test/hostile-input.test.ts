@@ -54,6 +54,28 @@ describe('JSON bodies that cannot be stored', () => {
     expect(k.body.error.code).toBe(-32602);
   });
 
+  it('prototype-poisoning keys (__proto__, constructor.prototype, plain or escaped) are refused on every surface and store nothing', async () => {
+    const messageId = randomUUID();
+    const poisoned = rpc({ message: msg({ messageId, metadata: { x: 1 } }) }).replace('"metadata":{', '"metadata":{"__proto__":{"isAdmin":true},');
+    const j = await call(ep, { method: 'POST', headers: H, body: poisoned });
+    expect(j.status).toBe(200);
+    expect(j.body.error.code).toBe(-32602);
+    expect(j.body.error.message).toContain('prototype');
+    const escaped = await call(ep, { method: 'POST', headers: H, body: poisoned.replace('"__proto__"', '"\\u005f_proto__"') });
+    expect(escaped.body.error.code).toBe(-32602);
+    const ctor = await call(`${ep}/message:send`, { method: 'POST', headers: H, body: JSON.stringify({ message: msg({ metadata: { constructor: { prototype: { polluted: true } } } }) }) });
+    expect(ctor.status).toBe(400);
+    expect(ctor.body.error.status).toBe('INVALID_ARGUMENT');
+    const a = await call(`${stack.baseUrl}/v1/agents`, { method: 'POST', headers: admin, body: '{"slug":"proto","name":"n","description":"d","__proto__":{"x":1}}' });
+    expect(a.status).toBe(422);
+    expect(((({}) as Record<string, unknown>).isAdmin)).toBeUndefined();
+    // nothing was stored for the refused message; a "constructor" key without a prototype is plain data
+    const get = await call(ep, { method: 'POST', headers: H, body: JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'ListTasks', params: {} }) });
+    expect(JSON.stringify(get.body)).not.toContain(messageId);
+    const plain = await call(ep, { method: 'POST', headers: H, body: rpc({ message: msg({ metadata: { constructor: 'fine', proto: 1 } }), configuration: { returnImmediately: true } }) });
+    expect(plain.body.error).toBeUndefined();
+  });
+
   it('JSON nested deeper than 64 levels is refused before any work (JSON-RPC, REST, admin)', async () => {
     const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
     const j = await call(ep, { method: 'POST', headers: H, body: `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"d":${deep(200)}}}}}` });

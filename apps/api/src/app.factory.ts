@@ -12,7 +12,7 @@ import { AppModule } from './app.module.js';
 import { API_KEY_SCHEME, API_KEY_SCHEME_DOC, BEARER_SCHEME, BEARER_SCHEME_DOC, contractSchemaConverter } from './admin/admin-openapi.js';
 import { A2A_SPEC_URL, addA2AOpenApi } from './a2a/a2a-openapi.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
-import { MalformedJson, checkJsonValue } from './common/malformed-json.js';
+import { MalformedJson, checkJsonValue, prototypePoisoning } from './common/malformed-json.js';
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
 import { installRateLimits } from './common/rate-limit.js';
@@ -81,6 +81,10 @@ export async function createApiApp(
     } catch (e) {
       return done(null, new MalformedJson(e instanceof Error ? e.message : 'invalid JSON'));
     }
+    // Fastify's prototype-poisoning protection, which replacing its parser dropped: a `__proto__`
+    // key, or `constructor.prototype`, is refused (secure-json-parse scans only when the text has one)
+    const poisoned = prototypePoisoning(text, value);
+    if (poisoned) return done(null, new MalformedJson(poisoned, 'invalid'));
     const bad = checkJsonValue(value);
     done(null, bad ? new MalformedJson(bad.reason, 'invalid', bad.path) : value);
   });

@@ -1,3 +1,4 @@
+import secureJson from 'secure-json-parse';
 /**
  * Body placeholder for a request whose JSON did not parse, or parsed into something we refuse to
  * store. The body parser never rejects the request itself, so each edge answers in its own
@@ -57,4 +58,22 @@ export function checkJsonValue(value: unknown, maxDepth = MAX_JSON_DEPTH): { rea
     }
   }
   return null;
+}
+
+/**
+ * Why a parsed body is refused for prototype poisoning (a `__proto__` key, or a `constructor` key
+ * holding a `prototype`, at any depth), or null — Fastify's default protection (`secure-json-parse`,
+ * `protoAction`/`constructorAction` "error"), which replacing Fastify's JSON parser would drop. The
+ * scan runs only when the text could hold such a key (plain or \u-escaped), so ordinary bodies pay
+ * one substring search.
+ */
+export function prototypePoisoning(text: string, value: unknown): string | null {
+  if (value === null || typeof value !== 'object') return null;
+  if (!text.includes('proto') && !text.includes('constructor') && !text.includes('\\u')) return null;
+  try {
+    secureJson.scan(value, { protoAction: 'error', constructorAction: 'error' });
+    return null;
+  } catch {
+    return 'the body contains a forbidden "__proto__" or "constructor.prototype" key (prototype poisoning)';
+  }
 }
