@@ -172,6 +172,19 @@ describe('activation', () => {
     const ok = await post(v1Send([{ data: { order: 'tea' } }]), { 'A2A-Extensions': STRUCTURED_INPUT_EXTENSION_URI });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('a2a-extensions')).toBe(STRUCTURED_INPUT_EXTENSION_URI);
+    expect(ok.headers.get('x-a2a-extensions')).toBeNull();
+  });
+
+  it('answers in the header name the request used too: X-A2A-Extensions on v1.0, A2A-Extensions on v0.3', async () => {
+    const post = (body: unknown, headers: Record<string, string>) =>
+      fetch(`${stack.baseUrl}${agent.basePath}/message:send`, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...headers }, body: JSON.stringify(body) });
+    const v1 = await post(v1Send([{ data: { order: 'tea' } }]), { 'X-A2A-Extensions': STRUCTURED_INPUT_EXTENSION_URI });
+    expect(v1.status).toBe(200);
+    expect(v1.headers.get('x-a2a-extensions')).toBe(STRUCTURED_INPUT_EXTENSION_URI);
+    expect(v1.headers.get('a2a-extensions')).toBe(STRUCTURED_INPUT_EXTENSION_URI);
+    const v03 = await rpc(agent, 'message/send', v03Send([{ kind: 'data', data: { order: 'soup' } }]), { 'A2A-Extensions': STRUCTURED_INPUT_EXTENSION_URI }, null);
+    expect(v03.headers.get('x-a2a-extensions')).toBe(STRUCTURED_INPUT_EXTENSION_URI);
+    expect(v03.headers.get('a2a-extensions')).toBe(STRUCTURED_INPUT_EXTENSION_URI);
   });
 });
 

@@ -59,7 +59,8 @@ export class A2AAdmission {
   /**
    * The extensions this request activates (A2A v1.0 "Extensions"): the `A2A-Extensions` (v0.3:
    * `X-A2A-Extensions`) header's URIs that the agent declares, exact match, unknown ones ignored.
-   * Sets the same header on the response, listing what was activated. Throws A2AError:
+   * Sets the version's header on the response (and the header the request used, when that is the
+   * other one), listing what was activated. Throws A2AError:
    * ExtensionSupportRequired (a required extension not activated), InvalidParams (a dependency
    * not activated).
    */
@@ -71,7 +72,14 @@ export class A2AAdmission {
       throw toA2AError(e);
     }
     (req as FastifyRequest & { [NEGOTIATED]?: Negotiated })[NEGOTIATED] = negotiated;
-    if (negotiated.activated.length > 0) reply.raw.setHeader(version === '0.3' ? 'X-A2A-Extensions' : 'A2A-Extensions', negotiated.activated.join(', '));
+    if (negotiated.activated.length > 0) {
+      // answered in the version's own header, and also in the one the request used (clients written to
+      // the extensions chapter read X-A2A-Extensions whatever the version)
+      const activated = negotiated.activated.join(', ');
+      reply.raw.setHeader(version === '0.3' ? 'X-A2A-Extensions' : 'A2A-Extensions', activated);
+      if (req.headers['x-a2a-extensions'] !== undefined && version === '1.0') reply.raw.setHeader('X-A2A-Extensions', activated);
+      if (req.headers['a2a-extensions'] !== undefined && version === '0.3') reply.raw.setHeader('A2A-Extensions', activated);
+    }
     return negotiated;
   }
 
