@@ -10,6 +10,7 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import { loadConfig } from '#libs/config';
+import { listenFailure } from '#libs/common';
 import { importJWK, type JWK } from 'jose';
 import { verifyAgentCard } from '#libs/trust';
 import { createApiApp } from '../apps/api/src/app.factory.js';
@@ -375,7 +376,14 @@ async function main(): Promise<void> {
     HTTP_RUNTIME_ALLOWED_CIDRS: process.env.HTTP_RUNTIME_ALLOWED_CIDRS ?? '127.0.0.0/8',
   };
   const api = await createApiApp(env);
-  await api.listen(port, config.HOST);
+  try {
+    await api.listen(port, config.HOST);
+  } catch (e) {
+    const line = listenFailure(e, port, config.HOST, 'PORT');
+    if (!line) throw e;
+    console.error(`demo: ${line}`);
+    process.exit(1);
+  }
   const worker = await createWorkerApp(env);
   console.log(`API on ${base} (admin API docs: ${base}/docs), worker started`);
 

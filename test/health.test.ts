@@ -72,6 +72,29 @@ describe('fail-fast boot', () => {
     }
   });
 
+  it('a port already in use is one line naming the port and the setting that chooses another', async () => {
+    const { createServer } = await import('node:net');
+    const taken = createServer();
+    const port = await new Promise<number>((r) => taken.listen(0, '127.0.0.1', () => r((taken.address() as { port: number }).port)));
+    try {
+      const api = await run(process.execPath, ['dist/apps/api/src/main.js'], { env: { ...env(TEST_DATABASE_URL), PORT: String(port), HOST: '127.0.0.1' }, timeout: 20_000 }).then(
+        () => ({ code: 0, stderr: '' }),
+        (e: { code?: number; stderr?: string }) => ({ code: e.code ?? -1, stderr: e.stderr ?? '' }),
+      );
+      expect(api.code).toBe(1);
+      expect(api.stderr.trim().split('\n')).toHaveLength(1);
+      expect(api.stderr).toContain(`aaas api: port ${port} on 127.0.0.1 is already in use by another process: stop it, or choose another port with PORT=<port>`);
+      const worker = await run(process.execPath, ['dist/apps/worker/src/main.js'], { env: { ...env(TEST_DATABASE_URL), WORKER_METRICS_PORT: String(port), WORKER_METRICS_HOST: '127.0.0.1' }, timeout: 20_000 }).then(
+        () => ({ code: 0, stderr: '' }),
+        (e: { code?: number; stderr?: string }) => ({ code: e.code ?? -1, stderr: e.stderr ?? '' }),
+      );
+      expect(worker.code).toBe(1);
+      expect(worker.stderr).toContain(`port ${port} on 127.0.0.1 is already in use by another process: stop it, or choose another port with WORKER_METRICS_PORT=<port>`);
+    } finally {
+      await new Promise((r) => taken.close(r));
+    }
+  });
+
   it('they refuse to start when the schema is behind this build', async () => {
     const name = `aaas_test_empty_${randomUUID().slice(0, 8)}`;
     const adminUrl = new URL(TEST_DATABASE_URL);

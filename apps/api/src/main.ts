@@ -1,3 +1,4 @@
+import { listenFailure } from '#libs/common';
 import { loadConfig } from '#libs/config';
 import { checkSchema } from '#libs/db';
 import { flushTracing, startTracing } from '#libs/telemetry';
@@ -6,7 +7,7 @@ import { createApiApp } from './app.factory.js';
 /**
  * API process entry point: A2A endpoints, Agent Cards and the admin API on PORT. Refuses to start,
  * with one clear line and exit code 1, when the configuration is invalid, PostgreSQL cannot be
- * reached, or its schema is behind this build (run `npm run db:migrate`, or the migration job).
+ * reached, its schema is behind this build, or PORT is taken (run `npm run db:migrate`, or the migration job).
  * Traces (OpenTelemetry) start first, when configured (OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_TRACES_EXPORTER).
  */
 async function main(): Promise<void> {
@@ -18,7 +19,14 @@ async function main(): Promise<void> {
   const app = await createApiApp();
   // the last spans are exported before the process exits (the server has stopped taking requests)
   app.getHttpAdapter().getInstance().addHook('onClose', async () => flushTracing());
-  await app.listen(config.PORT, config.HOST);
+  try {
+    await app.listen(config.PORT, config.HOST);
+  } catch (e) {
+    const line = listenFailure(e, config.PORT, config.HOST, 'PORT');
+    if (!line) throw e;
+    await app.close().catch(() => undefined);
+    throw new Error(line);
+  }
 }
 
 main().catch((e: unknown) => {

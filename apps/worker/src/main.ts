@@ -1,3 +1,4 @@
+import { listenFailure } from '#libs/common';
 import { loadConfig } from '#libs/config';
 import { checkSchema } from '#libs/db';
 import { startTracing } from '#libs/telemetry';
@@ -14,7 +15,13 @@ async function main(): Promise<void> {
   if (!schema.reachable) throw new Error(`cannot reach PostgreSQL at ${new URL(config.DATABASE_URL).host}: ${schema.error}`);
   if (schema.pending.length > 0) throw new Error(`the database schema is behind this build (${schema.pending.length} migration(s) not applied: ${schema.pending.join(', ')}); run npm run db:migrate`);
   await startTracing({ serviceName: config.OTEL_SERVICE_NAME ?? 'aaas-worker', config });
-  await createWorkerApp();
+  try {
+    await createWorkerApp();
+  } catch (e) {
+    // the metrics port is the only one a worker listens on
+    const line = config.WORKER_METRICS_PORT === undefined ? null : listenFailure(e, config.WORKER_METRICS_PORT, config.WORKER_METRICS_HOST, 'WORKER_METRICS_PORT');
+    throw line ? new Error(line) : e;
+  }
 }
 
 main().catch((e: unknown) => {

@@ -1,2 +1,3 @@
 export * from './errors.js';
 export * from './unavailable.js';
+export * from './listen-error.js';
