@@ -15,6 +15,7 @@ const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const tsc = 'node_modules/typescript/bin/tsc';
 const mtime = (p) => (existsSync(p) ? statSync(p).mtimeMs : 0);
 const run = (cmd, args) => execFileSync(cmd, args, { stdio: 'inherit' });
+const seconds = (since) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
 const dev = process.argv.includes('--dev');
 const build = dev || process.argv.includes('--build');
 
@@ -40,8 +41,10 @@ if (!existsSync(installed) || mtime('package-lock.json') > mtime(installed)) {
 // Regenerate when the schema changed or the dependencies (the Prisma version) were reinstalled.
 const generated = 'libs/db/src/generated/prisma/client.ts';
 if (Math.max(mtime('prisma/schema.prisma'), mtime(installed)) > mtime(generated)) {
-  console.log('[setup] generating the Prisma client');
+  const started = Date.now();
+  console.log('[setup] generating the Prisma client …');
   runQuiet('prisma generate', process.execPath, ['node_modules/prisma/build/index.js', 'generate'], prismaEnv());
+  console.log(`[setup] generated the Prisma client (${seconds(started)})`);
 }
 
 if (build) {
@@ -51,9 +54,12 @@ if (build) {
   const buildInfo = 'dist/tsconfig.tsbuildinfo';
   const entries = ['dist/apps/api/src/main.js', 'dist/apps/worker/src/main.js', 'dist/scripts/demo.js'];
   const force = mtime(installed) > mtime(buildInfo) || entries.some((f) => !existsSync(f));
+  const started = Date.now();
+  // a first build takes a while on a small machine: say so instead of printing nothing for a minute
+  if (force || !existsSync(buildInfo)) console.log('[setup] compiling TypeScript (a full build, about a minute on 2 cores) …');
   const out = runQuiet('compiling TypeScript', process.execPath, [tsc, '-b', 'tsconfig.json', '--listEmittedFiles', ...(force ? ['--force'] : [])]);
   const emitted = out.split('\n').filter((l) => l.startsWith('TSFILE: ') && l.endsWith('.js')).length;
-  console.log(emitted ? `[setup] compiled TypeScript (${emitted} files)` : '[setup] TypeScript up to date');
+  console.log(emitted ? `[setup] compiled TypeScript (${emitted} files, ${seconds(started)})` : '[setup] TypeScript up to date');
 }
 
 if (dev) {
