@@ -221,4 +221,18 @@ describe('tracing on (in-memory exporter)', () => {
     expect(exec.status.code).toBe(SpanStatusCode.ERROR);
     expect(exec.events.some((e) => e.name === 'exception')).toBe(true);
   });
+
+  it('an idle API and worker export nothing: background polls that find no work make no spans', async () => {
+    // let every in-flight trace of the tests above finish, then watch a quiet period longer than
+    // the relay's and the push loop's 1 s polls (each of them ran statements every second before)
+    await new Promise((r) => setTimeout(r, 1_500));
+    exporter.reset();
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual([]);
+    // and a request still traces its statements under its server span
+    await sendAndComplete('after the quiet');
+    const spans = await spansWhen((all) => all.some((s) => s.name === 'runs.create_batch'), 'the creation statement');
+    const create = spans.find((s) => s.name === 'runs.create_batch')!;
+    expect(parentOf(create)).toBeDefined();
+  });
 });

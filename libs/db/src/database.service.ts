@@ -3,7 +3,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { AppError, isDependencyUnavailable } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { isTracing, withSpan, type SpanOptions } from '#libs/telemetry';
+import { isTracing, withChildSpan, type SpanOptions } from '#libs/telemetry';
 import { PrismaClient } from './generated/prisma/client.js';
 
 /**
@@ -39,7 +39,7 @@ export class DatabaseService implements OnApplicationShutdown {
    * When tracing, each statement is a client span named `name` (no SQL text, no values).
    */
   async query<T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string): Promise<T[]> {
-    if (isTracing()) return withSpan(name ?? summary(text), DB_SPAN, async () => (await this.pool.query<T>(name ? { name, text, values } : { text, values })).rows);
+    if (isTracing()) return withChildSpan(name ?? summary(text), DB_SPAN, async () => (await this.pool.query<T>(name ? { name, text, values } : { text, values })).rows);
     const res = await this.pool.query<T>(name ? { name, text, values } : { text, values });
     return res.rows;
   }
@@ -49,7 +49,7 @@ export class DatabaseService implements OnApplicationShutdown {
    * throws (the error is rethrown). `q` is `query` bound to that connection.
    */
   async transaction<R>(fn: (q: <T extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<T[]>) => Promise<R>): Promise<R> {
-    if (isTracing()) return withSpan('db.transaction', DB_SPAN, () => this.inTransaction(fn));
+    if (isTracing()) return withChildSpan('db.transaction', DB_SPAN, () => this.inTransaction(fn));
     return this.inTransaction(fn);
   }
 
@@ -63,7 +63,7 @@ export class DatabaseService implements OnApplicationShutdown {
     try {
       await client.query('BEGIN');
       const result = await fn(async <T extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string) => {
-        if (isTracing()) return withSpan(name ?? summary(text), DB_SPAN, async () => (await client.query<T>(name ? { name, text, values } : { text, values })).rows);
+        if (isTracing()) return withChildSpan(name ?? summary(text), DB_SPAN, async () => (await client.query<T>(name ? { name, text, values } : { text, values })).rows);
         const res = await client.query<T>(name ? { name, text, values } : { text, values });
         return res.rows;
       });

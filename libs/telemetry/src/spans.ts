@@ -54,6 +54,16 @@ export function withSpan<R>(name: string, opts: SpanOptions, fn: (span: Span | u
   });
 }
 
+/**
+ * Like withSpan, but only inside a trace: with no active span (a background poll that found nothing
+ * to do — the outbox relay, the sweeper, the push loop) `fn(undefined)` runs and no span is made,
+ * so an idle process exports no traces. Used for database statements and transactions.
+ */
+export function withChildSpan<R>(name: string, opts: SpanOptions, fn: (span: Span | undefined) => Promise<R>): Promise<R> {
+  if (!isTracing() || trace.getSpan(context.active()) === undefined) return fn(undefined);
+  return withSpan(name, opts, fn);
+}
+
 /** Run `fn` with the context a job carries (`trace`) as the active one; just `fn()` without it or when off. */
 export function withExtractedContext<R>(carrier: TraceCarrier | undefined, fn: () => R): R {
   if (!carrier || !isTracing()) return fn();
