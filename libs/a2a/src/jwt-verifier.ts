@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createRemoteJWKSet, customFetch, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { TtlLruCache } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { BindingSecurity } from '#libs/contracts';
 import { outboundFetch, outboundPolicy } from '#libs/outbound';
@@ -16,6 +17,8 @@ export interface JwtCaller {
 
 /** How long a discovered jwks_uri is trusted before the discovery document is read again (ms). */
 const DISCOVERY_TTL_MS = 10 * 60_000;
+/** Most issuers (discovery answers, key sets) kept per process; the least recently used go first. */
+const ISSUERS_MAX = 1_000;
 /** Longest a discovery or JWKS fetch may take (ms). */
 const FETCH_TIMEOUT_MS = 5_000;
 
@@ -48,8 +51,9 @@ export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', 
  */
 @Injectable()
 export class JwtVerifier {
-  private readonly keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
-  private readonly discovered = new Map<string, { jwksUri: string; at: number }>();
+  // key sets keep their own cooldown and key cache (jose); this bounds how many issuers are held
+  private readonly keySets = new TtlLruCache<string, ReturnType<typeof createRemoteJWKSet>>(ISSUERS_MAX, 0);
+  private readonly discovered = new TtlLruCache<string, string>(ISSUERS_MAX, DISCOVERY_TTL_MS);
   private readonly fetch: typeof fetch;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
@@ -91,7 +95,6 @@ export class JwtVerifier {
     let set = this.keySets.get(uri);
     if (!set) {
       set = createRemoteJWKSet(new URL(uri), { timeoutDuration: FETCH_TIMEOUT_MS, cooldownDuration: 30_000, [customFetch]: this.fetch });
-      if (this.keySets.size > 1_000) this.keySets.clear();
       this.keySets.set(uri, set);
     }
     const remote = set;
@@ -107,7 +110,7 @@ export class JwtVerifier {
   /** OIDC discovery (OpenID Connect Discovery 1.0 §4): the issuer's jwks_uri. */
   private async discover(issuer: string): Promise<string> {
     const hit = this.discovered.get(issuer);
-    if (hit && Date.now() - hit.at < DISCOVERY_TTL_MS) return hit.jwksUri;
+    if (hit) return hit;
     const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
     let doc: { issuer?: unknown; jwks_uri?: unknown };
     try {
@@ -125,7 +128,7 @@ export class JwtVerifier {
         metadata: { challenge: bearerChallenge('invalid_token', 'issuer discovery mismatch') },
       });
     }
-    this.discovered.set(issuer, { jwksUri: doc.jwks_uri, at: Date.now() });
+    this.discovered.set(issuer, doc.jwks_uri);
     return doc.jwks_uri;
   }
 }

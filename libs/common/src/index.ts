@@ -1,3 +1,4 @@
 export * from './errors.js';
 export * from './unavailable.js';
 export * from './listen-error.js';
+export * from './cache.js';

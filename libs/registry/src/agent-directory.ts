@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { AppError } from '#libs/common';
+import { AppError, TtlLruCache } from '#libs/common';
 import { A2AExtensionSchema, A2AProfileSchema, A2ATransportSchema, BindingSecuritySchema } from '#libs/contracts';
 import { z } from 'zod';
 import { AgentDirectoryRepository, type DirectoryRow } from './agent-directory.repository.js';
@@ -8,7 +8,7 @@ import type { ResolvedA2AAgent } from './registry.types.js';
 const TransportsSchema = z.array(A2ATransportSchema);
 const ExtensionsSchema = z.array(A2AExtensionSchema);
 
-/** Most entries the resolve cache keeps (oldest evicted first). */
+/** Most entries the resolve cache keeps (least recently used evicted first). */
 const CACHE_MAX = 10_000;
 
 /**
@@ -22,7 +22,8 @@ const CACHE_MAX = 10_000;
  */
 @Injectable()
 export class AgentDirectory {
-  private readonly cache = new Map<string, { at: number; agent: ResolvedA2AAgent }>();
+  // no TTL of its own: each lookup says how old an answer it takes (maxAgeMs)
+  private readonly cache = new TtlLruCache<string, ResolvedA2AAgent>(CACHE_MAX, 0);
 
   constructor(private readonly repo: AgentDirectoryRepository) {}
 
@@ -35,15 +36,13 @@ export class AgentDirectory {
     const key = `${orgSlug}/${agentSlug}`;
     const maxAge = opts.maxAgeMs ?? 0;
     if (maxAge > 0) {
-      const hit = this.cache.get(key);
-      if (hit && Date.now() - hit.at <= maxAge) return hit.agent;
+      const hit = this.cache.get(key, maxAge);
+      if (hit) return hit;
     }
     const row = await this.repo.find(orgSlug, agentSlug);
     if (!row) throw new AppError('agent.not_found', `agent ${orgSlug}/${agentSlug} not found`, { details: { orgSlug, agentSlug } });
     const agent = toResolved(row);
-    this.cache.delete(key);
-    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(key, { at: Date.now(), agent });
+    this.cache.set(key, agent);
     return agent;
   }
 

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
-import { AppError } from '#libs/common';
 import type { ApiKeyScope } from '#libs/contracts';
-import { generateApiKey, hashSecret, parseApiKey, secretMatches, TtlLruCache } from './api-key.js';
+import { AppError, TtlLruCache } from '#libs/common';
+import { generateApiKey, hashSecret, parseApiKey, secretMatches } from './api-key.js';
 import { ApiKeyRepository } from './api-key.repository.js';
 import { isUuid } from './ids.js';
 import type { ApiKeyInfo, CreatedApiKey, Principal } from './registry.types.js';
@@ -36,7 +36,7 @@ export class ApiKeyService {
   private readonly log = new Logger(ApiKeyService.name);
   private readonly cache = new TtlLruCache<string, Principal>(AUTH_CACHE_MAX_ENTRIES, AUTH_CACHE_TTL_MS);
   /** Keys whose use this process asked to record less than LAST_USED_RECORD_INTERVAL_MS ago (monotonic clock). */
-  private readonly recentlyRecorded = new TtlLruCache<string, true>(LAST_USED_MAX_TRACKED_KEYS, LAST_USED_RECORD_INTERVAL_MS, () => performance.now());
+  private readonly recentlyRecorded = new TtlLruCache<string, true>(LAST_USED_MAX_TRACKED_KEYS, LAST_USED_RECORD_INTERVAL_MS);
 
   constructor(private readonly keys: ApiKeyRepository) {}
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { API_KEY_PATTERN, generateApiKey, hashSecret, parseApiKey, randomAlnum, secretMatches, TtlLruCache } from './api-key.js';
+import { API_KEY_PATTERN, generateApiKey, hashSecret, parseApiKey, randomAlnum, secretMatches } from './api-key.js';
 
 describe('API key material', () => {
   it('generates aaas_<8>_<32> keys whose parts parse back', () => {
@@ -28,31 +28,5 @@ describe('API key material', () => {
 
   it('draws every alphanumeric', () => {
     expect(new Set(randomAlnum(20_000)).size).toBe(62);
-  });
-});
-
-describe('TtlLruCache', () => {
-  it('expires entries after the TTL', () => {
-    let now = 0;
-    const cache = new TtlLruCache<string, number>(10, 100, () => now);
-    cache.set('a', 1);
-    now = 99;
-    expect(cache.get('a')).toBe(1);
-    now = 100;
-    expect(cache.get('a')).toBeUndefined();
-    expect(cache.size).toBe(0);
-  });
-
-  it('evicts the least recently used entry beyond its bound', () => {
-    const cache = new TtlLruCache<string, number>(2, 1000);
-    cache.set('a', 1);
-    cache.set('b', 2);
-    expect(cache.get('a')).toBe(1); // a is now the most recent
-    cache.set('c', 3);
-    expect(cache.get('b')).toBeUndefined();
-    expect(cache.get('a')).toBe(1);
-    expect(cache.get('c')).toBe(3);
-    cache.deleteWhere((v) => v === 3);
-    expect(cache.get('c')).toBeUndefined();
   });
 });

@@ -53,44 +53,5 @@ export function secretMatches(secret: string, storedHashHex: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/**
- * A small LRU map with a time-to-live: `get` drops expired entries and refreshes recency; `set`
- * evicts the least recently used entry beyond `maxEntries`. (A Map iterates in insertion order,
- * so re-inserting on access keeps the oldest entry first.)
- */
-export class TtlLruCache<K, V> {
-  private readonly entries = new Map<K, { value: V; expiresAt: number }>();
-
-  constructor(
-    private readonly maxEntries: number,
-    private readonly ttlMs: number,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  get(key: K): V | undefined {
-    const entry = this.entries.get(key);
-    if (!entry) return undefined;
-    this.entries.delete(key);
-    if (entry.expiresAt <= this.now()) return undefined;
-    this.entries.set(key, entry);
-    return entry.value;
-  }
-
-  set(key: K, value: V): void {
-    this.entries.delete(key);
-    this.entries.set(key, { value, expiresAt: this.now() + this.ttlMs });
-    while (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value as K;
-      this.entries.delete(oldest);
-    }
-  }
-
-  /** Remove every entry whose value satisfies `predicate`. */
-  deleteWhere(predicate: (value: V) => boolean): void {
-    for (const [key, entry] of this.entries) if (predicate(entry.value)) this.entries.delete(key);
-  }
-
-  get size(): number {
-    return this.entries.size;
-  }
-}
+// (the cache these keys were kept in moved to libs/common: one cache implementation for the process)
+export { TtlLruCache } from '#libs/common';

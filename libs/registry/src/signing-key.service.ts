@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
-import { AppError } from '#libs/common';
+import { AppError, TtlLruCache } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AesGcmKeyCipher, type CardSigningAlgorithm, type KeyCipher, type SigningKey } from '#libs/trust';
 import { SigningKeyRepository, type SigningKeyRow } from './signing-key.repository.js';
@@ -26,6 +26,8 @@ export interface ActiveSigningKey {
 
 /** How long the active keys of an org are reused on the card path of another instance (ms). */
 const ACTIVE_KEYS_TTL_MS = 5_000;
+/** Most organizations whose active keys are kept decrypted (least recently used forgotten first). */
+const ACTIVE_KEYS_CACHE_MAX = 10_000;
 
 const info = (r: SigningKeyRow): SigningKeyInfo => ({ id: r.id, kid: r.kid, alg: r.alg, status: r.status, publicJwk: r.publicJwk, createdAt: r.createdAt, retiredAt: r.retiredAt });
 
@@ -40,7 +42,7 @@ const info = (r: SigningKeyRow): SigningKeyInfo => ({ id: r.id, kid: r.kid, alg:
 @Injectable()
 export class SigningKeyService {
   private readonly cipher: KeyCipher | null;
-  private readonly cache = new Map<string, { at: number; keys: Promise<ActiveSigningKey[]> }>();
+  private readonly cache = new TtlLruCache<string, Promise<ActiveSigningKey[]>>(ACTIVE_KEYS_CACHE_MAX, ACTIVE_KEYS_TTL_MS);
 
   constructor(
     private readonly repo: SigningKeyRepository,
@@ -88,7 +90,7 @@ export class SigningKeyService {
   activeKeys(orgId: string): Promise<ActiveSigningKey[]> {
     if (!this.cipher) return Promise.resolve([]);
     const hit = this.cache.get(orgId);
-    if (hit && Date.now() - hit.at < ACTIVE_KEYS_TTL_MS) return hit.keys;
+    if (hit) return hit;
     const cipher = this.cipher;
     const keys = this.repo.active(orgId).then((rows) =>
       Promise.all(
@@ -96,7 +98,7 @@ export class SigningKeyService {
       ),
     );
     keys.catch(() => this.cache.delete(orgId));
-    this.cache.set(orgId, { at: Date.now(), keys });
+    this.cache.set(orgId, keys);
     return keys;
   }
 

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { Webhook } from 'standardwebhooks';
+import { TtlLruCache } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { Metrics } from '#libs/metrics';
@@ -282,11 +283,10 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   }
 
   /** Standard Webhooks signers by secret (a secret's key is decoded once). */
-  private readonly signers = new Map<string, Webhook>();
+  private readonly signers = new TtlLruCache<string, Webhook>(10_000, 0);
   private signer(secret: string): Webhook {
     let w = this.signers.get(secret);
     if (!w) {
-      if (this.signers.size > 10_000) this.signers.clear();
       w = new Webhook(secret);
       this.signers.set(secret, w);
     }

@@ -1,10 +1,11 @@
 import { RE2JS } from 're2js';
+import { TtlLruCache } from '#libs/common';
 
 /** Flags a scripted `match.text` may carry (JavaScript letters, RE2 semantics). */
 const FLAG_BITS: Record<string, number> = { i: RE2JS.CASE_INSENSITIVE, m: RE2JS.MULTILINE, s: RE2JS.DOTALL, u: 0, g: 0 };
 
-const cache = new Map<string, RE2JS>();
-const CACHE_MAX = 10_000;
+// compiled patterns, least recently used evicted past the bound (patterns do not expire)
+const cache = new TtlLruCache<string, RE2JS>(10_000, 0);
 
 /**
  * Compile a tenant-supplied pattern with RE2 semantics (re2js): matching time is linear in the
@@ -28,7 +29,6 @@ export function compileSafeRegex(source: string, flags = ''): RE2JS {
   } catch (e) {
     throw new Error(`not a supported (RE2) regular expression: ${e instanceof Error ? e.message : String(e)}; backreferences and lookaround are not available`);
   }
-  if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);
   cache.set(key, re);
   return re;
 }
