@@ -24,16 +24,22 @@ let agent: PublishedAgent;
 let rpc: Client;
 let rest: Client;
 const V1 = { 'content-type': 'application/json', 'a2a-version': '1.0' };
+/** `AAAS_RUNTIME_SECRET_<ORG>_`: the worker variables an org's revisions may name in `secretEnv`. */
+const namespaceOf = (orgSlug: string) => `AAAS_RUNTIME_SECRET_${orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
+/** The upstream token as a worker variable of the stack's org (the main agent uses the org's runtime secret `upstream-token`). */
+let UPSTREAM_ENV = '';
 
 beforeAll(async () => {
   upstream = await startUpstreamAgent({ UPSTREAM_TOKEN: 'upstream-secret', UPSTREAM_EXTENSIONS: SUBSTATES_EXTENSION_URI });
-  process.env.TEST_UPSTREAM_TOKEN = 'upstream-secret';
-  stack = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', A2A_BLOCKING_TIMEOUT_MS: '15000' } });
+  stack = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', A2A_BLOCKING_TIMEOUT_MS: '15000', RUNTIME_SECRET_ENCRYPTION_SECRET: 'a2a-runtime-test-encryption-secret' } });
+  UPSTREAM_ENV = `${namespaceOf(stack.orgSlug)}UPSTREAM`;
+  process.env[UPSTREAM_ENV] = 'upstream-secret';
+  expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/runtime-secrets', { name: 'upstream-token', value: 'upstream-secret' })).status).toBe(201);
   agent = await publishAgent(stack.baseUrl, stack.adminKey, {
     slug: 'weather',
     transports: ['JSONRPC', 'HTTP+JSON'],
     a2a: { skillsProjection: [], capabilities: { streaming: true } } as never,
-    runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secretEnv: 'TEST_UPSTREAM_TOKEN' } },
+    runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secret: 'upstream-token' } },
   });
   rpc = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(`${stack.baseUrl}${agent.basePath}/`);
   rest = await new ClientFactory({ transports: [new RestTransportFactory()], preferredTransports: ['HTTP+JSON'] }).createFromUrl(`${stack.baseUrl}${agent.basePath}/`);
@@ -42,7 +48,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
   await upstream?.close();
-  delete process.env.TEST_UPSTREAM_TOKEN;
+  delete process.env[UPSTREAM_ENV];
 });
 
 const send = (text: string, taskId = '', contextId = '') =>
@@ -166,7 +172,7 @@ describe('the a2a runtime', () => {
     const withExt = await publishAgent(stack.baseUrl, stack.adminKey, {
       slug: 'weather-ext',
       a2a: { skillsProjection: [], extensions: [{ uri: SUBSTATES_EXTENSION_URI, params: { states: ['thinking'] } }] } as never,
-      runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secretEnv: 'TEST_UPSTREAM_TOKEN' } },
+      runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secret: 'upstream-token' } },
     });
     const call = (extensions?: string) =>
       fetch(`${stack.baseUrl}${withExt.basePath}`, {
@@ -236,11 +242,11 @@ describe('the a2a runtime', () => {
     expect(stateOf(t)).toBe('TASK_STATE_FAILED');
     expect(textOf(t.status!.message)).toMatch(/^The upstream agent failed: .*(ECONNREFUSED|fetch failed)/);
 
-    const noSecret = await publishA2A('no-secret', { url: `${upstream.url}`, credentials: { secretEnv: 'NOT_SET_ANYWHERE' } });
+    const noSecret = await publishA2A('no-secret', { url: `${upstream.url}`, credentials: { secretEnv: `${namespaceOf(stack.orgSlug)}NOT_SET` } });
     const c2 = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(`${stack.baseUrl}${noSecret.basePath}/`);
     const t2 = (await c2.sendMessage(send('hi'))) as Task;
     expect(stateOf(t2)).toBe('TASK_STATE_FAILED');
-    expect(textOf(t2.status!.message)).toContain('secret NOT_SET_ANYWHERE is not set');
+    expect(textOf(t2.status!.message)).toContain(`the worker variable ${namespaceOf(stack.orgSlug)}NOT_SET is not set on this worker`);
 
     // without our credentials the upstream refuses (401): a failed run that says so
     const unauth = await publishA2A('unauth', { url: `${upstream.url}` });
@@ -267,7 +273,7 @@ describe('the a2a runtime', () => {
   });
 
   it('a non-streaming upstream is polled', async () => {
-    const polled = await publishA2A('polled', { url: upstream.url, streaming: false, pollIntervalMs: 100, credentials: { secretEnv: 'TEST_UPSTREAM_TOKEN' } });
+    const polled = await publishA2A('polled', { url: upstream.url, streaming: false, pollIntervalMs: 100, credentials: { secretEnv: UPSTREAM_ENV } });
     const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(`${stack.baseUrl}${polled.basePath}/`);
     const task = (await client.sendMessage(send('stream 3 100'))) as Task;
     expect(stateOf(task)).toBe('TASK_STATE_COMPLETED');
@@ -309,11 +315,13 @@ describe('the a2a runtime and the sweeper', () => {
     // 1.5 s and is renewed every second (a tighter heartbeat lapses under a loaded CI machine, and
     // a lapsed lease rightly counts as a dead follower)
     const quick = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '200', EXECUTION_HEARTBEAT_MS: '1000' } });
+    const quickEnv = `${namespaceOf(quick.orgSlug)}UPSTREAM`;
+    process.env[quickEnv] = 'upstream-secret';
     try {
       const a = await publishAgent(quick.baseUrl, quick.adminKey, {
         slug: 'quiet',
         a2a: { skillsProjection: [], capabilities: { streaming: true } } as never,
-        runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secretEnv: 'TEST_UPSTREAM_TOKEN' } },
+        runtime: { kind: 'a2a', cardUrl: upstream.cardUrl, credentials: { secretEnv: quickEnv } },
       });
       const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(`${quick.baseUrl}${a.basePath}/`);
       const held = (await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold' }] }, configuration: { returnImmediately: true } }))) as Task;
@@ -329,6 +337,7 @@ describe('the a2a runtime and the sweeper', () => {
       await client.cancelTask({ tenant: '', id: held.id, metadata: undefined });
     } finally {
       await quick.close();
+      delete process.env[quickEnv];
     }
   }, 30_000);
 });

@@ -43,6 +43,17 @@ async function aaasAt(url: string, ...args: string[]): Promise<Result> {
   }
 }
 
+/** The CLI with `input` on its stdin (and `env` added to its environment). */
+async function aaasWithInput(input: string, env: Record<string, string>, ...args: string[]): Promise<Result> {
+  const child = spawn(process.execPath, [CLI, '--url', stack.baseUrl, '--key', stack.adminKey, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const out = { stdout: '', stderr: '' };
+  child.stdout!.on('data', (d: Buffer) => (out.stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out.stderr += d.toString()));
+  child.stdin!.end(input);
+  const [code] = await once(child, 'exit');
+  return { code: code as number, ...out };
+}
+
 /** A CLI process we can watch and kill: its output so far, and a promise of its exit. */
 function spawnAaas(url: string, ...args: string[]): { child: ChildProcess; out: { stdout: string; stderr: string }; exited: Promise<number | null> } {
   const child = spawn(process.execPath, [CLI, '--url', url, '--key', stack.adminKey, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -137,7 +148,7 @@ function dripManifest(slug: string, n: number, pause: number) {
 }
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ env: { RUNTIME_SECRET_ENCRYPTION_SECRET: 'cli-test-runtime-secret-encryption' } });
   dir = await mkdtemp(path.join(tmpdir(), 'aaas-cli-'));
 });
 
@@ -378,6 +389,42 @@ describe('aaas CLI', () => {
     const again = await aaas('keys', 'revoke', randomUUID());
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/^aaas: DELETE \/v1\/api-keys\/[0-9a-f-]+: HTTP 404 /);
+  });
+
+  it('manages runtime secrets: create from stdin or --from-env, list (never values), rotate, delete', { timeout: 60_000 }, async () => {
+    const fromStdin = await aaasWithInput('whsec_c2VjcmV0LWZyb20tc3RkaW4=\n', {}, 'secrets', 'create', 'cli-hook');
+    expect(fromStdin.code, fromStdin.stderr).toBe(0);
+    expect(fromStdin.stdout).toBe('runtime secret "cli-hook" created (version 1). Reference it from a revision\'s runtime as "secret": "cli-hook" (a2a: "credentials": { "secret": "cli-hook" }).\n');
+    const fromEnv = await aaasWithInput('', { CLI_TEST_TOKEN: 'token-from-env' }, '--json', 'secrets', 'create', 'cli-token', '--from-env', 'CLI_TEST_TOKEN');
+    expect(fromEnv.code, fromEnv.stderr).toBe(0);
+    expect(JSON.parse(fromEnv.stdout)).toMatchObject({ name: 'cli-token', version: 1 });
+
+    const listed = await aaas('secrets', 'list');
+    expect(listed.stdout.split('\n')[0]).toMatch(/^NAME\s+VERSION\s+CREATED\s+UPDATED$/);
+    expect(listed.stdout).toMatch(/^cli-hook\s+1\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\s+\d{4}/m);
+    const asJson = await aaas('--json', 'secrets', 'list');
+    expect(JSON.parse(asJson.stdout).runtimeSecrets.map((x: { name: string }) => x.name)).toEqual(['cli-hook', 'cli-token']);
+    for (const text of [listed.stdout, asJson.stdout, fromStdin.stdout, fromEnv.stdout]) {
+      expect(text).not.toContain('c2VjcmV0LWZyb20tc3RkaW4');
+      expect(text).not.toContain('token-from-env');
+    }
+
+    const rotated = await aaasWithInput('rotated-value', {}, 'secrets', 'rotate', 'cli-token');
+    expect(rotated).toMatchObject({ code: 0, stdout: 'runtime secret "cli-token" rotated (version 2).\n' });
+    expect((await aaas('secrets', 'delete', 'cli-token')).stdout).toBe('runtime secret "cli-token" deleted.\n');
+    expect(JSON.parse((await aaas('--json', 'secrets', 'list')).stdout).runtimeSecrets.map((x: { name: string }) => x.name)).toEqual(['cli-hook']);
+
+    // errors: the name exists, no value, an unset variable, an unknown secret
+    const dup = await aaasWithInput('v', {}, 'secrets', 'create', 'cli-hook');
+    expect(dup.code).toBe(2);
+    expect(dup.stderr).toMatch(/^aaas: POST \/v1\/runtime-secrets: HTTP 409 runtime_secret\.conflict/);
+    const empty = await aaasWithInput('', {}, 'secrets', 'create', 'cli-empty');
+    expect(empty).toMatchObject({ code: 2, stderr: 'aaas: no value on stdin (pipe it in, or use --from-env <VAR>)\n' });
+    const unset = await aaasWithInput('', {}, 'secrets', 'create', 'cli-empty', '--from-env', 'CLI_TEST_NOT_SET_ANYWHERE');
+    expect(unset).toMatchObject({ code: 2, stderr: 'aaas: the variable CLI_TEST_NOT_SET_ANYWHERE is not set (or empty) in this shell\n' });
+    const gone = await aaas('secrets', 'delete', 'cli-token');
+    expect(gone.code).toBe(2);
+    expect(gone.stderr).toMatch(/^aaas: DELETE \/v1\/runtime-secrets\/cli-token: HTTP 404 runtime_secret\.not_found/);
   });
 
   it('exits 2 with a clear message on usage, input, API and network errors', async () => {

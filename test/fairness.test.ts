@@ -8,24 +8,30 @@ import { startStack, type Stack } from './support/stack.js';
 /** Per-organization concurrency: one tenant flooding the queue cannot stall another. */
 const RULES = { kind: 'scripted', rules: [{ match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] }] };
 
-let stack: Stack;
-let runs: TestRuns;
+type Seed = Awaited<ReturnType<typeof seedAgent>>;
 
-beforeAll(async () => {
-  stack = await startStack({ env: { WORKER_CONCURRENCY: '6', EXECUTION_MAX_PER_ORG: '3', EXECUTION_MAX_PER_AGENT: '3' } });
-  runs = runsOf(stack.api);
-});
-afterAll(async () => {
-  await stack?.close();
-});
+function creator(runs: TestRuns) {
+  return (seed: Seed, text: string) =>
+    runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
+}
 
-describe('fair execution', () => {
+describe('fair execution with a static per-organization limit', () => {
+  let stack: Stack;
+  let runs: TestRuns;
+
+  beforeAll(async () => {
+    stack = await startStack({ env: { WORKER_CONCURRENCY: '6', EXECUTION_MAX_PER_ORG: '3', EXECUTION_MAX_PER_AGENT: '3' } });
+    runs = runsOf(stack.api);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
   it("one organization's flood stays within its limit, and another organization's task runs promptly", async () => {
     const db = stack.api.get(DatabaseService);
+    const create = creator(runs);
     const a = await seedAgent(db, RULES);
     const b = await seedAgent(db, RULES);
-    const create = (seed: typeof a, text: string) =>
-      runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
     const flood = await Promise.all(Array.from({ length: 6 }, (_, i) => create(a, `hold ${i}`)));
     const working = async () =>
       Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE org_id = $1 AND status = 'working'`, [a.orgId]))[0]!.n);
@@ -50,4 +56,71 @@ describe('fair execution', () => {
       .toBeGreaterThanOrEqual(6);
     for (const { run } of flood) await runs.cancelRun(a.orgId, run.id).catch(() => undefined);
   });
+});
+
+/**
+ * The default: no static per-org limit, each organization's share adapts to how many are active
+ * (slots / active orgs) and a reserve is kept for organizations with nothing running.
+ */
+describe('fair share across many organizations (adaptive)', () => {
+  const SLOW = {
+    kind: 'scripted',
+    rules: [{ match: { text: '.*' }, steps: [{ type: 'status', status: 'working' }, { type: 'wait', ms: 1_500 }, { type: 'message', text: 'half way' }, { type: 'wait', ms: 1_500 }, { type: 'status', status: 'completed' }] }],
+  };
+  const QUICK = { kind: 'scripted', rules: [{ match: { text: '.*' }, steps: [{ type: 'status', status: 'working' }, { type: 'message', text: 'hi' }, { type: 'status', status: 'completed' }] }] };
+  let stack: Stack;
+  let runs: TestRuns;
+
+  beforeAll(async () => {
+    stack = await startStack({ env: { WORKER_CONCURRENCY: '10' } });
+    runs = runsOf(stack.api);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("two busy organizations (25 slow runs each) do not keep a third one's run waiting; every run completes, in order within its org", async () => {
+    const db = stack.api.get(DatabaseService);
+    const create = creator(runs);
+    const [a, b, c] = [await seedAgent(db, SLOW), await seedAgent(db, SLOW), await seedAgent(db, QUICK)];
+    const flood: Array<{ org: Seed; runId: string }> = [];
+    // one after the other, interleaved: creation order is each org's enqueue order
+    for (let i = 0; i < 25; i++) {
+      for (const org of [a, b]) flood.push({ org, runId: (await create(org, `slow ${i}`)).run.id });
+    }
+    const count = async (orgId: string, status: string) =>
+      Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE org_id = $1 AND status = $2::run_status`, [orgId, status]))[0]!.n);
+    // both busy organizations hold slots (the worker is full but for its reserve)
+    await expect.poll(async () => (await count(a.orgId, 'working')) + (await count(b.orgId, 'working')), { timeout: 10_000, interval: 50 }).toBeGreaterThanOrEqual(8);
+    expect(await count(a.orgId, 'working')).toBeGreaterThanOrEqual(3);
+    expect(await count(b.orgId, 'working')).toBeGreaterThanOrEqual(3);
+
+    const t0 = Date.now();
+    const other = await create(c, 'hello from a third tenant');
+    await expect.poll(async () => (await runs.getRun(c.orgId, other.run.id))?.status, { timeout: 10_000, interval: 25 }).not.toBe('submitted');
+    const startedAfter = Date.now() - t0;
+    // it started while both busy organizations still had runs waiting for a slot
+    expect(await count(a.orgId, 'submitted')).toBeGreaterThan(0);
+    expect(await count(b.orgId, 'submitted')).toBeGreaterThan(0);
+    expect(startedAfter).toBeLessThan(2_000);
+    expect((await runs.waitUntilSettled(c.orgId, other.run.id, 10_000)).status).toBe('completed');
+
+    // every run of the busy organizations completes (none lost while it waited)
+    for (const f of flood) expect((await runs.waitUntilSettled(f.org.orgId, f.runId, 60_000)).status).toBe('completed');
+
+    // within an organization, runs started in the order they were enqueued (admitted together at
+    // most: a later run never started well before an earlier one)
+    for (const org of [a, b]) {
+      const rows = await db.query<{ started: Date }>(
+        `SELECT e.created_at AS started FROM runs r JOIN run_events e ON e.run_id = r.id AND e.sequence = 3
+          WHERE r.org_id = $1 ORDER BY r.created_at, r.id`,
+        [org.orgId],
+      );
+      expect(rows).toHaveLength(25);
+      for (let i = 1; i < rows.length; i++) {
+        const latestBefore = Math.max(...rows.slice(0, i).map((r) => new Date(r.started).getTime()));
+        expect(new Date(rows[i]!.started).getTime(), `run ${i} of its org`).toBeGreaterThanOrEqual(latestBefore - 300);
+      }
+    }
+  }, 120_000);
 });

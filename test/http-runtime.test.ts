@@ -17,7 +17,9 @@ import { startStack, type Stack } from './support/stack.js';
  * the cancel URL; a backend at a private address is refused at draft unless allowlisted.
  */
 const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
-const SECRET_ENV = 'TEST_HTTP_RUNTIME_SECRET';
+/** A worker variable in the stack's organization's namespace (`AAAS_RUNTIME_SECRET_<ORG>_<NAME>`, set once the org exists). */
+let SECRET_ENV = '';
+let NAMESPACE = '';
 
 let stack: Stack;
 let backend: http.Server;
@@ -36,7 +38,6 @@ function verify(body: string, headers: http.IncomingHttpHeaders): boolean {
 }
 
 beforeAll(async () => {
-  process.env[SECRET_ENV] = SECRET;
   backend = http.createServer((req, res) => {
     let raw = '';
     req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
@@ -105,6 +106,9 @@ beforeAll(async () => {
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(backend.address() as AddressInfo).port}`;
   stack = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', A2A_BLOCKING_TIMEOUT_MS: '10000' } });
+  NAMESPACE = `AAAS_RUNTIME_SECRET_${stack.orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
+  SECRET_ENV = `${NAMESPACE}HTTP`;
+  process.env[SECRET_ENV] = SECRET;
 });
 
 afterAll(async () => {
@@ -138,6 +142,12 @@ describe('the http runtime', () => {
     expect(req.body).toMatchObject({ run: { runId: task.id, threadId: task.contextId }, trigger: { kind: 'created' }, input: { parts: [{ text: 'paint a fence' }] } });
     // the body is what the published JSON Schema of the wire contract says
     const validate = new Ajv2020({ strict: false }).compile(httpRuntimeJsonSchema().request as object);
+    // the config schema takes a secret reference, exactly one of its two forms
+    const config = new Ajv2020({ strict: false }).compile(httpRuntimeJsonSchema().config as object);
+    expect(config({ kind: 'http', url: 'https://x.example.com', secret: 'hook' })).toBe(true);
+    expect(config({ kind: 'http', url: 'https://x.example.com', secretEnv: SECRET_ENV })).toBe(true);
+    expect(config({ kind: 'http', url: 'https://x.example.com' })).toBe(false);
+    expect(config({ kind: 'http', url: 'https://x.example.com', secret: 'hook', secretEnv: SECRET_ENV })).toBe(false);
     expect(validate(req.body), JSON.stringify(validate.errors)).toBe(true);
     expect(validate({ ...req.body, trigger: { kind: 'bogus' } })).toBe(false);
   });
@@ -194,8 +204,9 @@ describe('the http runtime', () => {
     const slow = (await (await agentFor('http-slow', '/silent', { timeoutMs: 1000, retries: 0 })).client.sendMessage(send('x'))) as Task;
     expect(state(slow)).toBe(4);
     expect(text(slow.status!.message)).toMatch(/timed out after 1000 ms/);
-    const nosecret = (await (await agentFor('http-nosecret', '/json', { secretEnv: 'NOT_SET_ANYWHERE' })).client.sendMessage(send('x'))) as Task;
-    expect(text(nosecret.status!.message)).toMatch(/secret NOT_SET_ANYWHERE is not set/);
+    const nosecret = (await (await agentFor('http-nosecret', '/json', { secretEnv: `${NAMESPACE}NOT_SET` })).client.sendMessage(send('x'))) as Task;
+    expect(state(nosecret)).toBe(4);
+    expect(text(nosecret.status!.message)).toContain(`the worker variable ${NAMESPACE}NOT_SET is not set on this worker`);
   });
 
   it('cancel aborts the backend request and calls the cancel URL', async () => {

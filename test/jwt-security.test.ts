@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import { SendMessageRequest, type Task } from '@a2a-js/sdk';
 import { ClientFactory, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { publishAgent, type PublishedAgent } from './support/admin-client.js';
+import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -26,20 +26,21 @@ let signingKey: CryptoKey;
 let rogueKey: CryptoKey;
 const KID = 'test-key-1';
 
-async function token(opts: { sub?: string; scope?: string; aud?: string; iss?: string; exp?: number; key?: CryptoKey } = {}): Promise<string> {
+/** A signed token; `exp` / `iat` in epoch seconds, `null` to leave the claim out. */
+async function token(opts: { sub?: string; scope?: string; aud?: string; iss?: string; exp?: number | null; iat?: number | null; key?: CryptoKey } = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ scope: opts.scope ?? 'a2a.invoke' })
+  const jwt = new SignJWT({ scope: opts.scope ?? 'a2a.invoke' })
     .setProtectedHeader({ alg: 'ES256', kid: KID })
     .setIssuer(opts.iss ?? issuer)
     .setAudience(opts.aud ?? AUDIENCE)
-    .setSubject(opts.sub ?? 'alice')
-    .setIssuedAt(now)
-    .setExpirationTime(opts.exp ?? now + 300)
-    .sign(opts.key ?? signingKey);
+    .setSubject(opts.sub ?? 'alice');
+  if (opts.iat !== null) jwt.setIssuedAt(opts.iat ?? now);
+  if (opts.exp !== null) jwt.setExpirationTime(opts.exp ?? now + 300);
+  return jwt.sign(opts.key ?? signingKey);
 }
 
-async function rpc(bearer: string | null, method: string, params: unknown): Promise<{ status: number; headers: Headers; body: any }> {
-  const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
+async function rpc(bearer: string | null, method: string, params: unknown, basePath = agent.basePath): Promise<{ status: number; headers: Headers; body: any }> {
+  const res = await fetch(`${stack.baseUrl}${basePath}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...(bearer !== null ? { authorization: `Bearer ${bearer}` } : {}) },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
@@ -136,5 +137,82 @@ describe('bearer JWT endpoint security', () => {
     const rest = await fetch(`${stack.baseUrl}${agent.basePath}/tasks/${task.id}`, { headers: { 'a2a-version': '1.0', authorization: `Bearer ${alice}` } });
     expect(rest.status).toBe(200);
     expect((await rpc(alice, 'CancelTask', { id: task.id })).body.result.status.state).toBe('TASK_STATE_CANCELED');
+  });
+});
+
+describe('token lifetime (exp required, maxTokenLifetimeSeconds)', () => {
+  const HOUR = 3600;
+  const YEAR = 365 * 24 * HOUR;
+  const now = () => Math.floor(Date.now() / 1000);
+
+  /** Both bindings answer the same: 401 with an invalid_token challenge saying why, or success. */
+  async function expectRefused(bearer: string, why: RegExp, basePath = agent.basePath): Promise<void> {
+    const r = await rpc(bearer, 'ListTasks', {}, basePath);
+    expect(r.status).toBe(401);
+    expect(r.body.error.message).toMatch(why);
+    expect(r.headers.get('www-authenticate')).toMatch(/^Bearer realm="a2a", error="invalid_token", error_description=".+"$/);
+    expect(r.headers.get('www-authenticate')).toMatch(why);
+    const rest = await fetch(`${stack.baseUrl}${basePath}/tasks`, { headers: { 'a2a-version': '1.0', authorization: `Bearer ${bearer}` } });
+    expect(rest.status).toBe(401);
+    expect(rest.headers.get('www-authenticate')).toMatch(why);
+  }
+  async function expectAccepted(bearer: string, basePath = agent.basePath): Promise<void> {
+    const r = await rpc(bearer, 'ListTasks', {}, basePath);
+    expect(r.status).toBe(200);
+    expect(r.body.result.tasks).toBeInstanceOf(Array);
+    const rest = await fetch(`${stack.baseUrl}${basePath}/tasks`, { headers: { 'a2a-version': '1.0', authorization: `Bearer ${bearer}` } });
+    expect(rest.status).toBe(200);
+  }
+
+  it('a token without exp is refused (with or without iat), on both bindings', async () => {
+    await expectRefused(await token({ exp: null }), /no expiry \(exp\)/);
+    await expectRefused(await token({ exp: null, iat: null }), /no expiry \(exp\)/);
+  });
+
+  it('a 10-year token is refused under the default maximum (24 h), whether it says iat or not, or claims a future iat', async () => {
+    await expectRefused(await token({ exp: now() + 10 * YEAR }), /lifetime \(\d+ s\) exceeds this agent's maximum of 86400 s/);
+    await expectRefused(await token({ exp: now() + 10 * YEAR, iat: null }), /exceeds this agent's maximum of 86400 s/);
+    // iat one day before exp, both ten years away: exp - iat is 24 h, but what is left is ten years
+    await expectRefused(await token({ exp: now() + 10 * YEAR, iat: now() + 10 * YEAR - 24 * HOUR }), /exceeds this agent's maximum of 86400 s/);
+    // issued long ago for 25 h, 2 h left: the granted lifetime is what counts
+    const t = now();
+    await expectRefused(await token({ iat: t - 23 * HOUR, exp: t + 2 * HOUR }), /lifetime \(90000 s\)/);
+  });
+
+  it('a 1-hour token is accepted, with or without iat; exactly 24 h is accepted too', async () => {
+    await expectAccepted(await token({ exp: now() + HOUR }));
+    await expectAccepted(await token({ exp: now() + HOUR, iat: null }));
+    const t = now();
+    await expectAccepted(await token({ iat: t, exp: t + 24 * HOUR }));
+  });
+
+  it('a binding with its own maximum: 10 min accepted, 1 h refused; the value is validated with bounds and shown on the binding', async () => {
+    const short = await publishAgent(stack.baseUrl, stack.adminKey, {
+      slug: 'short-lived',
+      runtime: RUNTIME,
+      transports: ['JSONRPC', 'HTTP+JSON'],
+      security: { scheme: 'jwt', issuer, audience: AUDIENCE, requiredScopes: ['a2a.invoke'], maxTokenLifetimeSeconds: 900 },
+    });
+    await expectAccepted(await token({ exp: now() + 600 }), short.basePath);
+    await expectRefused(await token({ exp: now() + HOUR }), /lifetime \(3600 s\) exceeds this agent's maximum of 900 s/, short.basePath);
+    // the default agent still takes the hour-long token
+    await expectAccepted(await token({ exp: now() + HOUR }));
+
+    const binding = await adminRequest(stack.baseUrl, stack.adminKey, 'GET', `/v1/agents/${short.agentId}/bindings/a2a`);
+    expect(binding.body.security).toMatchObject({ scheme: 'jwt', maxTokenLifetimeSeconds: 900 });
+    const defaulted = await adminRequest(stack.baseUrl, stack.adminKey, 'GET', `/v1/agents/${agent.agentId}/bindings/a2a`);
+    expect(defaulted.body.security.maxTokenLifetimeSeconds).toBe(86_400);
+
+    for (const bad of [0, 59, 2_592_001, 1e12, 90.5, '3600', -1]) {
+      const r = await adminRequest(stack.baseUrl, stack.adminKey, 'PUT', `/v1/agents/${short.agentId}/bindings/a2a`, {
+        transports: ['JSONRPC'],
+        security: { scheme: 'jwt', issuer, audience: AUDIENCE, maxTokenLifetimeSeconds: bad },
+      });
+      expect(r.status, String(bad)).toBe(422);
+      expect(r.body.error.code, String(bad)).toBe('request.invalid');
+      expect(JSON.stringify(r.body.error.details), String(bad)).toContain('maxTokenLifetimeSeconds');
+    }
+    // a refused update changed nothing
+    await expectRefused(await token({ exp: now() + HOUR }), /maximum of 900 s/, short.basePath);
   });
 });

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
+import { LostExecutionPolicy } from '#libs/execution';
 import { RuntimeOperations } from '#libs/runs';
 import { publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -101,5 +102,33 @@ describe('lost executions', () => {
       [id],
     )).map((r) => r.payload.handedOn === true);
     expect(payloads).toEqual([true, true, true, true, false, false, false, true]);
+  });
+
+  it('a verdict on a run that moved since, or now waits on its caller, fails nothing (found by npm run faults)', async () => {
+    // the sweeper reads its candidates, then the job's state from Redis (seconds during an outage),
+    // then acts: a run that started working or asked its caller in between is not lost
+    const id = await send('hold me too');
+    const db = stack.api.get(DatabaseService);
+    const seq = async () => (await db.query<{ last_sequence: number; org_id: string }>('SELECT last_sequence, org_id FROM runs WHERE id = $1', [id]))[0]!;
+    const { last_sequence: judgedAt, org_id: orgId } = await seq();
+    const ops = stack.api.get(RuntimeOperations);
+    const policy = stack.api.get(LostExecutionPolicy);
+    await ops.apply(orgId, id, [{ op: 'status', status: 'working' }]);
+    expect(await policy.handle(orgId, id, 'the execution was lost (no live job: active)', { lastSequence: judgedAt })).toBeNull();
+    expect(await ops.failRun(orgId, id, 'the execution was lost', { expectedSequence: judgedAt })).toBeNull();
+    expect((await runRow(id)).status).toBe('working');
+
+    await ops.apply(orgId, id, [{ op: 'interaction', kind: 'input', message: { parts: [{ text: 'Which city?' }] } }]);
+    const blockedAt = (await seq()).last_sequence;
+    expect(await ops.failRun(orgId, id, 'the execution was lost', { expectedSequence: blockedAt })).toBeNull();
+    expect(await runRow(id)).toMatchObject({ status: 'working', blocked_reason: 'input_required' });
+    const open = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM interaction_requests WHERE run_id = $1 AND status = 'open'`, [id]);
+    expect(open[0]!.n).toBe(1);
+
+    // judged on the run as it is, the verdict stands
+    const other = await send('hold me as well');
+    const at = (await db.query<{ last_sequence: number }>('SELECT last_sequence FROM runs WHERE id = $1', [other]))[0]!.last_sequence;
+    expect(await policy.handle(orgId, other, 'the execution was lost (no live job: failed)', { lastSequence: at })).toBe('failed');
+    expect((await runRow(other)).status).toBe('failed');
   });
 });

@@ -297,3 +297,43 @@ describe('the outbound guard', () => {
     expect(pushCard.capabilities.pushNotifications).toBe(true);
   });
 });
+
+/**
+ * IPv6 spellings of an IPv4 address are judged by that address, end to end: on a deployment
+ * without PUSH_ALLOWED_CIDRS, configs pointing at loopback or the metadata service through
+ * IPv4-compatible, IPv4-mapped, NAT64 or 6to4 literals are refused like the IPv4 literal.
+ */
+describe('push URLs with an embedded IPv4 address (no allowlist)', () => {
+  let strict: Stack;
+  let url: string;
+  const call = async (method: string, params: unknown, version?: string) =>
+    (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...(version ? { 'a2a-version': version } : {}) }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })).json()) as any;
+
+  beforeAll(async () => {
+    strict = await startStack({ worker: false, env: { PUSH_ENCRYPTION_SECRET: 'test-only-push-encryption-secret' } });
+    const a = await publishAgent(strict.baseUrl, strict.adminKey, { slug: 'strict-pusher', runtime: RUNTIME, transports: ['JSONRPC', 'HTTP+JSON'], a2a: PUSH });
+    url = `${strict.baseUrl}${a.basePath}`;
+  });
+  afterAll(async () => {
+    await strict?.close();
+  });
+
+  it('http://[::127.0.0.1]/ and http://[::ffff:7f00:1]/ (and NAT64 / 6to4 forms) are refused on every binding; nothing is stored', async () => {
+    const sent = await call('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold v6' }] }, configuration: { returnImmediately: true } }, '1.0');
+    const taskId: string = sent.result.task.id;
+    for (const target of ['http://[::127.0.0.1]/', 'http://[::ffff:7f00:1]/', 'http://[::ffff:127.0.0.1]:8080/hook', 'http://[64:ff9b::a9fe:a9fe]/latest/meta-data', 'http://[2002:7f00:1::1]/']) {
+      const v1 = await call('CreateTaskPushNotificationConfig', { taskId, url: target }, '1.0');
+      expect(v1.error, target).toMatchObject({ code: -32602, message: expect.stringMatching(/URL refused: .* is a (loopback|linkLocal) address \(.+ as .+\)/) });
+      const v03 = await call('tasks/pushNotificationConfig/set', { taskId, pushNotificationConfig: { url: target } });
+      expect(v03.error?.code, target).toBe(-32602);
+      const rest = await fetch(`${url}/tasks/${taskId}/pushNotificationConfigs`, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' }, body: JSON.stringify({ url: target }) });
+      expect(rest.status, target).toBe(400);
+    }
+    const inSend = await call('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hold v6 inline' }] }, configuration: { taskPushNotificationConfig: { url: 'http://[::127.0.0.1]/' } } }, '1.0');
+    expect(inSend.error).toMatchObject({ code: -32602, message: expect.stringContaining('loopback') });
+    expect((await adminRequest(strict.baseUrl, strict.adminKey, 'GET', `/v1/runs/${taskId}/push-configs`)).body.configs).toEqual([]);
+    // the same literal check refuses them directly too
+    await expect(checkOutboundUrl('http://[::127.0.0.1]/', outboundPolicy([]))).rejects.toMatchObject({ code: 'push.url_refused' });
+  });
+});
+

@@ -41,14 +41,18 @@ describe('rate limits', () => {
     expect(body.error.message).toContain('rate limit');
   });
 
-  it('wrong-key attempts are limited per address; the admin surface answers 429 request.rate_limited', async () => {
-    const codes: number[] = [];
-    for (let i = 0; i < 6; i++) codes.push((await adminRequest(stack.baseUrl, 'aaas_wrongkey_000000000000000000000000', 'GET', '/v1/agents')).status);
-    expect(codes.slice(0, 3)).toEqual([401, 401, 401]);
-    expect(codes.slice(3)).toEqual([429, 429, 429]);
+  it('wrong-key attempts are limited per address (admin surface: 429 request.rate_limited); a valid key from that address is still served', async () => {
+    const wrong: Array<{ status: number; body: any; headers: Headers }> = [];
+    for (let i = 0; i < 6; i++) wrong.push(await adminRequest(stack.baseUrl, 'aaas_wrongkey_000000000000000000000000', 'GET', '/v1/agents'));
+    expect(wrong.map((r) => r.status)).toEqual([401, 401, 401, 429, 429, 429]);
+    expect(wrong[3]!.body.error.code).toBe('request.rate_limited');
+    expect(Number(wrong[3]!.headers.get('retry-after'))).toBeGreaterThan(0);
+    // a distinct wrong key from the spent address: checked, refused with 429 rather than 401
+    const other = await adminRequest(stack.baseUrl, 'aaas_otherkey_111111111111111111111111', 'GET', '/v1/agents');
+    expect(other.status).toBe(429);
+    expect(other.headers.get('www-authenticate')).toBeNull();
     const r = await adminRequest(stack.baseUrl, stack.adminKey, 'GET', '/v1/agents');
-    expect(r.status).toBe(429);
-    expect(r.body.error.code).toBe('request.rate_limited');
+    expect(r.status).toBe(200);
   });
 
   it('behind a trusted proxy the forwarded client address is limited, not the proxy; an untrusted X-Forwarded-For is ignored', async () => {
@@ -126,5 +130,99 @@ describe('concurrent streams per caller', () => {
       }, { timeout: 5_000, interval: 100 })
       .toBe(200);
     acs[1]!.abort();
+  });
+});
+
+/**
+ * The auth-failure limiter never blocks a valid credential: behind a trusted proxy (so each test
+ * address is its own client) an address over its failure budget still gets its valid keys'
+ * answers, every wrong guess from it gets 429 with Retry-After (on both the admin API and an A2A
+ * binding, in each one's shape), and one credential failing again and again is refused on its
+ * own (credential, address) pair before the address's budget is spent.
+ */
+describe('auth failures never lock out a valid key', () => {
+  let stack: Stack;
+  let ep: string;
+  let a2aKey: string;
+  const BUDGET = 8;
+
+  beforeAll(async () => {
+    stack = await startStack({ worker: false, env: { RATE_LIMIT_AUTH_FAILURES_PER_IP: String(BUDGET), TRUST_PROXY: '127.0.0.1' } });
+    const agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'keyed', security: { scheme: 'apiKey' } });
+    ep = `${stack.baseUrl}${agent.basePath}`;
+    const created = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] });
+    expect(created.status).toBe(201);
+    a2aKey = created.body.key;
+    expect(a2aKey).toMatch(/^aaas_/);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const wrongKey = () => `aaas_${randomUUID().replace(/-/g, '').slice(0, 8)}_${randomUUID().replace(/-/g, '')}`;
+  const admin = (key: string, from: string) => adminRequest(stack.baseUrl, key, 'GET', '/v1/agents', undefined, { 'x-forwarded-for': from });
+  const rpc = (key: string, from: string, id: number) =>
+    fetch(ep, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'x-api-key': key, 'x-forwarded-for': from },
+      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'ListTasks', params: {} }),
+    });
+
+  it('an address over its failure budget: valid keys get 200, every wrong key 429 with Retry-After; guessing gets no more 401s', async () => {
+    const from = '203.0.113.50';
+    const guesses: number[] = [];
+    for (let i = 0; i < BUDGET; i++) guesses.push((await admin(wrongKey(), from)).status);
+    expect(guesses).toEqual(Array(BUDGET).fill(401));
+
+    // past the budget: distinct guesses are all 429 with Retry-After, none is 401
+    const over = await Promise.all(Array.from({ length: 12 }, () => admin(wrongKey(), from)));
+    expect(over.map((r) => r.status)).toEqual(Array(12).fill(429));
+    for (const r of over) {
+      expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(Number(r.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+      expect(r.body.error.code).toBe('request.rate_limited');
+      expect(r.body.error.message).toContain('too many failed authentications from this address');
+    }
+
+    // the valid keys from the same address are served, on both surfaces, as often as asked
+    for (let i = 0; i < 3; i++) {
+      expect((await admin(stack.adminKey, from)).status).toBe(200);
+      const ok = await rpc(a2aKey, from, i);
+      expect(ok.status).toBe(200);
+      expect(((await ok.json()) as any).result.tasks).toEqual([]);
+    }
+
+    // a wrong key on the JSON-RPC binding: 429 as a JSON-RPC error carrying the request's id
+    const bad = await rpc(wrongKey(), from, 77);
+    expect(bad.status).toBe(429);
+    expect(Number(bad.headers.get('retry-after'))).toBeGreaterThan(0);
+    const body = (await bad.json()) as { jsonrpc: string; id: number; error: { code: number; message: string } };
+    expect(body).toMatchObject({ jsonrpc: '2.0', id: 77, error: { code: -32600, message: expect.stringContaining('too many failed authentications') } });
+
+    // another address is not affected
+    expect((await admin(wrongKey(), '198.51.100.50')).status).toBe(401);
+  });
+
+  it('one credential failing repeatedly is refused on its own (credential, address) pair; other credentials from the address are still checked', async () => {
+    const from = '203.0.113.60';
+    const same = wrongKey();
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) statuses.push((await admin(same, from)).status);
+    // 5 failures per credential and address (below this stack's address budget of 8)
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429, 429]);
+    const refused = await admin(same, from);
+    expect(refused.body.error.message).toContain('with this credential from this address');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    // the address has 5 failures of 8: a new wrong key is still answered 401, the valid key 200
+    expect((await admin(wrongKey(), from)).status).toBe(401);
+    expect((await admin(stack.adminKey, from)).status).toBe(200);
+    // the same wrong key from another address starts its own count
+    expect((await admin(same, '198.51.100.60')).status).toBe(401);
+  });
+
+  it('requests without a credential are not counted as guesses', async () => {
+    const from = '203.0.113.70';
+    for (let i = 0; i < BUDGET + 2; i++) expect((await adminRequest(stack.baseUrl, null, 'GET', '/v1/agents', undefined, { 'x-forwarded-for': from })).status).toBe(401);
+    expect((await admin(wrongKey(), from)).status).toBe(401);
   });
 });

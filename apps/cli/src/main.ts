@@ -13,6 +13,9 @@
  *   aaas interactions answer <run-id> <interaction-id> (--text <t> | --option <id>) [--idempotency-key <k>]
  *   aaas keys list | keys create <name> --scope <s…> | keys revoke <id>
  *   aaas signing-keys list | signing-keys create [--alg ES256|EdDSA] | signing-keys retire <id>
+ *   aaas secrets list | secrets create <name> [--from-env <VAR>] | secrets rotate <name> [--from-env <VAR>]
+ *        | secrets delete <name>                runtime secrets (the value from stdin, or a variable of
+ *                                                 this shell with --from-env; never printed)
  *   aaas verify-card <card-url> [--trust <url-prefix>…] [--jwks <url-or-file>]
  *
  * Admin commands talk to the admin API at --url (AAAS_URL, default http://localhost:3000) with
@@ -327,6 +330,72 @@ signing
   .action(async (id: string) => {
     const k = await client().call('POST', `/v1/signing-keys/${seg(id)}/retire`);
     emit(k, () => `signing key ${k.kid} retired.`);
+  });
+
+// ------------------------------------------------------------------ runtime secrets
+
+/**
+ * A secret's value: the variable `fromEnv` of this shell, else stdin until EOF (one trailing
+ * newline dropped, so `echo "$X" | aaas secrets create name` stores $X). Never echoed.
+ */
+async function secretValue(fromEnv: string | undefined): Promise<string> {
+  if (fromEnv !== undefined) {
+    const v = process.env[fromEnv];
+    if (!v) throw new UsageError(`the variable ${fromEnv} is not set (or empty) in this shell`);
+    return v;
+  }
+  if (process.stdin.isTTY) err('aaas: type the value, then Ctrl-D (or pipe it in, or use --from-env <VAR>)');
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  const v = Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  if (v === '') throw new UsageError('no value on stdin (pipe it in, or use --from-env <VAR>)');
+  return v;
+}
+
+interface RuntimeSecretView {
+  name: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const secrets = program
+  .command('secrets')
+  .description('runtime secrets of the organization (http runtime signing keys, a2a upstream credentials), referenced by name from revisions; values are stored encrypted and never shown');
+secrets
+  .command('list')
+  .description('names, versions and times (never values)')
+  .action(async () => {
+    const r = await client().call<{ runtimeSecrets: RuntimeSecretView[] }>('GET', '/v1/runtime-secrets');
+    if (json()) return out(JSON.stringify(r, null, 2));
+    if (r.runtimeSecrets.length === 0) return out('no runtime secrets');
+    out(table(['NAME', 'VERSION', 'CREATED', 'UPDATED'], r.runtimeSecrets.map((s) => [s.name, String(s.version), when(s.createdAt), when(s.updatedAt)])));
+  });
+secrets
+  .command('create')
+  .description('store a new secret (the value from stdin, or --from-env)')
+  .argument('<name>')
+  .option('--from-env <VAR>', 'take the value from this variable of the shell instead of stdin')
+  .action(async (name: string, o: { fromEnv?: string }) => {
+    const s = await client().call<RuntimeSecretView>('POST', '/v1/runtime-secrets', { name, value: await secretValue(o.fromEnv) });
+    emit(s, () => `runtime secret "${s.name}" created (version ${s.version}). Reference it from a revision's runtime as "secret": "${s.name}" (a2a: "credentials": { "secret": "${s.name}" }).`);
+  });
+secrets
+  .command('rotate')
+  .description('replace the value (version + 1); runs use it within a few seconds')
+  .argument('<name>')
+  .option('--from-env <VAR>', 'take the value from this variable of the shell instead of stdin')
+  .action(async (name: string, o: { fromEnv?: string }) => {
+    const s = await client().call<RuntimeSecretView>('PUT', `/v1/runtime-secrets/${seg(name)}`, { value: await secretValue(o.fromEnv) });
+    emit(s, () => `runtime secret "${s.name}" rotated (version ${s.version}).`);
+  });
+secrets
+  .command('delete')
+  .description('delete a secret (runs of revisions referencing it fail until it exists again)')
+  .argument('<name>')
+  .action(async (name: string) => {
+    await client().call('DELETE', `/v1/runtime-secrets/${seg(name)}`);
+    emit({ name, deleted: true }, () => `runtime secret "${name}" deleted.`);
   });
 
 program.parseAsync().catch((e: unknown) => {

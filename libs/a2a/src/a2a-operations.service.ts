@@ -234,7 +234,8 @@ export class A2AOperations {
     }
     for (let attempt = 0; ; attempt++) {
       const run = await requireVisibleRun(this.runs, orgId, agentId, caller, runId);
-      const base = { orgId, agentId, runId, threadId: inbound.contextId, message: inbound.message };
+      // the caller is the sender: a messageId is unique per caller (another caller's same id is its own message)
+      const base = { orgId, agentId, runId, threadId: inbound.contextId, message: inbound.message, sentBy: caller.id };
       const interactionId = named ?? (run.blockedReason ? run.openInteractionId : null);
       try {
         return interactionId

@@ -21,6 +21,10 @@ const DISCOVERY_TTL_MS = 10 * 60_000;
 const ISSUERS_MAX = 1_000;
 /** Longest a discovery or JWKS fetch may take (ms). */
 const FETCH_TIMEOUT_MS = 5_000;
+/** Clock skew tolerated between the issuer and this service (s): `exp`, `nbf` and the lifetime's `exp - now`. */
+const CLOCK_TOLERANCE_S = 30;
+/** A binding's maximum token lifetime when it predates `maxTokenLifetimeSeconds` (s): the schema's default. */
+const DEFAULT_MAX_TOKEN_LIFETIME_S = 86_400;
 
 /** RFC 6750 §3 challenge for a bearer-token binding. */
 export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string): string {
@@ -35,11 +39,15 @@ export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', 
  * Verifies the bearer JWTs of a `jwt` binding with `jose`: the signature against the issuer's
  * keys (the binding's `jwksUri`, else the `jwks_uri` of the issuer's OIDC discovery document,
  * whose `issuer` must be the configured one), then `iss`, `aud`, `exp` / `nbf` (30 s of clock
- * tolerance) and the binding's required scopes (`scope`, space separated, or `scp`). Key sets are
+ * tolerance), the token's lifetime and the binding's required scopes (`scope`, space separated,
+ * or `scp`). `exp` is required, and a token living longer than the binding's
+ * `maxTokenLifetimeSeconds` (default 24 h) is refused: `exp - iat` when `iat` is present, and
+ * always `exp - now` (plus the 30 s tolerance), so a future `iat` does not stretch it. Key sets are
  * cached per URI by jose for 10 min (refetched on an unknown `kid`, at most every 30 s); a failed
  * fetch is not cached (the next call fetches again).
  * Errors: Unauthenticated (a challenge with `invalid_token` in `metadata.challenge`) for a missing,
- * malformed, badly signed, expired or wrong-issuer / wrong-audience token; Unauthorized
+ * malformed, badly signed, expired, wrong-issuer / wrong-audience, never-expiring or too
+ * long-lived token; Unauthorized
  * (`insufficient_scope`) when a required scope is missing; and, when the issuer's discovery
  * document or key set cannot be read (unreachable, no answer within FETCH_TIMEOUT_MS, not 200, not
  * a key set), an InternalError marked `unavailable` (503 with Retry-After): the caller's token may
@@ -67,7 +75,7 @@ export class JwtVerifier {
     let payload: JWTPayload;
     try {
       const keys = await this.keySet(sec);
-      ({ payload } = await jwtVerify(token, keys, { issuer: sec.issuer, audience: sec.audience, clockTolerance: 30 }));
+      ({ payload } = await jwtVerify(token, keys, { issuer: sec.issuer, audience: sec.audience, clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['exp'] }));
     } catch (e) {
       if (e instanceof A2AError) throw e;
       if (e instanceof KeySetUnavailable) {
@@ -75,6 +83,10 @@ export class JwtVerifier {
       }
       const reason = describeJoseError(e);
       throw new A2AError('Unauthenticated', `the bearer token is not valid for this agent: ${reason}`, { metadata: { challenge: bearerChallenge('invalid_token', reason) } });
+    }
+    const tooLong = lifetimeExcess(payload, sec.maxTokenLifetimeSeconds ?? DEFAULT_MAX_TOKEN_LIFETIME_S);
+    if (tooLong) {
+      throw new A2AError('Unauthenticated', `the bearer token is not valid for this agent: ${tooLong}`, { metadata: { challenge: bearerChallenge('invalid_token', tooLong) } });
     }
     if (typeof payload.sub !== 'string' || payload.sub === '') {
       throw new A2AError('Unauthenticated', 'the bearer token has no subject (sub)', { metadata: { challenge: bearerChallenge('invalid_token', 'no sub claim') } });
@@ -154,6 +166,18 @@ function keySetFailure(e: unknown): string {
   return err.message ?? String(e);
 }
 
+/**
+ * Why a verified token lives too long for a binding allowing `maxSeconds`, or null. `exp` is
+ * present (jose required it). `exp - iat` is the lifetime the issuer granted; `exp - now` bounds
+ * what is left of it whatever `iat` says (a future `iat` would otherwise hide a long life).
+ */
+function lifetimeExcess(payload: JWTPayload, maxSeconds: number): string | null {
+  const exp = payload.exp!;
+  const now = Math.floor(Date.now() / 1000);
+  const lifetime = typeof payload.iat === 'number' ? Math.max(exp - payload.iat, exp - now - CLOCK_TOLERANCE_S) : exp - now - CLOCK_TOLERANCE_S;
+  return lifetime > maxSeconds ? `the token lifetime (${lifetime} s) exceeds this agent's maximum of ${maxSeconds} s` : null;
+}
+
 function scopesOf(payload: JWTPayload): string[] {
   const scope = payload.scope;
   if (typeof scope === 'string') return scope.split(' ').filter(Boolean);
@@ -165,11 +189,12 @@ function scopesOf(payload: JWTPayload): string[] {
 
 /** jose's error as one readable reason (which claim or check failed). */
 function describeJoseError(e: unknown): string {
-  const err = e as { code?: string; claim?: string; message?: string };
+  const err = e as { code?: string; claim?: string; reason?: string; message?: string };
   switch (err.code) {
     case 'ERR_JWT_EXPIRED':
       return 'the token has expired';
     case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      if (err.claim === 'exp' && err.reason === 'missing') return 'the token has no expiry (exp): tokens that never expire are not accepted';
       return `claim ${err.claim ?? ''} check failed: ${err.message ?? ''}`.trim();
     case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
       return 'the signature does not verify';

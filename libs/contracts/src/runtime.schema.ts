@@ -245,30 +245,53 @@ export const ScriptedRuntimeConfigSchema = z.strictObject({
 });
 export type ScriptedRuntimeConfig = z.infer<typeof ScriptedRuntimeConfigSchema>;
 
+/** A runtime secret's name in its organization (`POST /v1/runtime-secrets`). */
+export const RuntimeSecretNameSchema = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}$/, 'a runtime secret name (letters, digits, _ and -, 1..64 chars, starting with a letter)');
+
 /**
- * Config of the `http` runtime: each execution POSTs the run to `url` (signed with Standard
- * Webhooks using the secret in the workers' environment variable `secretEnv` — a secret is never
- * stored in a revision) and applies the runtime operations the backend answers with (see
- * HttpRuntimeRequest / HttpRuntimeOperationSchema, docs/runtimes.md). `timeoutMs` bounds one
- * attempt; `retries` more attempts are made only before any operation was applied; on cancel the
- * request is aborted and `cancelUrl` (if any) is told.
+ * A worker environment variable holding a secret: accepted only inside the revision's own
+ * organization's namespace `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (<ORG>: the org slug upper-cased,
+ * `-` as `_`), checked by the registry at draft and publish and by the worker at every run
+ * (`runtime.secret_not_allowed`). The shape alone is checked here.
  */
-export const HttpRuntimeConfigSchema = z.strictObject({
-  kind: z.literal('http'),
-  url: z.url({ protocol: /^https?$/ }).max(2048),
-  secretEnv: z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an environment variable name (A-Z, 0-9, _)'),
-  timeoutMs: z.int().min(1000).max(600_000).default(60_000),
-  retries: z.int().min(0).max(5).default(1),
-  cancelUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
-});
+const SecretEnvSchema = z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an environment variable name (A-Z, 0-9, _)');
+
+/** Exactly one of `secret`, `secretEnv`: a zod check and the JSON Schema that documents it. */
+const ONE_SECRET = { message: 'give exactly one of secret (a runtime secret of the organization) or secretEnv' };
+const oneSecret = (c: { secret?: string; secretEnv?: string }) => (c.secret === undefined) !== (c.secretEnv === undefined);
+const ONE_SECRET_JSON = { oneOf: [{ required: ['secret'] }, { required: ['secretEnv'] }] };
+
+/**
+ * Config of the `http` runtime: each execution POSTs the run to `url`, signed with Standard
+ * Webhooks under a secret that is never stored in a revision: `secret` names a runtime secret of
+ * the organization (stored encrypted, `POST /v1/runtime-secrets`); or, set by the operator,
+ * `secretEnv` names a worker variable in the organization's namespace
+ * `AAAS_RUNTIME_SECRET_<ORG>_<NAME>`. Exactly one of them. The backend's answer is applied as
+ * runtime operations (see HttpRuntimeRequest / HttpRuntimeOperationSchema, docs/runtimes.md).
+ * `timeoutMs` bounds one attempt; `retries` more attempts are made only before any operation was
+ * applied; on cancel the request is aborted and `cancelUrl` (if any) is told.
+ */
+export const HttpRuntimeConfigSchema = z
+  .strictObject({
+    kind: z.literal('http'),
+    url: z.url({ protocol: /^https?$/ }).max(2048),
+    secret: RuntimeSecretNameSchema.optional(),
+    secretEnv: SecretEnvSchema.optional(),
+    timeoutMs: z.int().min(1000).max(600_000).default(60_000),
+    retries: z.int().min(0).max(5).default(1),
+    cancelUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+  })
+  .refine(oneSecret, ONE_SECRET)
+  .meta(ONE_SECRET_JSON);
 export type HttpRuntimeConfig = z.infer<typeof HttpRuntimeConfigSchema>;
 
 /**
  * Config of the `a2a` runtime: the agent fronts an upstream A2A agent. Give `cardUrl` (its Agent
  * Card; the interface is chosen from the card) or `url` (an interface URL, with its
- * `protocolBinding` and `protocolVersion`). Credentials come from the workers' environment
- * variable `credentials.secretEnv` (never stored in a revision) and are sent as
- * `<header>: <scheme> <secret>` (default `Authorization: Bearer …`). `streaming` (default: what
+ * `protocolBinding` and `protocolVersion`). Credentials are never stored in a revision:
+ * `credentials.secret` names a runtime secret of the organization, or `credentials.secretEnv` a
+ * worker variable in its namespace `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (exactly one); they are sent
+ * as `<header>: <scheme> <secret>` (default `Authorization: Bearer …`). `streaming` (default: what
  * the upstream card says; true with `url`) picks SendStreamingMessage over SendMessage plus
  * polling GetTask every `pollIntervalMs`. An upstream task running longer than `timeoutMs` is
  * canceled upstream and the run fails.
@@ -282,10 +305,13 @@ export const A2ARuntimeConfigSchema = z
     protocolVersion: z.enum(['1.0', '0.3']).default('1.0'),
     credentials: z
       .strictObject({
-        secretEnv: z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an environment variable name (A-Z, 0-9, _)'),
+        secret: RuntimeSecretNameSchema.optional(),
+        secretEnv: SecretEnvSchema.optional(),
         header: z.string().regex(/^[A-Za-z0-9-]{1,64}$/).default('Authorization'),
         scheme: z.string().regex(/^[A-Za-z0-9._-]{0,32}$/).default('Bearer'),
       })
+      .refine(oneSecret, ONE_SECRET)
+      .meta(ONE_SECRET_JSON)
       .optional(),
     streaming: z.boolean().optional(),
     pollIntervalMs: z.int().min(100).max(60_000).default(1000),
@@ -357,14 +383,48 @@ export const HttpRuntimeRequestSchema = z.object({
 });
 export type HttpRuntimeRequest = z.infer<typeof HttpRuntimeRequestSchema>;
 
-/** The http runtime's wire contract as JSON Schema: the request, one operation, the JSON result. */
+/**
+ * The http runtime's contract as JSON Schema: its revision config (`secret` or `secretEnv`, exactly
+ * one), the request, one operation, the JSON result.
+ */
 export function httpRuntimeJsonSchema(): Record<string, unknown> {
   return {
+    config: z.toJSONSchema(HttpRuntimeConfigSchema, { io: 'input' }),
     request: z.toJSONSchema(HttpRuntimeRequestSchema, { io: 'input' }),
     operation: z.toJSONSchema(HttpRuntimeOperationSchema),
     result: z.toJSONSchema(HttpRuntimeResultSchema),
   };
 }
+
+// ------------------------------------------------------------------ runtime secrets (admin API)
+
+/**
+ * A runtime secret's value: printable ASCII without surrounding spaces (it goes into an HTTP header
+ * or is a Standard Webhooks key), at most 4096 characters. Stored encrypted; never returned.
+ */
+export const RuntimeSecretValueSchema = z
+  .string()
+  .max(4096)
+  .regex(/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/, 'printable ASCII, no surrounding spaces, 1..4096 characters');
+
+/** Body of `POST /v1/runtime-secrets`: create a secret of the caller's organization. */
+export const CreateRuntimeSecretSchema = z.strictObject({ name: RuntimeSecretNameSchema, value: RuntimeSecretValueSchema });
+export type CreateRuntimeSecret = z.infer<typeof CreateRuntimeSecretSchema>;
+
+/** Body of `PUT /v1/runtime-secrets/{name}`: rotate (a new value, version + 1). */
+export const RotateRuntimeSecretSchema = z.strictObject({ value: RuntimeSecretValueSchema });
+export type RotateRuntimeSecret = z.infer<typeof RotateRuntimeSecretSchema>;
+
+/** A runtime secret as the admin API shows it: never its value. */
+export const RuntimeSecretSchema = z.object({
+  name: z.string(),
+  /** 1 at creation, + 1 per rotation. */
+  version: z.int(),
+  createdAt: z.string().describe('ISO-8601 timestamp'),
+  updatedAt: z.string().describe('ISO-8601 timestamp'),
+});
+export type RuntimeSecretResponse = z.infer<typeof RuntimeSecretSchema>;
+export const RuntimeSecretListSchema = z.object({ runtimeSecrets: z.array(RuntimeSecretSchema) });
 
 /** Any runtime config, discriminated by `kind`. */
 export const RuntimeConfigSchema = z.discriminatedUnion('kind', [ScriptedRuntimeConfigSchema, HttpRuntimeConfigSchema, A2ARuntimeConfigSchema]);

@@ -12,6 +12,7 @@ import type {
   RuntimeTrigger,
 } from '#libs/runtimes';
 import type { ArtifactChunkInput, CanonicalMessage, InteractionKind } from '#libs/contracts';
+import { retryWhileUnavailable } from './outage-retry.js';
 
 /** What a BatchingRuntimeContext reads lazily, and the key that makes delegations idempotent. */
 export interface RuntimeContextReads {
@@ -24,6 +25,14 @@ export interface RuntimeContextReads {
   triggerKey: string;
 }
 
+/** How a BatchingRuntimeContext's writes ride out a database outage. */
+export interface RuntimeContextWrites {
+  /** The run's last sequence when the execution starts, if known (its trigger's): the first append's expected sequence. */
+  expectedSequence?: number;
+  /** How long (ms) a write the database could not take is retried (0: not retried). */
+  retryForMs: number;
+}
+
 /**
  * The RuntimeContext an execution hands a runtime. Operations a runtime makes back to back (with no
  * wait between them) are committed together as one append — one statement, one commit — while
@@ -33,7 +42,10 @@ export interface RuntimeContextReads {
  * same events; only events with no time between them share a commit.
  *
  * A failed flush (e.g. `run.terminal` because the run was canceled) rejects the call that
- * triggered it, or the runtime's next call.
+ * triggered it, or the runtime's next call. A flush the database could not take (unreachable) is
+ * retried for `writes.retryForMs` first, each append carrying the sequence this execution
+ * expects the run at (the last append's result), so a retried append is never recorded twice
+ * (RuntimeOperations.apply); a delegation is retried the same way (idempotent by its key).
  */
 export class BatchingRuntimeContext implements RuntimeContext {
   private pending: RuntimeOp[] = [];
@@ -43,6 +55,9 @@ export class BatchingRuntimeContext implements RuntimeContext {
 
   private delegations = 0;
 
+  /** The run's last sequence as this execution last saw it (its appends' results). */
+  private expected: number | undefined;
+
   constructor(
     private readonly runs: RuntimeOperations,
     readonly run: RuntimeRunView,
@@ -50,7 +65,10 @@ export class BatchingRuntimeContext implements RuntimeContext {
     readonly signal: AbortSignal,
     private readonly reads: RuntimeContextReads,
     readonly trigger: RuntimeTrigger = { kind: 'created' },
-  ) {}
+    private readonly writes: RuntimeContextWrites = { retryForMs: 0 },
+  ) {
+    this.expected = writes.expectedSequence;
+  }
 
   /** Read once, on first use (most runtimes never ask, so the hot path pays nothing). */
   history(): Promise<CanonicalMessage[]> {
@@ -65,7 +83,9 @@ export class BatchingRuntimeContext implements RuntimeContext {
   async delegate(input: DelegationInput): Promise<{ linkId: string; childRunId: string; childContextId: string }> {
     await this.flush();
     const key = `${this.reads.triggerKey}:${this.delegations++}`;
-    const d = await this.runs.delegate(this.run.orgId, this.run.runId, { ...input, key });
+    const d = await retryWhileUnavailable(() => this.runs.delegate(this.run.orgId, this.run.runId, { ...input, key }), this.writes.retryForMs);
+    // the delegation appended to this run (run.linked): the next append reads where the log is
+    this.expected = undefined;
     return { linkId: d.linkId, childRunId: d.childRunId, childContextId: d.childThreadId };
   }
 
@@ -145,7 +165,8 @@ export class BatchingRuntimeContext implements RuntimeContext {
     const ops = this.pending;
     this.pending = [];
     try {
-      await this.runs.apply(this.run.orgId, this.run.runId, ops);
+      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs });
+      this.expected = run.lastSequence;
     } catch (e) {
       this.failure = e;
       throw e;

@@ -25,10 +25,14 @@ export class LostExecutionPolicy {
   /**
    * Returns `resumed`, `failed`, or null when the run needed nothing (ended, blocked, moved on).
    * `handedOn`: the execution's worker is stopping gracefully and hands the run on (not a loss).
+   * `lastSequence`: the verdict was made on the run at this sequence; if the run has moved since, or
+   * waits on its caller, nothing happens (null) — failing is then guarded by that sequence.
    */
-  async handle(orgId: string, runId: string, why: string, opts: { handedOn?: boolean } = {}): Promise<'resumed' | 'failed' | null> {
+  async handle(orgId: string, runId: string, why: string, opts: { handedOn?: boolean; lastSequence?: number } = {}): Promise<'resumed' | 'failed' | null> {
     const run = await this.queries.get(orgId, runId);
     if (!run || run.blockedReason || isTerminal(run.status)) return null;
+    // judged at `lastSequence` (the sweeper's candidate): a run that moved since is not lost
+    if (opts.lastSequence !== undefined && run.lastSequence !== opts.lastSequence) return null;
     if (await this.resumable(orgId, run.revisionId)) {
       const r = await this.ops.resumeExecution(orgId, runId, why, MAX_RESUMPTIONS, opts);
       if (r?.outcome === 'resumed') {
@@ -38,7 +42,7 @@ export class LostExecutionPolicy {
       if (!r) return null;
       why = `${why} (after ${MAX_RESUMPTIONS} resumptions)`;
     }
-    return (await this.ops.failRun(orgId, runId, why)) ? 'failed' : null;
+    return (await this.ops.failRun(orgId, runId, why, { expectedSequence: opts.lastSequence })) ? 'failed' : null;
   }
 
   private async resumable(orgId: string, revisionId: string): Promise<boolean> {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { AppError } from '#libs/common';
+import { AppError, isDependencyUnavailable } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
@@ -9,6 +9,7 @@ import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedIn
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionDeferred, ExecutionSlots } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
+import { retryWhileUnavailable } from './outage-retry.js';
 import { randomUUID } from 'node:crypto';
 
 /** Messages of the thread a runtime sees at most (RuntimeContext.history). */
@@ -52,6 +53,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private stopping = false;
   private readonly owner = `${hostname()}:${process.pid}`;
   private readonly heartbeatMs: number;
+  /** EXECUTION_OUTAGE_RETRY_MS: how long a database call of an execution is retried while the database is unreachable. */
+  private readonly outageMs: number;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -64,6 +67,12 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly lostPolicy: LostExecutionPolicy,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
+    this.outageMs = config.EXECUTION_OUTAGE_RETRY_MS;
+  }
+
+  /** A read (or idempotent write) of an execution, retried while the database is unreachable. */
+  private durable<T>(call: () => Promise<T>): Promise<T> {
+    return retryWhileUnavailable(call, this.outageMs);
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -102,7 +111,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (opts.enqueuedAt) this.metrics.jobWait.observe(Math.max(0, Date.now() - opts.enqueuedAt) / 1000);
     let outcome = 'ok';
     try {
-      await this.executeParsed(payload, opts.triggerSequence ?? null);
+      await this.executeParsed(payload, opts.triggerSequence ?? null, opts.enqueuedAt);
     } catch (e) {
       outcome = e instanceof ExecutionDeferred ? 'deferred' : e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
       throw e;
@@ -112,7 +121,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  private async executeParsed(payload: unknown, triggerSequence: number | null): Promise<void> {
+  private async executeParsed(payload: unknown, triggerSequence: number | null, enqueuedAt: number | undefined): Promise<void> {
     const parsed = RunExecuteJobSchema.safeParse(payload);
     if (!parsed.success) throw new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
     const job: RunExecuteJob = parsed.data;
@@ -125,34 +134,57 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (job.context) {
       ({ input, ...run } = job.context);
     } else {
-      const found = await this.queries.executionInput(orgId, runId, inputMessageId);
-      if (!found || isTerminal(found.run.status)) return;
+      const found = await this.durable(() => this.queries.executionInput(orgId, runId, inputMessageId));
+      if (!found || isTerminal(found.run.status)) {
+        if (triggerSequence !== null) this.slots.leaveLine(orgId, `${runId}-${triggerSequence}`);
+        return;
+      }
       if (!found.message) throw new ExecutionError(`run ${runId}: input message ${inputMessageId ?? '(newest)'} not found`, false);
       run = found.run;
       input = found.message;
     }
-    const trigger = await this.triggerOf(job);
+    // fairness: one tenant cannot take every slot; over its limit the execution waits its turn in
+    // its organization's line (by job: the same on every re-delivery). Taken first thing, before
+    // any await of its own, so executions reach the line in the order the queue hands them out.
+    const ticket = triggerSequence !== null ? { member: `${runId}-${triggerSequence}`, enqueuedAt: enqueuedAt ?? Date.now() } : undefined;
+    const executionId = randomUUID();
+    const slotTtl = this.heartbeatMs * 1.5;
+    if (!(await this.slots.acquire(orgId, run.agentId, executionId, slotTtl, ticket))) {
+      // retried soon (jittered): a slot usually frees within one short execution; 200-500 ms made
+      // the deferred executions the p99 of a busy agent's blocking SendMessage
+      throw new ExecutionDeferred(50 + Math.floor(Math.random() * 100));
+    }
+    try {
+      await this.executeHolding(job, run, input, triggerSequence, executionId, slotTtl);
+    } finally {
+      this.slots.release(orgId, run.agentId, executionId);
+    }
+  }
+
+  /** The rest of an execution, once it holds its slot (released by the caller). */
+  private async executeHolding(
+    job: RunExecuteJob,
+    run: { threadId: string; agentId: string; revisionId: string },
+    input: CanonicalMessage,
+    triggerSequence: number | null,
+    executionId: string,
+    slotTtl: number,
+  ): Promise<void> {
+    const { orgId, runId } = job;
+    const inputMessageId = job.inputMessageId ?? null;
+    const trigger = await this.durable(() => this.triggerOf(job));
     if (!trigger) return;
 
     let entry = this.configs.get(run.revisionId);
     if (!entry) {
-      const raw = await this.queries.revisionRuntime(orgId, run.revisionId);
+      const raw = await this.durable(() => this.queries.revisionRuntime(orgId, run.revisionId));
       try {
         entry = this.registry.parse(raw);
       } catch (e) {
-        await this.ops.failRun(orgId, runId, 'the agent revision has an invalid runtime');
+        await this.durable(() => this.ops.failRun(orgId, runId, 'the agent revision has an invalid runtime'));
         throw new ExecutionError(`run ${runId}: ${e instanceof Error ? e.message : String(e)}`, false, { cause: e });
       }
       this.configs.set(run.revisionId, entry);
-    }
-
-    // fairness: one tenant cannot take every slot; over its limit the execution waits its turn
-    const executionId = randomUUID();
-    const slotTtl = this.heartbeatMs * 1.5;
-    if (!(await this.slots.acquire(orgId, run.agentId, executionId, slotTtl))) {
-      // retried soon (jittered): a slot usually frees within one short execution; 200-500 ms made
-      // the deferred executions the p99 of a busy agent's blocking SendMessage
-      throw new ExecutionDeferred(50 + Math.floor(Math.random() * 100));
     }
 
     const abort = new AbortController();
@@ -164,13 +196,24 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     // Long executions hold a lease, renewed every heartbeat (the first a quarter in): if this
     // process dies the lease expires and a sweeper fails the run within 2 heartbeats. The
     // heartbeat also reads the run's status: the safety net for a lost cancellation signal.
-    // Short executions (most) never write a lease.
-    const beat = () => {
-      void this.slots.acquire(orgId, run.agentId, executionId, slotTtl);
+    // Short executions (most) never write a lease. A renewal the database could not take is tried
+    // again every second (not a heartbeat later): a short outage must not let the lease expire
+    // and the sweeper declare this live execution lost.
+    let ended = false;
+    let again: NodeJS.Timeout | undefined;
+    const renew = () => {
+      clearTimeout(again);
+      again = undefined;
       void this.ops
         .heartbeat(orgId, runId, this.owner, triggerSequence, this.heartbeatMs * 1.5)
         .then((status) => (!status || isTerminal(status)) && abort.abort())
-        .catch(() => undefined);
+        .catch((e: unknown) => {
+          if (!ended && isDependencyUnavailable(e)) again = setTimeout(renew, Math.min(1_000, this.heartbeatMs / 4));
+        });
+    };
+    const beat = () => {
+      void this.slots.acquire(orgId, run.agentId, executionId, slotTtl);
+      renew();
     };
     let poll: NodeJS.Timeout | undefined;
     const first = setTimeout(() => {
@@ -185,14 +228,15 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       abort.signal,
       {
         history: () =>
-          this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
-        childResult: (childRunId) => this.childResult(orgId, runId, childRunId),
-        savedState: () => this.queries.runtimeState(orgId, runId),
-        recorded: () => this.recorded(orgId, runId),
-        extensions: () => this.queries.activatedExtensions(orgId, runId),
+          this.durable(() => this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT)).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
+        childResult: (childRunId) => this.durable(() => this.childResult(orgId, runId, childRunId)),
+        savedState: () => this.durable(() => this.queries.runtimeState(orgId, runId)),
+        recorded: () => this.durable(() => this.recorded(orgId, runId)),
+        extensions: () => this.durable(() => this.queries.activatedExtensions(orgId, runId)),
         triggerKey: String(triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
+      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs },
     );
     try {
       await entry.runtime.execute(entry.config, ctx);
@@ -216,10 +260,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       await ctx.flush().catch(() => undefined);
       const reason = e instanceof Error ? e.message : String(e);
       this.log.error(`run ${runId}: runtime failed: ${reason}`);
-      await this.ops.failRun(orgId, runId, 'the agent runtime failed');
+      await this.durable(() => this.ops.failRun(orgId, runId, 'the agent runtime failed'));
       throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
     } finally {
-      this.slots.release(orgId, run.agentId, executionId);
+      ended = true;
+      clearTimeout(again);
       clearTimeout(first);
       clearInterval(poll);
       running.delete(abort);

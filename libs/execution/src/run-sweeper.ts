@@ -8,6 +8,19 @@ import { LostExecutionPolicy } from './lost-execution.policy.js';
 const PAGE = 100;
 const MAX_PER_SWEEP = 5_000;
 
+/** Longest a job-state read may take before the candidate is left for the next pass (ms). */
+const JOB_STATE_TIMEOUT_MS = 2_000;
+
+/** `p`'s value, or undefined when it takes longer than `ms` or fails. */
+async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p.catch(() => undefined), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** BullMQ job states in which an execution is still going to happen. */
 const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
 
@@ -71,8 +84,9 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
       }
       for (const c of candidates) {
         const trigger = await this.runRepo.lastTrigger(c.orgId, c.id);
-        const state = trigger !== null ? await this.queue.jobState(c.id, trigger) : 'unknown';
-        if (QUEUED_JOB_STATES.has(state)) continue;
+        const state = trigger !== null ? await withTimeout(this.queue.jobState(c.id, trigger), JOB_STATE_TIMEOUT_MS) : 'unknown';
+        // Redis too slow or down to say whether the job is queued: no verdict this pass
+        if (state === undefined || QUEUED_JOB_STATES.has(state)) continue;
         const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger;
         let why: string;
         if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
@@ -80,7 +94,9 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
         // message was only forwarded upstream): resuming beside it would record everything twice
         else if (c.stale && !c.leaseLive) why = `the execution was lost (no live job: ${state})`;
         else continue;
-        const outcome = await this.lost.handle(c.orgId, c.id, why);
+        // judged on the run as the candidate query saw it: one that moved since (the reads above can
+        // take seconds during an outage) or now waits on its caller is left alone
+        const outcome = await this.lost.handle(c.orgId, c.id, why, { lastSequence: c.lastSequence });
         if (outcome === 'failed') {
           failed.push(c.id);
           this.log.warn(`run ${c.id}: failed by the sweeper: ${why}`);

@@ -26,7 +26,10 @@ export function outboundPolicy(cidrs: readonly string[]): OutboundPolicy {
  * Why `address` may not be reached under `policy`, or null when it may. Refused: loopback,
  * private (RFC 1918, unique local), link-local (which holds the 169.254.169.254 metadata
  * service), multicast, unspecified, broadcast, carrier-grade NAT, reserved and every other range
- * that is not public unicast; IPv4-mapped IPv6 addresses are judged as their IPv4 address.
+ * that is not public unicast. An IPv6 address that carries an IPv4 address (see
+ * `embeddedIPv4`: IPv4-compatible, -mapped, -translated, NAT64, 6to4, Teredo) is judged as that
+ * IPv4 address, allowlist included: `::127.0.0.1` and `2002:7f00:1::` are loopback, and pass
+ * only where `127.0.0.0/8` is allowed (or the IPv6 address itself is).
  */
 export function refusedAddress(address: string, policy: OutboundPolicy): string | null {
   let addr: ipaddr.IPv4 | ipaddr.IPv6;
@@ -35,12 +38,56 @@ export function refusedAddress(address: string, policy: OutboundPolicy): string 
   } catch {
     return `${address} is not an IP address`;
   }
-  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) addr = (addr as ipaddr.IPv6).toIPv4Address();
-  for (const [net, bits] of policy.allowedCidrs) {
-    if (net.kind() === addr.kind() && addr.match([net, bits] as never)) return null;
+  if (allowlisted(addr, policy)) return null;
+  const embedded = addr.kind() === 'ipv6' ? embeddedIPv4(addr as ipaddr.IPv6) : null;
+  if (embedded) {
+    if (allowlisted(embedded.ipv4, policy)) return null;
+    const range = embedded.ipv4.range();
+    return range === 'unicast' ? null : `${addr.toString()} is a ${range} address (${embedded.ipv4.toString()} as ${embedded.form})`;
   }
   const range = addr.range();
   return range === 'unicast' ? null : `${addr.toString()} is a ${range} address`;
+}
+
+function allowlisted(addr: ipaddr.IPv4 | ipaddr.IPv6, policy: OutboundPolicy): boolean {
+  return policy.allowedCidrs.some(([net, bits]) => net.kind() === addr.kind() && addr.match([net, bits] as never));
+}
+
+/** The 32 bits of an IPv4 address, as the two 16-bit parts of an IPv6 address that hold it. */
+type Embedding = (parts: number[]) => [number, number];
+const LAST_32: Embedding = (p) => [p[6]!, p[7]!];
+
+/**
+ * IPv6 ranges that carry an IPv4 address, and where: ranges per ipaddr.js's special ranges
+ * (`ipv4Mapped`, `rfc6145`, `rfc6052`, `6to4`, `teredo`) plus the deprecated IPv4-compatible
+ * `::/96` (RFC 4291 §2.5.5.1), which ipaddr.js calls unicast. NAT64's local-use `64:ff9b:1::/48`
+ * (RFC 8215) is read with the /96 layout of RFC 6052 §2.2 (the address in the last 32 bits), the
+ * layout of the well-known prefix.
+ */
+const EMBEDDINGS: ReadonlyArray<{ form: string; net: [ipaddr.IPv6, number]; ipv4: Embedding }> = [
+  { form: 'IPv4-mapped', net: ipaddr.IPv6.parseCIDR('::ffff:0:0/96'), ipv4: LAST_32 },
+  { form: 'IPv4-translated', net: ipaddr.IPv6.parseCIDR('::ffff:0:0:0/96'), ipv4: LAST_32 },
+  { form: 'NAT64', net: ipaddr.IPv6.parseCIDR('64:ff9b::/96'), ipv4: LAST_32 },
+  { form: 'NAT64', net: ipaddr.IPv6.parseCIDR('64:ff9b:1::/48'), ipv4: LAST_32 },
+  // RFC 3056 §2: 2002:V4ADDR::/48
+  { form: '6to4', net: ipaddr.IPv6.parseCIDR('2002::/16'), ipv4: (p) => [p[1]!, p[2]!] },
+  // RFC 4380 §4: the client's address in the last 32 bits, every bit inverted
+  { form: 'Teredo', net: ipaddr.IPv6.parseCIDR('2001::/32'), ipv4: (p) => [p[6]! ^ 0xffff, p[7]! ^ 0xffff] },
+  { form: 'IPv4-compatible', net: ipaddr.IPv6.parseCIDR('::/96'), ipv4: LAST_32 },
+];
+
+/**
+ * The IPv4 address an IPv6 address carries, and the form it is carried in (see EMBEDDINGS), or
+ * null for any other address. `::` and `::1` (inside `::/96`) are not embeddings: they are the
+ * IPv6 unspecified and loopback addresses.
+ */
+export function embeddedIPv4(addr: ipaddr.IPv6): { ipv4: ipaddr.IPv4; form: string } | null {
+  const range = addr.range();
+  if (range === 'unspecified' || range === 'loopback') return null;
+  const hit = EMBEDDINGS.find((e) => addr.match(e.net));
+  if (!hit) return null;
+  const [hi, lo] = hit.ipv4(addr.parts);
+  return { ipv4: new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]), form: hit.form };
 }
 
 /**

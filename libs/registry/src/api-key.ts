@@ -52,6 +52,3 @@ export function secretMatches(secret: string, storedHashHex: string): boolean {
   const b = Buffer.from(storedHashHex, 'hex');
   return a.length === b.length && timingSafeEqual(a, b);
 }
-
-// (the cache these keys were kept in moved to libs/common: one cache implementation for the process)
-export { TtlLruCache } from '#libs/common';

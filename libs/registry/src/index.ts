@@ -1,6 +1,6 @@
 /**
- * libs/registry: organizations, API keys, agents, revisions and A2A bindings, and the
- * AgentDirectory through which the A2A adapter finds what to serve.
+ * libs/registry: organizations, API keys, agents, revisions and A2A bindings, the organizations'
+ * runtime secrets, and the AgentDirectory through which the A2A adapter finds what to serve.
  */
 export type { A2ABinding, Agent, AgentProvider, ApiKeyInfo, CreatedApiKey, Organization, Principal, ResolvedA2AAgent, Revision } from './registry.types.js';
 export { AgentDirectory } from './agent-directory.js';
@@ -13,3 +13,5 @@ export { NEW_ORG_ADMIN_SCOPES, OrganizationService } from './organization.servic
 export { RevisionService } from './revision.service.js';
 export { RegistryModule } from './registry.module.js';
 export { SigningKeyService, type ActiveSigningKey, type SigningKeyInfo } from './signing-key.service.js';
+export { RuntimeSecretService, type RuntimeSecretInfo } from './runtime-secret.service.js';
+export { RuntimeSecretsModule } from './runtime-secrets.module.js';

@@ -39,6 +39,15 @@ export class OrganizationRepository {
     return row ? toOrganization(row) : null;
   }
 
+  /**
+   * Set the organization's storage quota (bytes; null = the deployment default, 0 = unlimited).
+   * False when no such organization.
+   */
+  async setStorageQuota(id: string, bytes: number | null): Promise<boolean> {
+    const rows = await this.db.query<{ id: string }>(`UPDATE organizations SET storage_quota_bytes = $2 WHERE id = $1 RETURNING id`, [id, bytes]);
+    return rows.length > 0;
+  }
+
   async findBySlug(slug: string): Promise<Organization | null> {
     const row = await this.db.prisma.organization.findUnique({ where: { slug } });
     return row ? toOrganization(row) : null;

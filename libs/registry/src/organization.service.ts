@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { ApiKeyScope } from '#libs/contracts';
 import { generateApiKey, hashSecret } from './api-key.js';
+import { isUuid } from './ids.js';
 import { OrganizationRepository } from './organization.repository.js';
 import type { CreatedApiKey, Organization } from './registry.types.js';
 
@@ -29,6 +30,14 @@ export class OrganizationService {
       organization,
       adminKey: { id: keyId, orgId, name: 'admin', key: material.key, prefix: material.prefix, scopes: [...NEW_ORG_ADMIN_SCOPES], createdAt: organization.createdAt },
     };
+  }
+
+  /**
+   * Set an organization's storage quota in bytes of messages and artifacts (null: the deployment
+   * default ORG_STORAGE_QUOTA_BYTES; 0: unlimited). A platform operation. Throws `org.not_found`.
+   */
+  async setStorageQuota(orgId: string, bytes: number | null): Promise<void> {
+    if (!isUuid(orgId) || !(await this.orgs.setStorageQuota(orgId, bytes))) throw new AppError('org.not_found', `organization ${orgId} not found`);
   }
 
   /** Throws `org.not_found`. */

@@ -14,13 +14,16 @@ import { RevisionRepository } from './revision.repository.js';
 import { RevisionService } from './revision.service.js';
 import { SigningKeyRepository } from './signing-key.repository.js';
 import { SigningKeyService } from './signing-key.service.js';
+import { RuntimeSecretsModule } from './runtime-secrets.module.js';
 
 /**
  * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
- * AgentDirectory the A2A adapter reads. Needs DbModule, ConfigModule and RuntimesModule (global).
+ * AgentDirectory the A2A adapter reads, and (through RuntimeSecretsModule, global) the
+ * organizations' runtime secrets. Needs DbModule, ConfigModule and RuntimesModule (global).
  * Importing it also runs BootstrapService at application bootstrap.
  */
 @Module({
+  imports: [RuntimeSecretsModule],
   providers: [
     OrganizationRepository,
     ApiKeyRepository,

@@ -9,6 +9,7 @@ import { ZodError } from 'zod';
 import { AgentService } from './agent.service.js';
 import { isUuid } from './ids.js';
 import { RevisionRepository } from './revision.repository.js';
+import { RuntimeSecretService } from './runtime-secret.service.js';
 import type { Agent, Revision } from './registry.types.js';
 
 /**
@@ -18,7 +19,9 @@ import type { Agent, Revision } from './registry.types.js';
  *
  * Errors: `agent.not_found`, `revision.not_found`, `request.invalid` (422, with `issues` whose
  * paths start at `protocolProfiles.` / `runtime.`), `runtime.unknown_kind`, `revision.immutable`,
- * `revision.invalid_transition`, `revision.not_published`.
+ * `revision.invalid_transition`, `revision.not_published`, `runtime.secret_not_allowed` (draft and
+ * publish: a `secretEnv` outside the org's namespace), `runtime.secret_not_found` (publish: a
+ * `secret` the org does not have).
  */
 @Injectable()
 export class RevisionService {
@@ -27,6 +30,7 @@ export class RevisionService {
     private readonly revisions: RevisionRepository,
     @Inject(RuntimeRegistry) private readonly runtimes: RuntimeRegistry,
     @Inject(APP_CONFIG) config: AppConfig,
+    private readonly secrets: RuntimeSecretService,
     @Optional() private readonly extensions?: ExtensionRegistry,
   ) {
     // push needs a key to keep its secrets: without one this deployment does not serve it
@@ -40,6 +44,7 @@ export class RevisionService {
     const agent = await this.agents.get(orgId, agentRef);
     const { protocolProfiles, runtime } = this.validate(input);
     this.checkSkills(protocolProfiles!, runtime);
+    await this.checkSecrets(orgId, runtime, false);
     return this.revisions.insertDraft({ id: randomUUID(), orgId, agentId: agent.id, protocolProfiles: protocolProfiles!, runtime: runtime! });
   }
 
@@ -66,6 +71,7 @@ export class RevisionService {
     if (current.status !== 'draft') throw immutable(current.id, current.status);
     const valid = this.validate(patch);
     this.checkSkills(valid.protocolProfiles ?? (current.protocolProfiles as ProtocolProfiles), valid.runtime ?? current.runtime);
+    if (valid.runtime !== undefined) await this.checkSecrets(orgId, valid.runtime, false);
     try {
       const updated = await this.revisions.updateContent(orgId, agent.id, revisionId, valid);
       if (!updated) throw notFound(revisionId);
@@ -86,6 +92,8 @@ export class RevisionService {
     const current = await this.require(agent, revisionId);
     if (current.status === 'draft') {
       this.validate({ runtime: current.runtime });
+      // a draft made before the namespace rule, or a secret deleted since: refused here
+      await this.checkSecrets(orgId, current.runtime, true);
       // declared extensions again: this deployment's plugins (params, dependencies) may have changed since the draft
       this.extensions?.validate((current.protocolProfiles as ProtocolProfiles).a2a?.extensions ?? [], 'protocolProfiles.a2a.extensions');
       const declared = (current.protocolProfiles as { a2a?: { capabilities?: Record<string, unknown> } }).a2a?.capabilities ?? {};
@@ -96,7 +104,7 @@ export class RevisionService {
           details: { revisionId, capabilities: unserved.join(',') },
         });
       }
-      const profiles = await this.withRuntimeDefaults(current.protocolProfiles as ProtocolProfiles, current.runtime);
+      const profiles = await this.withRuntimeDefaults(orgId, current.protocolProfiles as ProtocolProfiles, current.runtime);
       const published = await this.revisions.publish(orgId, agent.id, revisionId, profiles);
       if (published) return published;
     }
@@ -170,9 +178,9 @@ export class RevisionService {
    * error, such as `runtime.upstream_unreachable`) and fill what the profile leaves out (skills,
    * card name and description). Null when nothing changes.
    */
-  private async withRuntimeDefaults(profiles: ProtocolProfiles, rawRuntime: unknown): Promise<ProtocolProfiles | null> {
+  private async withRuntimeDefaults(orgId: string, profiles: ProtocolProfiles, rawRuntime: unknown): Promise<ProtocolProfiles | null> {
     const { runtime, config } = this.runtimes.parse(rawRuntime);
-    const defaults = runtime.prepare ? await runtime.prepare(config) : undefined;
+    const defaults = runtime.prepare ? await runtime.prepare(config, { orgId }) : undefined;
     const a2a = profiles.a2a;
     if ((a2a.skillsProjection ?? []).length === 0 && !defaults?.skills?.length) {
       throw invalidRequest([{ path: ['protocolProfiles', 'a2a', 'skillsProjection'], message: 'A2A requires at least one skill (the upstream card has none)' }], 'revision');
@@ -188,6 +196,17 @@ export class RevisionService {
       },
     };
     return { ...profiles, a2a: next };
+  }
+
+  /**
+   * The secrets a (valid) runtime config references, checked for the org: `secretEnv` inside its
+   * namespace (always), `secret` existing (at publish). Throws `runtime.secret_not_allowed` /
+   * `runtime.secret_not_found`.
+   */
+  private async checkSecrets(orgId: string, rawRuntime: unknown, publish: boolean): Promise<void> {
+    const { runtime, config } = this.runtimes.parse(rawRuntime);
+    const uses = runtime.secretRefs?.(config) ?? [];
+    if (uses.length > 0) await this.secrets.check(orgId, uses, { publish });
   }
 
   /** Validate the given parts; every issue of both is reported at once, paths prefixed. */

@@ -106,6 +106,12 @@ export interface AppendGuard {
  */
 export const ORG_MATCHES = '(org_id = $2) IS TRUE';
 
+/**
+ * `messages.sent_by` of the agent's own messages: no caller id takes this value (callers are
+ * `key:…`, `jwt:…`, or '' when anonymous), so a caller's messageId never collides with the agent's.
+ */
+export const AGENT_SENDER = 'agent';
+
 const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id AS "revisionId",
   thread_id AS "threadId", status, blocked_reason AS "blockedReason", last_sequence AS "lastSequence",
   origin_message_id AS "originMessageId", metadata, created_at AS "createdAt",
@@ -126,8 +132,10 @@ const TAIL = `
   FROM r CROSS JOIN LATERAL jsonb_array_elements($EVJ::jsonb) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
+  -- sent_by: the caller for a user message ($SB; not given: the run's owner), 'agent' for the agent's
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
+         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE($SB::text, r.created_by, '') ELSE '${AGENT_SENDER}' END,
          ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
@@ -223,31 +231,37 @@ SELECT (SELECT row_to_json(x) FROM (SELECT ${RUN_COLUMNS} FROM r) x) AS run,
        (SELECT json_agg(json_build_object('id', d.id::text, 'triggerSequence', d.trigger_sequence, 'job', d.job)) FROM ldisp d) AS "parentDispatches",
        (SELECT COALESCE(json_agg(json_build_object('sequence', ev.sequence, 'type', ev.type, 'payload', ev.payload, 'createdAt', ev.created_at) ORDER BY ev.sequence), '[]'::json) FROM ev) AS events`;
 
-function tail(evnParam: number, evjParam: number, djParam: number, scParam: number): string {
-  return TAIL.replaceAll('$EVN', `$${evnParam}`).replaceAll('$EVJ', `$${evjParam}`).replaceAll('$DJ', `$${djParam}`).replaceAll('$SC', `$${scParam}`);
+function tail(evnParam: number, evjParam: number, djParam: number, scParam: number, sbParam: number): string {
+  return TAIL.replaceAll('$EVN', `$${evnParam}`)
+    .replaceAll('$EVJ', `$${evjParam}`)
+    .replaceAll('$DJ', `$${djParam}`)
+    .replaceAll('$SC', `$${scParam}`)
+    .replaceAll('$SB', `$${sbParam}`);
 }
 
 /*
  * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
  * array), each with its events (sequences 1..n), the message projection and its outbox row.
- * A run whose (org, agent, originMessageId) exists is skipped (ON CONFLICT DO NOTHING) and
- * absent from the result: that is how a retried SendMessage is recognised.
+ * A run whose (org, agent, owner, originMessageId) exists is skipped (ON CONFLICT DO NOTHING on
+ * the unique index runs_org_id_agent_id_owner_origin_message_id_key, owner = COALESCE(created_by,
+ * '')) and absent from the result: that is how a retried SendMessage of the same caller is
+ * recognised; another caller's same messageId is another key, so it creates its own run.
  */
 const CREATE_BATCH_SQL = `
 WITH input AS (
   SELECT (x->>'id')::uuid AS id, (x->>'orgId')::uuid AS org_id, (x->>'agentId')::uuid AS agent_id,
          (x->>'revisionId')::uuid AS revision_id, x->>'threadId' AS thread_id,
          x->>'originMessageId' AS origin_message_id, NULLIF(x->'metadata', 'null'::jsonb) AS metadata,
-         x->>'createdBy' AS created_by,
+         x->>'createdBy' AS created_by, COALESCE((x->>'storedBytes')::bigint, 0) AS stored_bytes,
          x->'events' AS events, NULLIF(x->'dispatch', 'null'::jsonb) AS dispatch
   FROM jsonb_array_elements($1::jsonb) AS t(x)
 ), r AS (
   INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, status, blocked_reason, last_sequence,
-                    origin_message_id, metadata, created_by, created_at, updated_at, status_at)
+                    origin_message_id, metadata, created_by, stored_bytes, created_at, updated_at, status_at)
   SELECT id, org_id, agent_id, revision_id, thread_id, 'submitted', NULL, jsonb_array_length(events),
-         origin_message_id, metadata, created_by, now(), now(), now()
+         origin_message_id, metadata, created_by, stored_bytes, now(), now(), now()
   FROM input
-  ON CONFLICT (org_id, agent_id, origin_message_id) DO NOTHING
+  ON CONFLICT (org_id, agent_id, (COALESCE(created_by, '')), origin_message_id) DO NOTHING
   RETURNING *
 ), ev AS (
   INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
@@ -255,8 +269,9 @@ WITH input AS (
   FROM r JOIN input i ON i.id = r.id CROSS JOIN LATERAL jsonb_array_elements(i.events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
+         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(r.created_by, '') ELSE '${AGENT_SENDER}' END,
          ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
@@ -283,7 +298,8 @@ WITH r AS (
     status_at = CASE WHEN $4::run_status IS NOT NULL OR $5::boolean THEN now() ELSE status_at END,
     ended_at = CASE WHEN $4::run_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE ended_at END,
     open_interactions = open_interactions + $16::int,
-    interaction_version = interaction_version + $17::int
+    interaction_version = interaction_version + $17::int,
+    stored_bytes = stored_bytes + $21::bigint
   WHERE id = $1 AND ${ORG_MATCHES} AND status = ANY($7::run_status[])
     AND ($8::boolean IS NULL OR (blocked_reason IS NOT NULL) = $8::boolean)
     AND ($11::text IS NULL OR thread_id = $11::text)
@@ -294,7 +310,7 @@ WITH r AS (
     AND ($18::int IS NULL OR open_interactions = $18::int)
     AND ($19::int IS NULL OR last_sequence = $19::int)
   RETURNING *
-)${tail(3, 9, 10, 14)}`;
+)${tail(3, 9, 10, 14, 20)}`;
 
 interface AppendRow {
   run: Record<string, unknown> | null;
@@ -320,7 +336,7 @@ function toRecord(raw: Record<string, unknown>): RunRecord {
   };
 }
 
-/** The repository's translation of a unique violation on messages (org, agent, messageId). */
+/** The repository's translation of a unique violation on messages (org, agent, sender, messageId). */
 function duplicateMessage(e: unknown): AppError {
   return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause: e });
 }
@@ -356,9 +372,9 @@ export class EventLogRepository {
    * Create a run with its first events (sequence 1..n) and its dispatch, in one statement shared
    * with the creations running concurrently (group commit). Resolves to the created run and the
    * outbox row of its dispatch, or null
-   * when a run with the same (org, agent, originMessageId) exists (a retried SendMessage: the
-   * caller reads that run). Errors: `run.duplicate_message` when a message id in `events` is
-   * already recorded for the agent (on another run).
+   * when a run with the same (org, agent, createdBy, originMessageId) exists (a retried
+   * SendMessage of the same caller: it reads that run). Errors: `run.duplicate_message` when a
+   * message id in `events` is already recorded for the agent and the same sender (on another run).
    */
   create(item: NewRunWithEvents): Promise<CreatedRun | null> {
     return this.creates.submit(item);
@@ -375,7 +391,7 @@ export class EventLogRepository {
   }
 
   private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<CreatedRun | null>> {
-    const input = batch.map(({ run, events, dispatch }) => ({ ...run, metadata: run.metadata ?? null, events, dispatch: dispatch ?? null }));
+    const input = batch.map(({ run, events, dispatch }) => ({ ...run, metadata: run.metadata ?? null, storedBytes: storedBytes(events), events, dispatch: dispatch ?? null }));
     let rows: Record<string, unknown>[];
     const t0 = process.hrtime.bigint();
     try {
@@ -403,9 +419,18 @@ export class EventLogRepository {
    * inline `context` are filled in from the run row and the message).
    * Returns null when the run does not exist in the org or the guard does not hold (the caller
    * reads the run to say which). At most one `artifact.updated` per call.
-   * Errors: `run.duplicate_message` when a message id in `events` is already recorded.
+   * `sentBy`: who sends the user messages among `events` (`key:<api key id>`, `jwt:<iss>|<sub>`,
+   * null = anonymous); absent: the run's owner. A messageId is unique per (org, agent, sender).
+   * Errors: `run.duplicate_message` when a message id in `events` is already recorded for its sender.
    */
-  async append(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Pick<RunExecuteJob, 'orgId' | 'runId' | 'trigger'> & Partial<RunExecuteJob>): Promise<AppendResult | null> {
+  async append(
+    orgId: string,
+    runId: string,
+    guard: AppendGuard,
+    events: RunEvent[],
+    dispatch?: Pick<RunExecuteJob, 'orgId' | 'runId' | 'trigger'> & Partial<RunExecuteJob>,
+    sentBy?: string | null,
+  ): Promise<AppendResult | null> {
     if (events.length === 0) throw new Error('append needs at least one event');
     if (events.filter((e) => e.type === 'artifact.updated').length > 1) {
       throw new Error('append takes at most one artifact.updated event');
@@ -413,7 +438,7 @@ export class EventLogRepository {
     let rows: AppendRow[];
     const t0 = process.hrtime.bigint();
     try {
-      rows = await this.db.query<AppendRow>(APPEND_SQL, appendParams(orgId, runId, guard, events, dispatch && injectTrace(dispatch)), 'runs.append');
+      rows = await this.db.query<AppendRow>(APPEND_SQL, appendParams(orgId, runId, guard, events, dispatch && injectTrace(dispatch), sentBy), 'runs.append');
       this.metrics.appendDuration.observe({ kind: 'append' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
@@ -427,7 +452,7 @@ export class EventLogRepository {
   /**
    * Delegation (RunLink): create the child run (its first events and dispatch) and append the
    * parent's `run.linked` event, in ONE transaction — a link exists exactly when its child does.
-   * The child's `originMessageId` makes it idempotent: when a run with that origin exists, nothing
+   * The child's (createdBy, originMessageId) makes it idempotent: when such a run exists, nothing
    * is written and `{ child: null }` is returned (the caller reads the existing link).
    * Null when the parent's guard does not hold (nothing is written).
    */
@@ -439,7 +464,7 @@ export class EventLogRepository {
     const rollback = new Error('rollback');
     try {
       return await this.db.transaction<Outcome>(async (q) => {
-        const input = [{ ...child.run, metadata: child.run.metadata ?? null, events: child.events, dispatch: child.dispatch ?? null }];
+        const input = [{ ...child.run, metadata: child.run.metadata ?? null, storedBytes: storedBytes(child.events), events: child.events, dispatch: child.dispatch ?? null }];
         const rows = await q<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)]);
         if (rows.length === 0) return { child: null, parent: null };
         const { dispatchId, triggerSequence, ...row } = rows[0]!;
@@ -511,7 +536,7 @@ export class EventLogRepository {
 
 const CLOSING = new Set<string>(['interaction.responded', 'interaction.expired', 'interaction.canceled']);
 
-function appendParams(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Partial<RunExecuteJob>): unknown[] {
+function appendParams(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Partial<RunExecuteJob>, sentBy?: string | null): unknown[] {
   return [
     runId,
     orgId,
@@ -533,7 +558,25 @@ function appendParams(orgId: string, runId: string, guard: AppendGuard, events: 
     events.filter((e) => e.type.startsWith('interaction.')).length,
     guard.openInteractions ?? null,
     guard.lastSequence ?? null,
+    // the sender of user messages: '' = anonymous, NULL = not given (the run's owner)
+    sentBy === undefined ? null : (sentBy ?? ''),
+    storedBytes(events),
   ];
+}
+
+/**
+ * Bytes `events` add to a run's storage (runs.stored_bytes, the unit of storage quotas): the
+ * UTF-8 JSON of each message they carry and of each artifact chunk's parts. The same measure
+ * StorageQuotas admits a caller's message with (`messageBytes`).
+ */
+export function storedBytes(events: readonly RunEvent[]): number {
+  let n = 0;
+  for (const e of events) {
+    const p = e.payload as { message?: unknown; parts?: unknown };
+    if (p.message !== undefined) n += Buffer.byteLength(JSON.stringify(p.message));
+    if (e.type === 'artifact.updated' && p.parts !== undefined) n += Buffer.byteLength(JSON.stringify(p.parts));
+  }
+  return n;
 }
 
 export { RUN_COLUMNS };

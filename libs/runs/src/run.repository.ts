@@ -210,19 +210,28 @@ export class RunRepository {
     return rows[0] ? toRunState(rows[0]) : null;
   }
 
-  async findByOriginMessage(orgId: string, agentId: string, messageId: string): Promise<RunState | null> {
+  /**
+   * The run `createdBy` (null: an anonymous caller) created with the message `messageId` (the
+   * idempotency key of SendMessage, per caller). Served by the unique index on
+   * (org_id, agent_id, COALESCE(created_by, ''), origin_message_id).
+   */
+  async findByOriginMessage(orgId: string, agentId: string, createdBy: string | null, messageId: string): Promise<RunState | null> {
     const rows = await this.db.query<{ id: string }>(
-      `SELECT id FROM runs WHERE org_id = $1 AND agent_id = $2 AND origin_message_id = $3`,
-      [orgId, agentId, messageId],
+      `SELECT id FROM runs WHERE org_id = $1 AND agent_id = $2 AND COALESCE(created_by, '') = $3 AND origin_message_id = $4`,
+      [orgId, agentId, createdBy ?? '', messageId],
     );
     return rows[0] ? this.get(orgId, rows[0].id) : null;
   }
 
-  /** The run a message (by its author's messageId) belongs to, if it was recorded. */
-  async findMessageRun(orgId: string, agentId: string, messageId: string): Promise<string | null> {
+  /**
+   * The run a user message with `messageId` sent by `sentBy` (null: anonymous) belongs to, if it
+   * was recorded (a messageId is unique per sender). Served by the unique index on
+   * (org_id, agent_id, sent_by, message_id).
+   */
+  async findMessageRun(orgId: string, agentId: string, sentBy: string | null, messageId: string): Promise<string | null> {
     const rows = await this.db.query<{ runId: string }>(
-      `SELECT run_id AS "runId" FROM messages WHERE org_id = $1 AND agent_id = $2 AND message_id = $3`,
-      [orgId, agentId, messageId],
+      `SELECT run_id AS "runId" FROM messages WHERE org_id = $1 AND agent_id = $2 AND sent_by = $3 AND message_id = $4`,
+      [orgId, agentId, sentBy ?? '', messageId],
     );
     return rows[0]?.runId ?? null;
   }

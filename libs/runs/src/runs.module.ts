@@ -14,6 +14,8 @@ import { RunQueries } from './run-queries.service.js';
 import { RunRepository } from './run.repository.js';
 import { RunStreamHub } from './run-stream.js';
 import { RuntimeOperations } from './runtime-operations.service.js';
+import { StorageQuotaRepository } from './storage-quota.repository.js';
+import { StorageQuotas } from './storage-quotas.service.js';
 
 const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandler, CancelRunHandler];
 
@@ -34,8 +36,10 @@ const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandle
     RunQueries,
     RuntimeOperations,
     RunStreamHub,
+    StorageQuotaRepository,
+    StorageQuotas,
     ...HANDLERS,
   ],
-  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, ...HANDLERS],
+  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, ...HANDLERS],
 })
 export class RunsModule {}

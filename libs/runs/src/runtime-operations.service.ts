@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
-import { AppError } from '#libs/common';
+import { AppError, isDependencyUnavailable } from '#libs/common';
 import {
   ArtifactChunkSchema,
   BLOCKED_REASON_BY_KIND,
@@ -74,6 +74,17 @@ export interface Delegation {
   /** false: the key had created this child already (a re-executed runtime). */
   created: boolean;
 }
+
+/** How `apply` retries (see there): both optional. */
+export interface ApplyOptions {
+  /** The run's last sequence as the caller expects it before this append (its last append's, or its trigger's). */
+  expectedSequence?: number;
+  /** Retry an append the database could not take for up to this many ms (0 or absent: no retry). */
+  retryForMs?: number;
+}
+
+/** Times `apply` re-reads a log that other writers keep moving before it gives up (`run.conflict`). */
+const MAX_SEQUENCE_MOVES = 50;
 
 /** Deepest RunLink nesting allowed (a child of a child ... of a run). */
 export const MAX_LINK_DEPTH = 8;
@@ -152,8 +163,17 @@ export class RuntimeOperations {
    * the last ones the batch sets. Ops after a terminal status or an interaction are refused
    * (`run.invalid_transition`), as are two artifact chunks in one batch (the projection takes one
    * per statement) — callers flush before those.
+   *
+   * With `opts.retryForMs`, an append the database could not take (`isDependencyUnavailable`) is
+   * retried with backoff (100 ms doubling to 2 s) for that long, then the last error is thrown.
+   * The retry is idempotent by sequence: every attempt is guarded by the last sequence the run is
+   * expected at (`opts.expectedSequence`, else read first), so an attempt whose answer was lost
+   * either committed before the next one — the next one is refused, the log after the expected
+   * sequence is read and this batch found in it: done, nothing appended twice — or can never
+   * commit after it. A log that moved for another reason is re-read and the batch appended after
+   * it. Without `retryForMs` and `expectedSequence`, one attempt, unguarded by sequence.
    */
-  async apply(orgId: string, runId: string, ops: readonly RuntimeOp[]): Promise<RunRecord> {
+  async apply(orgId: string, runId: string, ops: readonly RuntimeOp[], opts: ApplyOptions = {}): Promise<RunRecord> {
     if (ops.length === 0) throw new Error('apply needs at least one op');
     const events: RunEvent[] = [];
     const guard: AppendGuard = { from: ACTIVE_STATUSES };
@@ -207,25 +227,56 @@ export class RuntimeOperations {
     // append); optimistic: assume none are open, and on refusal read them and try again
     const terminal = guard.status !== undefined && isTerminal(guard.status);
     if (terminal) guard.openInteractions = 0;
-    for (let attempt = 0; ; attempt++) {
-      let result;
+    const retryUntil = opts.retryForMs ? Date.now() + opts.retryForMs : 0;
+    // the sequence every attempt is guarded by (undefined: unguarded, no retry asked)
+    let expected = opts.expectedSequence;
+    // set while an attempt whose outcome is unknown may have committed: the sequence it expected
+    let unsure: number | undefined;
+    for (let attempt = 0, outages = 0, moves = 0; ; ) {
+      let sent: number | undefined;
+      let run: RunState | null;
       try {
-        result = await this.events.append(orgId, runId, guard, events);
-      } catch (e) {
-        if (e instanceof AppError && e.code === 'run.duplicate_message') {
-          throw new AppError('run.conflict', `run ${runId}: an agent messageId is already recorded`, { details: { runId }, cause: e });
+        if (retryUntil && expected === undefined) expected = (await this.runs.get(orgId, runId))?.lastSequence ?? 0;
+        let result;
+        try {
+          sent = expected;
+          result = await this.events.append(orgId, runId, expected === undefined ? guard : { ...guard, lastSequence: expected }, events);
+        } catch (e) {
+          if (e instanceof AppError && e.code === 'run.duplicate_message') {
+            throw new AppError('run.conflict', `run ${runId}: an agent messageId is already recorded`, { details: { runId }, cause: e });
+          }
+          throw e;
         }
-        throw e;
+        if (result) {
+          publish(result, this.notifier, this.relay);
+          return result.run;
+        }
+        sent = undefined;
+        run = await this.runs.get(orgId, runId);
+        if (!run) throw runNotFound(runId);
+        if (expected !== undefined && run.lastSequence !== expected) {
+          // the log moved: an earlier attempt of ours whose answer was lost, or another writer
+          if (unsure !== undefined && (await this.recorded(orgId, runId, unsure, events))) {
+            this.notifier.notify(run.id, run.lastSequence);
+            return run;
+          }
+          // any attempt still in flight expected less than the run is at now: it cannot commit
+          unsure = undefined;
+          if (isTerminal(run.status)) throw refusal(run, guard);
+          if (++moves > MAX_SEQUENCE_MOVES) throw new AppError('run.conflict', `run ${runId}: its log kept moving while an execution appended to it`, { details: { runId } });
+          expected = run.lastSequence;
+          continue;
+        }
+      } catch (e) {
+        if (!retryUntil || !isDependencyUnavailable(e) || Date.now() >= retryUntil) throw e;
+        if (sent !== undefined) unsure ??= sent;
+        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** outages++, Math.max(0, retryUntil - Date.now()))));
+        continue;
       }
-      if (result) {
-        publish(result, this.notifier, this.relay);
-        return result.run;
-      }
-      const run = await this.runs.get(orgId, runId);
-      if (!run) throw runNotFound(runId);
+      attempt++;
       // retry only when what changed is the open interactions (else the refusal stands)
       const moved = run.openInteractions > 0 || (guard.interactionVersion !== undefined && guard.interactionVersion !== run.interactionVersion);
-      const retry = terminal && attempt < 3 && !isTerminal(run.status) && !(run.blockedReason !== null && guard.blocked === false) && moved;
+      const retry = terminal && attempt <= 3 && !isTerminal(run.status) && !(run.blockedReason !== null && guard.blocked === false) && moved;
       if (!retry) throw refusal(run, guard);
       const kept = events.filter((e) => e.type !== 'interaction.canceled');
       const cancels = cancelOpenInteractions(run, 'the run ended');
@@ -235,6 +286,21 @@ export class RuntimeOperations {
       guard.openInteractions = undefined;
       guard.interactionVersion = run.interactionVersion;
     }
+  }
+
+  /**
+   * Whether `events` (one batch, so contiguous) are in the run's log after sequence `after`: an
+   * attempt whose answer was lost committed them. Compared by content (messages and interactions
+   * carry their ids; JSON key order aside), the `interaction.canceled` events a retried terminal
+   * batch adds or drops aside.
+   */
+  private async recorded(orgId: string, runId: string, after: number, events: readonly RunEvent[]): Promise<boolean> {
+    const ours = (JSON.parse(JSON.stringify(events)) as RunEvent[]).filter((e) => e.type !== 'interaction.canceled');
+    const log = (await this.events.readAfter(orgId, runId, after)).map((e) => e.event).filter((e) => e.type !== 'interaction.canceled');
+    for (let i = 0; i + ours.length <= log.length; i++) {
+      if (ours.every((e, k) => sameJson(e, log[i + k]))) return true;
+    }
+    return false;
   }
 
   /**
@@ -348,7 +414,7 @@ export class RuntimeOperations {
     }
     if (!outcome.child) {
       // the key made this child before: the same link
-      const existing = await this.runs.findByOriginMessage(orgId, target.agentId, input.messageId);
+      const existing = await this.runs.findByOriginMessage(orgId, target.agentId, parent.createdBy, input.messageId);
       const link = existing ? await this.runs.linkOfChild(orgId, existing.id) : null;
       if (!existing || !link) throw new AppError('internal', `delegation ${draft.key} of run ${parentRunId} has a child but no link`);
       return { linkId: link.id, childRunId: existing.id, childThreadId: existing.threadId, created: false };
@@ -390,10 +456,14 @@ export class RuntimeOperations {
     return { outcome: 'resumed', attempt };
   }
 
-  async failRun(orgId: string, runId: string, reason: string): Promise<RunRecord | null> {
+  async failRun(orgId: string, runId: string, reason: string, opts: { expectedSequence?: number } = {}): Promise<RunRecord | null> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const run = await this.runs.get(orgId, runId);
       if (!run || isTerminal(run.status)) return null;
+      // a verdict about the run as it was at `expectedSequence` (the sweeper's): if the run moved or
+      // now waits on its caller, the verdict is stale and the run is left alone
+      const judged = opts.expectedSequence !== undefined;
+      if (judged && (run.lastSequence !== opts.expectedSequence || run.blockedReason !== null)) return null;
       const events = cancelOpenInteractions(run, reason);
       events.push({
         type: 'run.status_changed',
@@ -404,14 +474,26 @@ export class RuntimeOperations {
         interactionVersion: run.interactionVersion,
         status: 'failed',
         blockedReason: null,
+        ...(judged && { lastSequence: opts.expectedSequence, blocked: false }),
       }, events);
       if (result) {
         publish(result, this.notifier, this.relay);
         return result.run;
       }
+      if (judged) return null;
     }
     throw new AppError('internal', `run ${runId} kept changing while being failed`);
   }
+}
+
+/** Deep equality of two JSON values, whatever their objects' key order. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((x, i) => sameJson(x, (b as unknown[])[i]));
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
 }
 
 function refusal(run: RunState, guard: AppendGuard): AppError {

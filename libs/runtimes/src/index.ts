@@ -1,4 +1,5 @@
 export * from './runtime.js';
+export * from './runtime-secrets.js';
 export * from './runtime.registry.js';
 export { ScriptedRuntime, selectRule } from './scripted/scripted.runtime.js';
 export { RuntimesModule, builtInRuntimes } from './runtimes.module.js';

@@ -9,6 +9,7 @@ import type {
   RunLinkKind,
   RunStatus,
 } from '#libs/contracts';
+import type { RuntimeSecretUse } from './runtime-secrets.js';
 
 /**
  * True for the error every RuntimeContext method rejects with once the run has ended (code
@@ -213,9 +214,16 @@ export interface AgentRuntime<Config = unknown> {
   /**
    * Optional check at publish time (may do I/O, e.g. fetch an upstream agent's card): throws an
    * `AppError` with a readable reason to refuse publishing, or returns defaults for the card the
-   * revision does not declare itself (identity and skills).
+   * revision does not declare itself (identity and skills). `scope.orgId`: the revision's
+   * organization, whose runtime secrets it may resolve (RuntimeSecrets).
    */
-  prepare?(config: Config): Promise<RuntimeCardDefaults | void>;
+  prepare?(config: Config, scope?: { orgId: string }): Promise<RuntimeCardDefaults | void>;
+  /**
+   * The secrets `config` references (RuntimeSecretRef, with their path in the config): the
+   * registry checks them at draft (a `secretEnv` must lie in the organization's namespace) and at
+   * publish (a `secret` must exist). A runtime that references secrets must declare them here.
+   */
+  secretRefs?(config: Config): RuntimeSecretUse[];
   /** Non-null: answer `input` with this message only, and create no run. */
   directReply(config: Config, input: CanonicalMessage): AgentMessageInput | null;
   /** Execute one trigger of a run. Returns when the runtime has nothing more to do for now. */

@@ -4,22 +4,26 @@ import { RuntimeRegistry } from './runtime.registry.js';
 import { ScriptedRuntime } from './scripted/scripted.runtime.js';
 import { HttpRuntime } from './http/http.runtime.js';
 import { A2ARuntime } from './a2a/a2a.runtime.js';
+import { NO_RUNTIME_SECRETS, RUNTIME_SECRETS, type RuntimeSecrets } from './runtime-secrets.js';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { outboundPolicy } from '#libs/outbound';
 
 /**
  * The built-in runtimes of this deployment: `scripted`, `http` and `a2a` (the last two reach only
- * public addresses, plus what HTTP_RUNTIME_ALLOWED_CIDRS allows).
+ * public addresses, plus what HTTP_RUNTIME_ALLOWED_CIDRS allows, and take their secrets from
+ * `secrets`, for the run's organization only; without it every secret reference is refused).
  */
-export function builtInRuntimes(config?: Pick<AppConfig, 'HTTP_RUNTIME_ALLOWED_CIDRS'>): AgentRuntime[] {
+export function builtInRuntimes(config?: Pick<AppConfig, 'HTTP_RUNTIME_ALLOWED_CIDRS'>, secrets: RuntimeSecrets = NO_RUNTIME_SECRETS): AgentRuntime[] {
   const policy = outboundPolicy(config?.HTTP_RUNTIME_ALLOWED_CIDRS ?? []);
-  return [new ScriptedRuntime(), new HttpRuntime(policy), new A2ARuntime(policy)];
+  return [new ScriptedRuntime(), new HttpRuntime(policy, secrets), new A2ARuntime(policy, secrets)];
 }
 
 /**
  * The one place runtime kinds are registered: provides `RuntimeRegistry` (built-ins plus
  * `runtimes` given here) to the API (draft-time validation, direct replies) and the worker
- * (execution). Global, so every lib injects the same registry.
+ * (execution). Global, so every lib injects the same registry. The built-ins get the
+ * `RUNTIME_SECRETS` port when the process provides it (libs/registry's global
+ * RuntimeSecretsModule, which RegistryModule imports; the worker imports it itself).
  *
  * ```ts
  * RuntimesModule.forRoot({ runtimes: [new MyRuntime()] })   // adds kind 'my-kind'
@@ -32,7 +36,11 @@ export class RuntimesModule {
     return {
       module: RuntimesModule,
       providers: [
-        { provide: RuntimeRegistry, useFactory: (config: AppConfig) => new RuntimeRegistry([...builtInRuntimes(config), ...(opts.runtimes ?? [])]), inject: [APP_CONFIG] },
+        {
+          provide: RuntimeRegistry,
+          useFactory: (config: AppConfig, secrets: RuntimeSecrets | undefined) => new RuntimeRegistry([...builtInRuntimes(config, secrets ?? NO_RUNTIME_SECRETS), ...(opts.runtimes ?? [])]),
+          inject: [APP_CONFIG, { token: RUNTIME_SECRETS, optional: true }],
+        },
       ],
       exports: [RuntimeRegistry],
     };

@@ -25,11 +25,19 @@ function a2aVersion(req: FastifyRequest): string | undefined {
  * error; `admin` the canonical code; `status` the HTTP status.
  */
 export function sendEdgeError(req: FastifyRequest, reply: FastifyReply, status: number, a2a: A2AError, admin: AppError): FastifyReply {
-  const surface = surfaceOf(req.method, req.url);
   reply.status(status).header('content-type', 'application/json; charset=utf-8');
-  if (surface === 'jsonrpc') return reply.send(JSON.stringify(jsonRpcErrorResponse(null, a2a, errorShapeVersion(a2aVersion(req)))));
-  if (surface === 'rest') return reply.send(JSON.stringify(toRestError(a2a, status).body));
-  return reply.send(JSON.stringify({ error: { code: admin.code, message: admin.message, ...(admin.details ? { details: admin.details } : {}) }, requestId: req.id }));
+  return reply.send(edgeErrorBody(req, status, a2a, admin));
+}
+
+/**
+ * The JSON body `sendEdgeError` sends, for a hook that replaces a response already on its way
+ * (onSend); `jsonRpcId` is the request's JSON-RPC id when known (null otherwise).
+ */
+export function edgeErrorBody(req: FastifyRequest, status: number, a2a: A2AError, admin: AppError, jsonRpcId: string | number | null = null): string {
+  const surface = surfaceOf(req.method, req.url);
+  if (surface === 'jsonrpc') return JSON.stringify(jsonRpcErrorResponse(jsonRpcId, a2a, errorShapeVersion(a2aVersion(req))));
+  if (surface === 'rest') return JSON.stringify(toRestError(a2a, status).body);
+  return JSON.stringify({ error: { code: admin.code, message: admin.message, ...(admin.details ? { details: admin.details } : {}) }, requestId: req.id });
 }
 
 // a NUL byte in a path segment or query value (raw or percent-encoded)

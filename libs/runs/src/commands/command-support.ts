@@ -27,6 +27,24 @@ export function runNotFound(runId: string): AppError {
   return new AppError('run.not_found', `run ${runId} not found`, { details: { runId } });
 }
 
+/**
+ * Admit a caller's input under the organization's storage quota (StorageQuotas.admit). When it
+ * is refused (`org.storage_quota_exceeded`), `replay` says whether this very input was recorded
+ * before (a retry: its earlier result is returned, nothing is written); otherwise the refusal
+ * stands. Null: admitted, go on and write it.
+ */
+export async function admitInput<T>(admit: () => Promise<void>, replay: () => Promise<T | null>): Promise<T | null> {
+  try {
+    await admit();
+    return null;
+  } catch (e) {
+    if (!(e instanceof AppError && e.code === 'org.storage_quota_exceeded')) throw e;
+    const earlier = await replay();
+    if (earlier !== null) return earlier;
+    throw e;
+  }
+}
+
 /** `run.conflict`: the messageId is recorded on another run. */
 export function messageConflict(messageId: string): AppError {
   return new AppError('run.conflict', `messageId ${messageId} was already used on another run`, { details: { messageId } });

@@ -2,11 +2,12 @@ import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage } from '#libs/contracts';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
+import { EventLogRepository, storedBytes, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
 import { RunRepository } from '../run.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
-import { commitInput, messageConflict, refuseInput, runNotFound, userMessage } from './command-support.js';
+import { StorageQuotas } from '../storage-quotas.service.js';
+import { admitInput, commitInput, messageConflict, refuseInput, runNotFound, userMessage } from './command-support.js';
 
 /** More input on a run that is not waiting on an interaction (A2A: a message carrying taskId). */
 export interface ContinueRunCommand {
@@ -16,15 +17,22 @@ export interface ContinueRunCommand {
   /** When given it must be the run's thread (A2A contextId). */
   threadId?: string;
   message: CanonicalMessage;
+  /**
+   * Who sends it (`key:<api key id>`, `jwt:<iss>|<sub>`; null = anonymous): its messageId is
+   * unique per sender. Absent: the run's owner.
+   */
+  sentBy?: string | null;
 }
 
 /**
  * ContinueRunCommand. One guarded statement: the run must be active, of this agent (and thread),
  * and not blocked on an InteractionRequest; the user's `message.added` and the dispatch of a new
- * execution are recorded with it. A retried message (same messageId, already on this run) has no
- * second effect and returns the run as it is.
+ * execution are recorded with it. A retried message (same sender and messageId, already on this
+ * run) has no second effect and returns the run as it is; another sender's same messageId is its
+ * own message.
  * Errors: `run.not_found`, `run.thread_mismatch`, `run.terminal`, `run.awaiting_interaction`
- * (answer it with RespondInteractionCommand), `run.conflict` (messageId used on another run).
+ * (answer it with RespondInteractionCommand), `run.conflict` (messageId used on another run),
+ * `org.storage_quota_exceeded` (the message does not fit in the organization's storage quota).
  */
 @Injectable()
 export class ContinueRunHandler {
@@ -33,10 +41,16 @@ export class ContinueRunHandler {
     private readonly runs: RunRepository,
     private readonly notifier: RunNotifier,
     private readonly relay: DispatchRelay,
+    private readonly quotas: StorageQuotas,
   ) {}
 
   async execute(cmd: ContinueRunCommand): Promise<RunRecord> {
     const message = userMessage(cmd.message);
+    const retried = await admitInput(
+      () => this.quotas.admit(cmd.orgId, storedBytes([{ type: 'message.added', payload: { message } }])),
+      () => recordedOn(this.runs, cmd),
+    );
+    if (retried) return retried;
     const committed = await commitInput(
       () =>
         this.events.append(
@@ -45,6 +59,7 @@ export class ContinueRunHandler {
           { from: ACTIVE_STATUSES, blocked: false, threadId: cmd.threadId, agentId: cmd.agentId },
           [{ type: 'message.added', payload: { message } }],
           { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
+          cmd.sentBy,
         ),
       this.notifier,
       this.relay,
@@ -59,16 +74,32 @@ export class ContinueRunHandler {
 }
 
 /**
- * After a refused or duplicate input: the run as it is when this very message is already on it
- * (a retry: no second effect), else the reason it was refused.
+ * The run when this very message (same sender and messageId) is already on it, else null.
+ * `sentBy` absent: the run's owner sent it.
+ */
+export async function recordedOn(
+  runs: RunRepository,
+  cmd: { orgId: string; agentId?: string; runId: string; message: CanonicalMessage; sentBy?: string | null },
+): Promise<RunRecord | null> {
+  const run = await runs.get(cmd.orgId, cmd.runId);
+  if (!run || (cmd.agentId !== undefined && run.agentId !== cmd.agentId)) return null;
+  const seenOn = await runs.findMessageRun(cmd.orgId, run.agentId, cmd.sentBy !== undefined ? cmd.sentBy : run.createdBy, cmd.message.messageId);
+  return seenOn === run.id ? run : null;
+}
+
+/**
+ * After a refused or duplicate input: the run as it is when this very message (same sender and
+ * messageId) is already on it (a retry: no second effect), else the reason it was refused.
+ * `sentBy` absent: the run's owner sent it (as the append path records it).
  */
 export async function replayOrRefuse(
   runs: RunRepository,
-  cmd: { orgId: string; agentId: string; runId: string; threadId?: string; message: CanonicalMessage },
+  cmd: { orgId: string; agentId: string; runId: string; threadId?: string; message: CanonicalMessage; sentBy?: string | null },
   blocked: (run: NonNullable<Awaited<ReturnType<RunRepository['get']>>>) => AppError,
 ): Promise<RunRecord> {
-  const [run, seenOn] = await Promise.all([runs.get(cmd.orgId, cmd.runId), runs.findMessageRun(cmd.orgId, cmd.agentId, cmd.message.messageId)]);
+  const run = await runs.get(cmd.orgId, cmd.runId);
   if (!run || run.agentId !== cmd.agentId) throw runNotFound(cmd.runId);
+  const seenOn = await runs.findMessageRun(cmd.orgId, cmd.agentId, cmd.sentBy !== undefined ? cmd.sentBy : run.createdBy, cmd.message.messageId);
   if (seenOn === run.id) return run;
   if (seenOn) throw messageConflict(cmd.message.messageId);
   throw refuseInput(run, cmd.threadId, () => blocked(run));

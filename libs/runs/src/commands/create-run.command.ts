@@ -4,9 +4,10 @@ import { AppError } from '#libs/common';
 import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
+import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from '../event-log.repository.js';
 import { RunRepository } from '../run.repository.js';
-import { messageConflict, userMessage } from './command-support.js';
+import { StorageQuotas } from '../storage-quotas.service.js';
+import { admitInput, messageConflict, userMessage } from './command-support.js';
 
 /** A new run: the first user message to an agent's active revision (A2A: SendMessage without taskId). */
 export interface CreateRunCommand {
@@ -15,10 +16,13 @@ export interface CreateRunCommand {
   revisionId: string;
   /** The thread (A2A contextId) the run joins; a new thread when absent. */
   threadId?: string;
-  /** The caller's message; its messageId makes the command idempotent per (org, agent). */
+  /** The caller's message; its messageId makes the command idempotent per (org, agent, createdBy). */
   message: CanonicalMessage;
   metadata?: Record<string, unknown>;
-  /** The principal creating it (`key:<api key id>`): the task's owner; absent = anonymous. */
+  /**
+   * The principal creating it (`key:<api key id>`, `jwt:<iss>|<sub>`): the task's owner; absent =
+   * anonymous. Part of the idempotency key: another caller's same messageId creates its own run.
+   */
   createdBy?: string | null;
   /** A2A extensions the request activated (recorded in `run.created`). */
   extensions?: string[];
@@ -26,7 +30,7 @@ export interface CreateRunCommand {
 
 export interface CreateRunResult {
   run: RunRecord;
-  /** false: a retry — the run this messageId created earlier, unchanged. */
+  /** false: a retry — the run this caller's messageId created earlier, unchanged. */
   created: boolean;
 }
 
@@ -35,7 +39,11 @@ export interface CreateRunResult {
  * `submitted`, `run.created` (1), the user's `message.added` (2), the message projection and the
  * run's dispatch in the outbox. The committed dispatch is handed to the relay; nothing waits on Redis.
  * No wake-up is published: nobody can follow a run whose id has not been returned yet.
- * Errors: `run.conflict` when the messageId is already recorded on another run of the agent.
+ * Idempotent per caller: the same (org, agent, createdBy, messageId) returns the run it created
+ * (`created: false`); the same messageId from another caller is another run.
+ * Errors: `run.conflict` when the caller already used the messageId on another run of the agent
+ * (e.g. as a follow-up message); `org.storage_quota_exceeded` when the message does not fit in the
+ * organization's storage quota (a retry of a created run still returns it).
  */
 @Injectable()
 export class CreateRunHandler {
@@ -43,13 +51,20 @@ export class CreateRunHandler {
     private readonly events: EventLogRepository,
     private readonly runs: RunRepository,
     private readonly relay: DispatchRelay,
+    private readonly quotas: StorageQuotas,
   ) {}
 
   async execute(cmd: CreateRunCommand): Promise<CreateRunResult> {
     const runId = randomUUID();
     const threadId = cmd.threadId ?? randomUUID();
     const message = userMessage(cmd.message);
-    const inline = Buffer.byteLength(JSON.stringify(message)) <= JOB_INLINE_INPUT_MAX_BYTES;
+    const bytes = storedBytes([{ type: 'message.added', payload: { message } }]);
+    const retried = await admitInput(
+      () => this.quotas.admit(cmd.orgId, bytes),
+      () => this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId),
+    );
+    if (retried) return { run: retried, created: false };
+    const inline = bytes <= JOB_INLINE_INPUT_MAX_BYTES;
     // with the trace context when tracing: the outbox row and the relay's fast path carry the same job
     const dispatch: RunExecuteJob = injectTrace({
       orgId: cmd.orgId,
@@ -73,7 +88,7 @@ export class CreateRunHandler {
       throw e;
     }
     if (!created) {
-      const existing = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, message.messageId);
+      const existing = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId);
       if (!existing) throw new AppError('internal', 'run vanished after an idempotent create');
       return { run: existing, created: false };
     }

@@ -2,12 +2,13 @@ import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import { messageText, type CanonicalMessage, type InteractionDecision, type InteractionOption } from '#libs/contracts';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
+import { EventLogRepository, storedBytes, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
 import { RunRepository, type InteractionRecord } from '../run.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
-import { commitInput, runNotFound, userMessage } from './command-support.js';
-import { replayOrRefuse } from './continue-run.command.js';
+import { StorageQuotas } from '../storage-quotas.service.js';
+import { admitInput, commitInput, runNotFound, userMessage } from './command-support.js';
+import { recordedOn, replayOrRefuse } from './continue-run.command.js';
 
 /** The caller's answer to an open InteractionRequest (input, auth, confirmation). */
 export interface RespondInteractionCommand {
@@ -25,6 +26,17 @@ export interface RespondInteractionCommand {
   optionId?: string;
   /** Who answers (API key id), recorded on the response. */
   submittedBy?: string;
+  /**
+   * Who sends the answer (`key:<api key id>`, `jwt:<iss>|<sub>`; null = anonymous): its messageId
+   * is unique per sender. Absent: `key:<submittedBy>` when `submittedBy` is given, else the run's owner.
+   */
+  sentBy?: string | null;
+}
+
+/** The sender of an answer (see RespondInteractionCommand.sentBy); undefined = the run's owner. */
+function senderOf(cmd: RespondInteractionCommand): string | null | undefined {
+  if (cmd.sentBy !== undefined) return cmd.sentBy;
+  return cmd.submittedBy !== undefined ? `key:${cmd.submittedBy}` : undefined;
 }
 
 /**
@@ -53,10 +65,11 @@ const DECISION_BY_OPTION_KIND: Record<InteractionOption['kind'], InteractionDeci
  * history), with the decision and option chosen; a blocking interaction's answer clears
  * `blockedReason`. When the run is no longer blocked after it, the same statement records the
  * dispatch of the execution that continues with the answer (`interactionId` in the job).
- * A duplicate answer (same messageId) has no second effect.
+ * A duplicate answer (same sender and messageId) has no second effect.
  * Errors: `run.not_found`, `interaction.not_found`, `interaction.invalid_answer` (an interaction
  * with options and an answer that chooses none), `run.thread_mismatch`, `run.terminal`,
- * `interaction.not_open`, `run.conflict`.
+ * `interaction.not_open`, `run.conflict`, `org.storage_quota_exceeded` (the answer does not fit in
+ * the organization's storage quota; checked once the interaction is known to exist).
  */
 @Injectable()
 export class RespondInteractionHandler {
@@ -65,6 +78,7 @@ export class RespondInteractionHandler {
     private readonly runs: RunRepository,
     private readonly notifier: RunNotifier,
     private readonly relay: DispatchRelay,
+    private readonly quotas: StorageQuotas,
   ) {}
 
   async execute(cmd: RespondInteractionCommand): Promise<RunRecord> {
@@ -79,6 +93,11 @@ export class RespondInteractionHandler {
     }
     // a closed interaction: a replay of its answer, or a refusal (below), without judging the answer
     if (interaction.status === 'open') {
+      const retried = await admitInput(
+        () => this.quotas.admit(cmd.orgId, storedBytes([{ type: 'message.added', payload: { message } }])),
+        () => recordedOn(this.runs, { ...cmd, sentBy: senderOf(cmd) }),
+      );
+      if (retried) return retried;
       // optimistic on the run's interaction version: another interaction opening or closing
       // meanwhile means read again (a few times), this one closing means refuse or replay
       for (let attempt = 0; attempt < 4; attempt++) {
@@ -89,7 +108,7 @@ export class RespondInteractionHandler {
       }
     }
     const agentId = cmd.agentId ?? (await this.agentOf(cmd.orgId, cmd.runId));
-    return replayOrRefuse(this.runs, { ...cmd, agentId }, (run) =>
+    return replayOrRefuse(this.runs, { ...cmd, agentId, sentBy: senderOf(cmd) }, (run) =>
       new AppError('interaction.not_open', `interaction ${cmd.interactionId} of run ${run.id} is not open`, {
         details: { runId: run.id, interactionId: cmd.interactionId },
       }),
@@ -125,6 +144,7 @@ export class RespondInteractionHandler {
             },
           ],
           { orgId: cmd.orgId, runId: cmd.runId, trigger: 'continued' },
+          senderOf(cmd),
         ),
       this.notifier,
       this.relay,

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { Role, TaskState, type AgentCard, type Message, type Part as SdkPart, type Task, type TaskStatus } from '@a2a-js/sdk';
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, ServiceParameters, withA2AExtensions, type Client, type RequestOptions } from '@a2a-js/sdk/client';
-import { AppError } from '#libs/common';
+import { AppError, TtlLruCache } from '#libs/common';
 import { A2ARuntimeConfigSchema, type A2ARuntimeConfig, type CanonicalMessage, type Part } from '#libs/contracts';
 import { outboundFetch, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RecordedRun, type RuntimeCardDefaults, type RuntimeContext } from '../runtime.js';
+import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
 
 /** How long a fetched upstream card is reused (ms). */
 const CARD_TTL_MS = 60_000;
@@ -55,16 +56,25 @@ class UpstreamError extends Error {}
 export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   readonly kind = 'a2a';
   readonly resumable = true;
-  private readonly cards = new Map<string, { card: AgentCard; at: number }>();
+  // by organization and URL: a card fetched with one organization's credentials is never another's
+  private readonly cards = new TtlLruCache<string, AgentCard>(500, CARD_TTL_MS);
 
+  /** `secrets`: the credentials' source, asked for the run's organization only (the default refuses all). */
   constructor(
     private readonly policy: OutboundPolicy,
-    private readonly env: NodeJS.ProcessEnv = process.env,
+    private readonly secrets: RuntimeSecrets = NO_RUNTIME_SECRETS,
   ) {}
 
   /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
   parseConfig(raw: unknown): A2ARuntimeConfig {
     return refuseLiteralAddresses(A2ARuntimeConfigSchema.parse(raw), ['cardUrl', 'url'], this.policy);
+  }
+
+  /** The credentials' secret, when there are credentials. */
+  secretRefs(config: A2ARuntimeConfig): RuntimeSecretUse[] {
+    if (!config.credentials) return [];
+    const ref = secretRefOf(config.credentials);
+    return [{ path: ['credentials', 'secret' in ref ? 'secret' : 'secretEnv'], ref }];
   }
 
   directReply(): AgentMessageInput | null {
@@ -74,13 +84,14 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   /**
    * Publish-time check: with `cardUrl`, the upstream card must be readable (else
    * `runtime.upstream_unreachable` with the reason); its identity and skills are the defaults of
-   * our card.
+   * our card. The card is fetched with the credentials of `scope.orgId` (their refusal passes through).
    */
-  async prepare(config: A2ARuntimeConfig): Promise<RuntimeCardDefaults | void> {
+  async prepare(config: A2ARuntimeConfig, scope?: { orgId: string }): Promise<RuntimeCardDefaults | void> {
     if (!config.cardUrl) return;
+    const headers = config.credentials ? await this.credentialHeaders(config, scope?.orgId) : {};
     let card: AgentCard;
     try {
-      card = await this.card(config, this.credentialHeaders(config) ?? {}, true);
+      card = await this.card(config, headers, true, scope?.orgId);
     } catch (e) {
       throw new AppError('runtime.upstream_unreachable', `the upstream agent card at ${config.cardUrl} could not be read: ${describe(e)}`, { details: { cardUrl: config.cardUrl } });
     }
@@ -103,9 +114,13 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   }
 
   async execute(config: A2ARuntimeConfig, ctx: RuntimeContext): Promise<void> {
-    const headers = this.credentialHeaders(config);
-    if (!headers) {
-      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent is not configured on this worker (secret ${config.credentials!.secretEnv} is not set).` }] });
+    let headers: Record<string, string>;
+    try {
+      // the run's organization only: a revision reaches its own org's secrets, never the worker's environment
+      headers = await this.credentialHeaders(config, ctx.run.orgId);
+    } catch (e) {
+      if (!isSecretRefusal(e)) throw e;
+      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent is not configured (${describeSecretRef(secretRefOf(config.credentials!))}): ${e.message}. Nothing was sent.` }] });
       return;
     }
     let client: Client;
@@ -113,7 +128,7 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
     // the last HTTP error status the upstream answered: SDK errors do not always carry it
     const http = { status: 0 };
     try {
-      const card = await this.card(config, headers, false);
+      const card = await this.card(config, headers, false, ctx.run.orgId);
       streaming = config.streaming ?? card.capabilities?.streaming ?? false;
       client = await this.factory(headers, http).createFromAgentCard(card);
     } catch (e) {
@@ -123,11 +138,14 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
     await new UpstreamSession(client, config, ctx, streaming, http).run();
   }
 
-  /** `{ header: "scheme secret" }`, `{}` without credentials, null when the secret is missing. */
-  private credentialHeaders(config: A2ARuntimeConfig): Record<string, string> | null {
+  /**
+   * `{ header: "scheme secret" }` with the secret of `orgId`, `{}` without credentials. Throws the
+   * port's refusal (`isSecretRefusal`); without an org nothing is resolved (`runtime_secret.not_configured`).
+   */
+  private async credentialHeaders(config: A2ARuntimeConfig, orgId: string | undefined): Promise<Record<string, string>> {
     if (!config.credentials) return {};
-    const secret = this.env[config.credentials.secretEnv];
-    if (!secret) return null;
+    if (!orgId) throw new AppError('runtime_secret.not_configured', 'the credentials cannot be resolved without the revision\'s organization');
+    const secret = await this.secrets.resolve(orgId, secretRefOf(config.credentials));
     return { [config.credentials.header]: config.credentials.scheme ? `${config.credentials.scheme} ${secret}` : secret };
   }
 
@@ -145,7 +163,7 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   }
 
   /** The upstream card (fetched, cached CARD_TTL_MS), or one made from `url` and its binding. */
-  private async card(config: A2ARuntimeConfig, headers: Record<string, string>, fresh: boolean): Promise<AgentCard> {
+  private async card(config: A2ARuntimeConfig, headers: Record<string, string>, fresh: boolean, orgId = ''): Promise<AgentCard> {
     if (config.url) {
       return {
         name: 'upstream',
@@ -162,13 +180,13 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
       } as unknown as AgentCard;
     }
     const url = config.cardUrl!;
-    const hit = this.cards.get(url);
-    if (!fresh && hit && Date.now() - hit.at < CARD_TTL_MS) return hit.card;
+    const key = `${orgId} ${url}`;
+    const hit = fresh ? undefined : this.cards.get(key);
+    if (hit) return hit;
     const resolver = new DefaultAgentCardResolver({ fetchImpl: boundedFetch(outboundFetch(this.policy, headers), CARD_TIMEOUT_MS, CARD_MAX_BYTES), legacyCompat: { enabled: true } });
     const card = await resolver.resolve(url, '');
     if (!card || !Array.isArray(card.supportedInterfaces) || card.supportedInterfaces.length === 0) throw new UpstreamError('the card declares no interface');
-    if (this.cards.size > 500) this.cards.clear();
-    this.cards.set(url, { card, at: Date.now() });
+    this.cards.set(key, card);
     return card;
   }
 }

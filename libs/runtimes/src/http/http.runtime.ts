@@ -12,6 +12,7 @@ import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/o
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { backendFrames, CHUNK_END, FrameLimitError } from './backend-frames.js';
 import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
+import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
 const MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -34,9 +35,10 @@ class BackendError extends Error {}
 export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   readonly kind = 'http';
 
+  /** `secrets`: the signing key's source, asked for the run's organization only (the default refuses all). */
   constructor(
     private readonly policy: OutboundPolicy,
-    private readonly env: NodeJS.ProcessEnv = process.env,
+    private readonly secrets: RuntimeSecrets = NO_RUNTIME_SECRETS,
   ) {}
 
   /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
@@ -44,14 +46,25 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
     return refuseLiteralAddresses(HttpRuntimeConfigSchema.parse(raw), ['url', 'cancelUrl'], this.policy);
   }
 
+  /** The signing key: `secret` or `secretEnv`. */
+  secretRefs(config: HttpRuntimeConfig): RuntimeSecretUse[] {
+    const ref = secretRefOf(config);
+    return [{ path: ['secret' in ref ? 'secret' : 'secretEnv'], ref }];
+  }
+
   directReply(): AgentMessageInput | null {
     return null;
   }
 
   async execute(config: HttpRuntimeConfig, ctx: RuntimeContext): Promise<void> {
-    const secret = this.env[config.secretEnv];
-    if (!secret) {
-      await ctx.setStatus('failed', { parts: [{ text: `The agent's backend is not configured on this worker (secret ${config.secretEnv} is not set).` }] });
+    const ref = secretRefOf(config);
+    let secret: string;
+    try {
+      // the run's organization only: a revision reaches its own org's secrets, never the worker's environment
+      secret = await this.secrets.resolve(ctx.run.orgId, ref);
+    } catch (e) {
+      if (!isSecretRefusal(e)) throw e;
+      await ctx.setStatus('failed', { parts: [{ text: `The agent's backend is not configured (${describeSecretRef(ref)}): ${e.message}. Nothing was sent.` }] });
       return;
     }
     const [history, extensions] = await Promise.all([ctx.history(), ctx.extensions()]);

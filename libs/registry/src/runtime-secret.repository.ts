@@ -1,0 +1,80 @@
+import { Injectable } from '@nestjs/common';
+import { DatabaseService } from '#libs/db';
+
+/** A runtime secret without its value (what listings show). */
+export interface RuntimeSecretRow {
+  name: string;
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const COLUMNS = `name, version, created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+/** `'AAAS_RUNTIME_SECRET_' || <slug upper-cased, non [A-Z0-9] as _> || '_'` of organizations `o` (orgSecretEnvPrefix in SQL). */
+const PREFIX_SQL = `'AAAS_RUNTIME_SECRET_' || regexp_replace(upper(o.slug), '[^A-Z0-9]', '_', 'g') || '_'`;
+
+/**
+ * The `runtime_secrets` table ((org_id, name) primary key, ciphertext, version). Every query is
+ * scoped by org_id; the ciphertext is read by `ciphertext` only (the resolver) and never listed.
+ */
+@Injectable()
+export class RuntimeSecretRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  /** Null when the org already has a secret with that name. */
+  async insert(orgId: string, name: string, ciphertext: string): Promise<RuntimeSecretRow | null> {
+    const rows = await this.db.query<RuntimeSecretRow>(
+      `INSERT INTO runtime_secrets (org_id, name, ciphertext) VALUES ($1, $2, $3) ON CONFLICT (org_id, name) DO NOTHING RETURNING ${COLUMNS}`,
+      [orgId, name, ciphertext],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** A new value, version + 1. Null when the org has no such secret. */
+  async rotate(orgId: string, name: string, ciphertext: string): Promise<RuntimeSecretRow | null> {
+    const rows = await this.db.query<RuntimeSecretRow>(
+      `UPDATE runtime_secrets SET ciphertext = $3, version = version + 1, updated_at = now() WHERE org_id = $1 AND name = $2 RETURNING ${COLUMNS}`,
+      [orgId, name, ciphertext],
+    );
+    return rows[0] ?? null;
+  }
+
+  list(orgId: string): Promise<RuntimeSecretRow[]> {
+    return this.db.query<RuntimeSecretRow>(`SELECT ${COLUMNS} FROM runtime_secrets WHERE org_id = $1 ORDER BY name`, [orgId]);
+  }
+
+  /** False when the org has no such secret. */
+  async delete(orgId: string, name: string): Promise<boolean> {
+    const rows = await this.db.query<{ name: string }>(`DELETE FROM runtime_secrets WHERE org_id = $1 AND name = $2 RETURNING name`, [orgId, name]);
+    return rows.length > 0;
+  }
+
+  /** The stored ciphertext and its version; null when the org has no such secret. */
+  async ciphertext(orgId: string, name: string): Promise<{ ciphertext: string; version: number } | null> {
+    const rows = await this.db.query<{ ciphertext: string; version: number }>(
+      `SELECT ciphertext, version FROM runtime_secrets WHERE org_id = $1 AND name = $2`,
+      [orgId, name],
+      'runtime_secrets.ciphertext',
+    );
+    return rows[0] ?? null;
+  }
+
+  /**
+   * Whose namespace the worker variable `variable` is in, and the namespace prefix of `orgId`:
+   * the owner is the organization with the longest slug whose prefix `AAAS_RUNTIME_SECRET_<ORG>_`
+   * starts the name (with something after it), so org `a` never reaches `AAAS_RUNTIME_SECRET_A_B_X`
+   * once an org `a-b` exists. `prefix` is null when `orgId` is no organization.
+   */
+  async envNamespace(orgId: string, variable: string): Promise<{ prefix: string | null; owner: string | null }> {
+    const rows = await this.db.query<{ prefix: string | null; owner: string | null }>(
+      `SELECT (SELECT ${PREFIX_SQL} FROM organizations o WHERE o.id = $1::uuid) AS prefix,
+              (SELECT o.id::text FROM organizations o
+                WHERE starts_with($2::text, ${PREFIX_SQL}) AND length($2::text) > length(${PREFIX_SQL})
+                ORDER BY length(o.slug) DESC LIMIT 1) AS owner`,
+      [orgId, variable],
+      'runtime_secrets.env_namespace',
+    );
+    return rows[0] ?? { prefix: null, owner: null };
+  }
+}
