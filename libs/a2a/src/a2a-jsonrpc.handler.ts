@@ -288,33 +288,8 @@ export class A2AJsonRpcHandler {
       checkEnvelope(body);
       version = negotiateVersion(call.version);
 
-      const method = body.method as string;
-      if (isTracing()) setActiveSpanAttributes({ [ATTR.A2A_OPERATION]: method.slice(0, 100), [ATTR.ORG_ID]: agent.org.id, [ATTR.AGENT_ID]: agent.agent.id });
-      if (EXTENDED_CARD_METHODS[method] === version) {
-        if (!call.extendedCard) throw new A2AError('UnsupportedOperation', 'this binding serves no extended agent card');
-        return { jsonrpc: '2.0', id, result: await call.extendedCard(version) };
-      }
-      const ext = own(version === '1.0' ? this.v1 : this.v03, method) ? undefined : extensionMethod(call.extensions, method);
-      if (ext) {
-        const caller = call.caller ?? ANONYMOUS_CALLER;
-        const result = await ext({ orgId: agent.org.id, agentId: agent.agent.id, caller, version, params: body.params, services: extensionServices(this.ops, agent, caller, version) });
-        return { jsonrpc: '2.0', id, result };
-      }
-      const impl = own(version === '1.0' ? this.v1 : this.v03, method);
-      if (!impl) {
-        const notOffered = own(version === '1.0' ? V1_NOT_OFFERED : V03_NOT_OFFERED, method);
-        if (notOffered) throw notOffered();
-        throw new A2AError('MethodNotFound', `method '${method.slice(0, 100)}' does not exist in A2A ${version}`);
-      }
-      const params = body.params;
-      if (!isPlainObject(params)) throw new A2AError('InvalidParams', 'params must be an object');
-      const result = await impl(agent, params, call);
-      const negotiated = call.extensions;
-      if (result instanceof StreamStart) {
-        const stream = negotiated?.plugins.some((p) => p.plugin.annotate) ? annotateStream(result.stream, negotiated, version) : result.stream;
-        return { jsonrpc: '2.0', id, version, stream };
-      }
-      return { jsonrpc: '2.0', id, result: annotateResult(result, negotiated, version) };
+      const outcome = await this.invoke(agent, version, body.method as string, body.params, call);
+      return 'stream' in outcome ? { jsonrpc: '2.0', id, version, stream: outcome.stream } : { jsonrpc: '2.0', id, result: outcome.result };
     } catch (e) {
       const err = toA2AError(e);
       if (err.unavailable) this.log.warn(`unavailable: ${err.message} (${describeCause(err.cause)})`);
@@ -322,7 +297,43 @@ export class A2AJsonRpcHandler {
       return jsonRpcErrorResponse(id, err, version);
     }
   }
+
+  /**
+   * One method of `version` by name with its params (v1.0: the ProtoJSON of a2a.proto's request
+   * message; the method names are the proto's RPC names, so the gRPC binding dispatches here
+   * too): the extended card, a method of an activated extension, or the method table; then
+   * extension annotations on the result or stream. Throws A2AError (MethodNotFound, the
+   * capability error of a method not offered, InvalidParams, the operation's errors).
+   */
+  async invoke(agent: ResolvedA2AAgent, version: A2AProtocolVersion, method: string, params: unknown, call: Omit<JsonRpcCall, 'body'>): Promise<A2AMethodOutcome> {
+    if (isTracing()) setActiveSpanAttributes({ [ATTR.A2A_OPERATION]: method.slice(0, 100), [ATTR.ORG_ID]: agent.org.id, [ATTR.AGENT_ID]: agent.agent.id });
+    if (EXTENDED_CARD_METHODS[method] === version) {
+      if (!call.extendedCard) throw new A2AError('UnsupportedOperation', 'this binding serves no extended agent card');
+      return { result: await call.extendedCard(version) };
+    }
+    const ext = own(version === '1.0' ? this.v1 : this.v03, method) ? undefined : extensionMethod(call.extensions, method);
+    if (ext) {
+      const caller = call.caller ?? ANONYMOUS_CALLER;
+      return { result: await ext({ orgId: agent.org.id, agentId: agent.agent.id, caller, version, params, services: extensionServices(this.ops, agent, caller, version) }) };
+    }
+    const impl = own(version === '1.0' ? this.v1 : this.v03, method);
+    if (!impl) {
+      const notOffered = own(version === '1.0' ? V1_NOT_OFFERED : V03_NOT_OFFERED, method);
+      if (notOffered) throw notOffered();
+      throw new A2AError('MethodNotFound', `method '${method.slice(0, 100)}' does not exist in A2A ${version}`);
+    }
+    if (!isPlainObject(params)) throw new A2AError('InvalidParams', 'params must be an object');
+    const result = await impl(agent, params, { body: undefined, ...call });
+    const negotiated = call.extensions;
+    if (result instanceof StreamStart) {
+      return { stream: negotiated?.plugins.some((p) => p.plugin.annotate) ? annotateStream(result.stream, negotiated, version) : result.stream };
+    }
+    return { result: annotateResult(result, negotiated, version) };
+  }
 }
+
+/** What `invoke` produced: a result (ProtoJSON of the method's response) or a started stream. */
+export type A2AMethodOutcome = { result: unknown } | { stream: AsyncIterable<StreamItem> };
 
 /** The version whose error shape answers a request: the negotiated one, else v1.0 (-32009 is a v1.0 error). */
 export function errorShapeVersion(raw: string | undefined): A2AProtocolVersion {

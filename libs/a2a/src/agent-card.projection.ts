@@ -5,12 +5,13 @@ import type { A2AProtocolVersion } from './a2a.types.js';
 import { A2AError } from './a2a.errors.js';
 
 /**
- * Transports this deployment actually serves: JSON-RPC (§9) and HTTP+JSON (§11), both at the
- * binding's path. A binding may name a transport that is not served (none today, gRPC later),
- * but a card never lists an interface that does not exist (A2A v1.0 §5.2: agents declare what
- * they support; §8: the card is a promise clients act on).
+ * Transports this deployment can serve: JSON-RPC (§9) and HTTP+JSON (§11), both at the
+ * binding's path, and gRPC (§10) on the process's gRPC listener, only when it has one
+ * (GRPC_PORT; see `servedTransports`). A binding may name a transport that is not served, but a
+ * card never lists an interface that does not exist (A2A v1.0 §5.2: agents declare what they
+ * support; §8: the card is a promise clients act on).
  */
-export const SERVED_TRANSPORTS: readonly A2ATransport[] = ['JSONRPC', 'HTTP+JSON'];
+export const SERVED_TRANSPORTS: readonly A2ATransport[] = ['JSONRPC', 'HTTP+JSON', 'GRPC'];
 
 /**
  * Protocol versions served on each served transport, preferred first: the JSON-RPC URL serves
@@ -19,7 +20,25 @@ export const SERVED_TRANSPORTS: readonly A2ATransport[] = ['JSONRPC', 'HTTP+JSON
 export const SERVED_PROTOCOL_VERSIONS: Readonly<Record<A2ATransport, readonly A2AProtocolVersion[]>> = {
   JSONRPC: ['1.0', '0.3'],
   'HTTP+JSON': ['1.0'],
+  GRPC: ['1.0'],
 };
+
+/**
+ * The gRPC listener of this process, when it has one: `address` (`host:port`, the GRPC
+ * interface's `url`, as `@grpc/grpc-js` clients take it). Absent or null: no gRPC here.
+ */
+export interface ServedGrpc {
+  address: string | null;
+}
+
+/**
+ * The `tenant` that addresses an agent on the gRPC listener (one listener serves every agent):
+ * `<org slug>/<agent slug>`, written on the GRPC AgentInterface so SDK clients send it on every
+ * request (a2a.proto `tenant` fields).
+ */
+export function grpcTenantOf(orgSlug: string, agentSlug: string): string {
+  return `${orgSlug}/${agentSlug}`;
+}
 
 /**
  * Optional capabilities this deployment implements; a revision's declared capabilities are
@@ -44,6 +63,8 @@ export const AGENT_CARD_PATH = '/.well-known/agent-card.json';
 export interface AgentInterface {
   url: string;
   protocolBinding: string;
+  /** gRPC only: the agent's address on the shared listener (`grpcTenantOf`). */
+  tenant?: string;
   protocolVersion: string;
 }
 
@@ -86,9 +107,9 @@ export interface AgentCard {
   iconUrl?: string;
 }
 
-/** The binding's transports this deployment serves, in the binding's order. */
-export function servedTransports(binding: Pick<ResolvedA2AAgent['binding'], 'transports'>): A2ATransport[] {
-  return binding.transports.filter((t) => SERVED_TRANSPORTS.includes(t));
+/** The binding's transports this process serves, in the binding's order (GRPC only with a gRPC listener). */
+export function servedTransports(binding: Pick<ResolvedA2AAgent['binding'], 'transports'>, grpc?: ServedGrpc | null): A2ATransport[] {
+  return binding.transports.filter((t) => SERVED_TRANSPORTS.includes(t) && (t !== 'GRPC' || !!grpc?.address));
 }
 
 /** The extensions an agent declares (its card's `capabilities.extensions`): revision ∪ binding. */
@@ -117,19 +138,24 @@ export function joinUrl(base: string, path: string): string {
  * - `supportedInterfaces`: for each served transport of the binding, one entry per served
  *   protocol version, all at `${publicBaseUrl}${binding.path}` (§3.6.2: "Agents CAN expose
  *   multiple interfaces for the same transport with different versions under the same or
- *   different URLs"); v1.0 first, the preferred one;
+ *   different URLs"); v1.0 first, the preferred one; GRPC (when the binding enables it and
+ *   `grpc` says this process listens) at `grpc.address` with `tenant` = `grpcTenantOf`;
  * - `capabilities`: the revision's, capped by SERVED_CAPABILITIES; `extensions` = revision ∪ binding;
  * - security: an apiKey binding is declared as an APIKeySecurityScheme `apiKey` (header X-API-Key)
  *   and required by `securityRequirements`.
  *
  * Returns null when the binding names no transport this deployment serves (nothing to call).
  */
-export function projectAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: string): AgentCard | null {
+export function projectAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: string, grpc?: ServedGrpc | null): AgentCard | null {
   const { agent, revision, binding } = resolved;
   const profile = revision.a2a;
   const url = joinUrl(publicBaseUrl, binding.path);
-  const supportedInterfaces: AgentInterface[] = servedTransports(binding).flatMap((protocolBinding) =>
-    SERVED_PROTOCOL_VERSIONS[protocolBinding].map((protocolVersion) => ({ url, protocolBinding, protocolVersion })),
+  const supportedInterfaces: AgentInterface[] = servedTransports(binding, grpc).flatMap((protocolBinding) =>
+    SERVED_PROTOCOL_VERSIONS[protocolBinding].map((protocolVersion) =>
+      protocolBinding === 'GRPC'
+        ? { url: grpc!.address!, protocolBinding, tenant: grpcTenantOf(resolved.org.slug, agent.slug), protocolVersion }
+        : { url, protocolBinding, protocolVersion },
+    ),
   );
   if (supportedInterfaces.length === 0) return null;
 
@@ -303,13 +329,13 @@ function v03SecuritySchemes(card: AgentCard): Record<string, V03SecurityScheme> 
  * not declare `capabilities.extendedAgentCard`; ExtendedAgentCardNotConfigured when it declares it
  * without an `extendedCard`.
  */
-export function projectExtendedAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: string): AgentCard {
+export function projectExtendedAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: string, grpc?: ServedGrpc | null): AgentCard {
   const profile = resolved.revision.a2a;
   if (!profile.capabilities.extendedAgentCard) {
     throw new A2AError('UnsupportedOperation', 'this agent has no extended agent card (capabilities.extendedAgentCard is false)');
   }
   if (!profile.extendedCard) throw new A2AError('ExtendedAgentCardNotConfigured', 'this agent declares an extended agent card but has none configured');
-  const card = projectAgentCard(resolved, publicBaseUrl);
+  const card = projectAgentCard(resolved, publicBaseUrl, grpc);
   if (!card) throw new A2AError('UnsupportedOperation', 'this agent has no A2A transport this deployment serves');
   return {
     ...card,

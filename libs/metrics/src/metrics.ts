@@ -31,6 +31,20 @@ export class Metrics {
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
+  /** gRPC calls (A2A gRPC binding) by RPC method and gRPC status code name (OK, NOT_FOUND, ...). */
+  readonly grpcRequests = new Counter({
+    name: 'aaas_grpc_requests_total',
+    help: 'A2A gRPC calls answered, by method (a2a.proto RPC name) and gRPC status code name',
+    labelNames: ['method', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly grpcDuration = new Histogram({
+    name: 'aaas_grpc_request_duration_seconds',
+    help: 'Time until an A2A gRPC call ended (a server stream: its whole life), seconds',
+    labelNames: ['method'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
   /** Events written by the append path, by event type. */
   readonly eventsAppended = new Counter({
     name: 'aaas_run_events_appended_total',

@@ -1,12 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from '#libs/extensions';
-import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, projectExtendedAgentCard, servedTransports, toA2AError, toV03AgentCard, type A2ACaller, type A2AProtocolVersion } from '#libs/a2a';
+import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, GrpcEndpoint, projectExtendedAgentCard, servedTransports, toA2AError, toV03AgentCard, type A2ACaller, type A2AProtocolVersion } from '#libs/a2a';
 import { AgentCardSigner } from './agent-card.signer.js';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
 import { AgentDirectory, type ResolvedA2AAgent } from '#libs/registry';
 import { presentedApiKey, presentedBearer, publicBaseUrl } from './a2a-http.js';
+
+/** The credentials a call presents: an API key (`X-API-Key`, or a bearer read as a key) and the bearer token. */
+export interface PresentedCredentials {
+  apiKey?: string;
+  bearer?: string;
+}
 
 const CALLER = Symbol('a2aCaller');
 const NEGOTIATED = Symbol('a2aExtensions');
@@ -36,24 +42,31 @@ export class A2AAdmission {
     private readonly extensions: ExtensionRegistry,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly signer: AgentCardSigner,
+    private readonly grpc: GrpcEndpoint,
   ) {}
 
   async admit(org: string, agentSlug: string, transport: A2ATransport, req: FastifyRequest): Promise<ResolvedA2AAgent> {
+    const { agent, caller } = await this.admitPresented(org, agentSlug, transport, { apiKey: presentedApiKey(req), bearer: presentedBearer(req) });
+    (req as CallerRequest)[CALLER] = caller;
+    return agent;
+  }
+
+  /** `admit` for a binding without a Fastify request (gRPC): the agent and the caller its credentials identify. */
+  async admitPresented(org: string, agentSlug: string, transport: A2ATransport, presented: PresentedCredentials): Promise<{ agent: ResolvedA2AAgent; caller: A2ACaller }> {
     let agent: ResolvedA2AAgent;
     try {
       agent = await this.directory.resolve(org, agentSlug, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
     } catch (e) {
       throw toA2AError(e);
     }
-    if (!servedTransports(agent.binding).includes(transport)) {
+    if (!servedTransports(agent.binding, this.grpc).includes(transport)) {
       throw new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over ${transport === 'JSONRPC' ? 'JSON-RPC' : transport}`);
     }
     try {
-      (req as CallerRequest)[CALLER] = await this.access.caller(agent, { apiKey: presentedApiKey(req), bearer: presentedBearer(req) });
+      return { agent, caller: await this.access.caller(agent, presented) };
     } catch (e) {
       throw toA2AError(e);
     }
-    return agent;
   }
 
   /**
@@ -65,12 +78,7 @@ export class A2AAdmission {
    * not activated).
    */
   negotiate(agent: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply, version: '1.0' | '0.3'): Negotiated {
-    let negotiated: Negotiated;
-    try {
-      negotiated = this.extensions.negotiate(declaredExtensions(agent), parseExtensionsHeader(req.headers['a2a-extensions'] ?? req.headers['x-a2a-extensions']));
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    const negotiated = this.negotiateValue(agent, req.headers['a2a-extensions'] ?? req.headers['x-a2a-extensions']);
     (req as FastifyRequest & { [NEGOTIATED]?: Negotiated })[NEGOTIATED] = negotiated;
     if (negotiated.activated.length > 0) {
       // answered in the version's own header, and also in the one the request used (clients written to
@@ -83,6 +91,15 @@ export class A2AAdmission {
     return negotiated;
   }
 
+  /** The extensions a raw `A2A-Extensions` value activates for `agent` (see `negotiate`; gRPC reads it from metadata). */
+  negotiateValue(agent: ResolvedA2AAgent, raw: string | string[] | undefined): Negotiated {
+    try {
+      return this.extensions.negotiate(declaredExtensions(agent), parseExtensionsHeader(raw));
+    } catch (e) {
+      throw toA2AError(e);
+    }
+  }
+
   /**
    * The authenticated extended card of `agent` for this request (A2A v1.0 §3.1.11): the caller
    * must present a valid API key of the agent's organization (a2a:invoke or admin), whatever the
@@ -90,13 +107,17 @@ export class A2AAdmission {
    * ExtendedAgentCardNotConfigured.
    */
   async extendedCard(agent: ResolvedA2AAgent, req: FastifyRequest, version: A2AProtocolVersion = '1.0'): Promise<Record<string, unknown>> {
+    return this.extendedCardFor(agent, { apiKey: presentedApiKey(req), bearer: presentedBearer(req) }, publicBaseUrl(this.config, req), version);
+  }
+
+  /** `extendedCard` for presented credentials, with the cards' base URL `base`. */
+  async extendedCardFor(agent: ResolvedA2AAgent, presented: PresentedCredentials, base: string, version: A2AProtocolVersion = '1.0'): Promise<Record<string, unknown>> {
     // not declared / not configured is said to anyone; the card itself only to the authenticated
-    const base = publicBaseUrl(this.config, req);
-    const card = projectExtendedAgentCard(agent, base);
+    const card = projectExtendedAgentCard(agent, base, this.grpc);
     try {
       // a jwt binding's callers are authenticated by their token; otherwise a key of the organization
-      if (agent.binding.security.scheme === 'jwt') await this.access.caller(agent, { bearer: presentedBearer(req) });
-      else await this.access.authorize(agent, presentedApiKey(req), { required: true });
+      if (agent.binding.security.scheme === 'jwt') await this.access.caller(agent, { bearer: presented.bearer });
+      else await this.access.authorize(agent, presented.apiKey, { required: true });
     } catch (e) {
       throw toA2AError(e);
     }

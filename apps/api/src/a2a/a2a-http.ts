@@ -47,11 +47,16 @@ export function challengeOf(err: { metadata?: Record<string, string> }): string 
  * An arbitrary Host header never reaches a (cacheable, possibly signed) card.
  */
 export function publicBaseUrl(config: AppConfig, req: FastifyRequest): string {
-  if (config.PUBLIC_BASE_URL) return config.PUBLIC_BASE_URL.replace(/\/+$/, '');
+  if (config.PUBLIC_BASE_URL) return configuredBaseUrl(config);
   const host = req.host;
   const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
   if (/^[A-Za-z0-9.\-\[\]:]+$/.test(host) && config.TRUSTED_HOSTS.includes(name.toLowerCase())) return `${req.protocol}://${host}`;
-  return `http://localhost:${config.PORT}`;
+  return configuredBaseUrl(config);
+}
+
+/** Origin written into Agent Cards when there is no HTTP request to read (gRPC): PUBLIC_BASE_URL, else `http://localhost:<PORT>`. */
+export function configuredBaseUrl(config: AppConfig): string {
+  return config.PUBLIC_BASE_URL ? config.PUBLIC_BASE_URL.replace(/\/+$/, '') : `http://localhost:${config.PORT}`;
 }
 
 export function sendJson(reply: FastifyReply, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -20,5 +20,7 @@ import { AgentCardSigner } from './agent-card.signer.js';
   imports: [A2AModule],
   controllers: [A2AJsonRpcController, A2ARestController, AgentCardController, RegistryController, ExtensionDocsController],
   providers: [A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard, AgentCardSigner],
+  // the gRPC edge (apps/api/src/grpc) admits callers and takes stream slots the same way
+  exports: [A2AAdmission, SseHeartbeat],
 })
 export class A2AHttpModule {}

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Controller, Get, Inject, Param, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { negotiateVersion, projectAgentCard, toV03AgentCard } from '#libs/a2a';
+import { GrpcEndpoint, negotiateVersion, projectAgentCard, toV03AgentCard } from '#libs/a2a';
 import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AgentDirectory, SigningKeyService, type ResolvedA2AAgent } from '#libs/registry';
@@ -32,6 +32,7 @@ export class AgentCardController {
     private readonly keys: SigningKeyService,
     private readonly signer: AgentCardSigner,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly grpc: GrpcEndpoint,
   ) {}
 
   /**
@@ -55,7 +56,7 @@ export class AgentCardController {
 
   private async send(resolved: ResolvedA2AAgent, req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const base = publicBaseUrl(this.config, req);
-    const projected = projectAgentCard(resolved, base);
+    const projected = projectAgentCard(resolved, base, this.grpc);
     const v1 = projected ? await this.signer.sign(projected as unknown as Record<string, unknown>, resolved, base) : null;
     let card = v1;
     if (v1 && wantsV03(req)) {
