@@ -8,7 +8,7 @@
 //   --dev    build, migrate, then keep the API and a worker running from dist/ while `tsc --watch`
 //            recompiles; each process restarts when its compiled files change; Ctrl-C stops all
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { prismaEnv } from './prisma.mjs';
 
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
@@ -60,6 +60,16 @@ if (build) {
   const out = runQuiet('compiling TypeScript', process.execPath, [tsc, '-b', 'tsconfig.json', '--listEmittedFiles', ...(force ? ['--force'] : [])]);
   const emitted = out.split('\n').filter((l) => l.startsWith('TSFILE: ') && l.endsWith('.js')).length;
   console.log(emitted ? `[setup] compiled TypeScript (${emitted} files, ${seconds(started)})` : '[setup] TypeScript up to date');
+
+  // The operator console (apps/console → dist/console, served at /console): rebuilt with Vite only
+  // when a source it bundles (or the installed dependencies) is newer than the built index.html.
+  const newest = (dir) => (existsSync(dir) ? Math.max(mtime(dir), ...readdirSync(dir, { recursive: true }).map((f) => mtime(`${dir}/${f}`))) : 0);
+  const consoleSources = Math.max(newest('apps/console'), newest('libs/trust/src'), mtime(installed));
+  if (consoleSources > mtime('dist/console/index.html')) {
+    const began = Date.now();
+    runQuiet('building the console', process.execPath, ['node_modules/vite/bin/vite.js', 'build', '--config', 'apps/console/vite.config.ts', '--logLevel', 'warn']);
+    console.log(`[setup] built the console (${seconds(began)})`);
+  }
 }
 
 if (dev) {

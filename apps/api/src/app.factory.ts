@@ -16,6 +16,7 @@ import { MalformedJson, checkJsonValue, prototypePoisoning } from './common/malf
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
 import { installRateLimits } from './common/rate-limit.js';
+import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
 import { nameServerSpan, tracedRequestListener } from '#libs/telemetry';
 
@@ -109,6 +110,8 @@ export async function createApiApp(
   });
   // security headers (CSP off: the API serves JSON and the /docs UI, not pages of its own)
   await app.register(helmet as never, { contentSecurityPolicy: false, crossOriginResourcePolicy: { policy: 'cross-origin' } });
+  // the operator console at /console (static, its own strict CSP): apps/api/src/console
+  await installConsole(fastify);
 
   if (!config.DOCS_ENABLED) return app;
   const doc = addA2AOpenApi(

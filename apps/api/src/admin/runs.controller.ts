@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards, UseInterceptors, UsePipes } from '@nestjs/common';
-import { AppError } from '#libs/common';
+import { AppError, invalidRequest } from '#libs/common';
+
+const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { ApiHeader, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import {
@@ -11,6 +13,7 @@ import {
   RunListSchema,
   RespondInteractionBodySchema,
   PushConfigListSchema,
+  type BlockedReason,
   type Part,
   type RespondInteractionBody,
   type ListRunsQuery,
@@ -20,7 +23,7 @@ import {
   type SequencedOutputEnvelope,
 } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
-import { RespondInteractionHandler, RunQueries, isUuid } from '#libs/runs';
+import { RespondInteractionHandler, RunQueries, isUuid, type RunState } from '#libs/runs';
 import { PushConfigService, type PushConfigAudit } from '#libs/push';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
@@ -46,8 +49,26 @@ export class RunsController {
   @ApiResponse({ status: 200, standardSchema: RunListSchema, example: ADMIN_EXAMPLES.runs })
   @AdminRoute(422)
   async list(@CurrentPrincipal() principal: Principal, @Query({ schema: ListRunsQuerySchema }) q: ListRunsQuery): Promise<RunListResponse> {
-    const before = q.cursor !== undefined ? decodeRunCursor(q.cursor, this.config.PAGE_TOKEN_SECRET) : undefined;
-    const rows = await this.runs.list(principal.orgId, { agentId: q.agentId, threadId: q.contextId, status: q.status, before, limit: q.limit });
+    // `statusTo` is the keyset bound (statusTo, the greatest uuid): runs whose status changed at or before it
+    const before = q.cursor !== undefined ? decodeRunCursor(q.cursor, this.config.PAGE_TOKEN_SECRET) : q.statusTo !== undefined ? { statusAt: new Date(q.statusTo), id: MAX_UUID } : undefined;
+    let rows: RunState[];
+    if (q.q !== undefined) {
+      if (q.agentId === undefined || [q.status, q.blocked, q.contextId, q.statusFrom, q.statusTo].some((v) => v !== undefined)) {
+        throw invalidRequest([{ path: ['q'], message: 'text search needs agentId and combines with no other filter' }]);
+      }
+      rows = await this.runs.search(principal.orgId, q.agentId, { query: q.q, before, limit: q.limit });
+    } else {
+      const blocked = q.blocked === undefined ? undefined : q.blocked[0] === 'none' ? ('none' as const) : (q.blocked as BlockedReason[]);
+      rows = await this.runs.list(principal.orgId, {
+        agentId: q.agentId,
+        threadId: q.contextId,
+        status: q.status,
+        blocked,
+        ...(q.statusFrom !== undefined && { statusFrom: new Date(q.statusFrom) }),
+        before,
+        limit: q.limit,
+      });
+    }
     const page = rows.slice(0, q.limit);
     return { runs: page.map(toRunSummary), nextCursor: rows.length > q.limit ? encodeRunCursor(page.at(-1)!, this.config.PAGE_TOKEN_SECRET) : null };
   }
