@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import ipaddr from 'ipaddr.js';
 import { parseAllDocuments } from 'yaml';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { Job } from 'kubernetes-models/batch/v1/Job';
@@ -364,6 +365,14 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(c.args).toEqual(['node', 'dist/apps/api/src/main.js']);
   });
 
+  it('the API opens its gRPC listener on the port the pod and the Service name (GRPC_PORT)', () => {
+    const c = container(base, 'Deployment', 'aaas-api');
+    const grpcPort = c.ports.find((p: Obj) => p.name === 'grpc');
+    expect(grpcPort.containerPort).toBe(setting(c, 'GRPC_PORT'));
+    const svc = find(base, 'Service', 'aaas-api')!;
+    expect(svc.spec.ports.find((p: Obj) => p.name === 'grpc')).toMatchObject({ targetPort: 'grpc', appProtocol: 'grpc' });
+  });
+
   it('worker probes use the port the worker really opens (WORKER_METRICS_PORT on 0.0.0.0) and its real routes', () => {
     expect(workerRoutes).toEqual(new Set(['/healthz', '/readyz', '/metrics']));
     const d = find(base, 'Deployment', 'aaas-worker')!;
@@ -477,6 +486,26 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(ConfigSchema.safeParse({ ...rendered.data, ...realSecrets }).success).toBe(true);
   });
 
+  it('the auth-failure limiter is on in the base and the overlay; the overlay trusts the ingress (TRUST_PROXY) and turns the per-address limit back on', () => {
+    const baseSettings = ConfigSchema.parse({ ...configMap.data, ...realSecrets });
+    expect(baseSettings.RATE_LIMIT_AUTH_FAILURES_PER_IP).toBeGreaterThan(0);
+    expect(baseSettings.RATE_LIMIT_PER_KEY).toBeGreaterThan(0);
+    const rendered = find(render(OVERLAY), 'ConfigMap', 'aaas-config')!;
+    const settings = ConfigSchema.parse({ ...rendered.data, ...realSecrets });
+    expect(settings.RATE_LIMIT_AUTH_FAILURES_PER_IP).toBeGreaterThan(0);
+    expect(settings.RATE_LIMIT_AUTH_FAILURES_PER_IP).toBeLessThanOrEqual(100);
+    expect(settings.RATE_LIMIT_PER_IP).toBeGreaterThan(0);
+    expect(settings.RATE_LIMIT_PER_KEY).toBeGreaterThan(0);
+    // a list of CIDRs (not `true`, which would believe any client's X-Forwarded-For), each valid
+    expect(Array.isArray(settings.TRUST_PROXY)).toBe(true);
+    const cidrs = settings.TRUST_PROXY as string[];
+    expect(cidrs.length).toBeGreaterThan(0);
+    for (const c of cidrs) expect(ipaddr.isValidCIDR(c), c).toBe(true);
+    // and the processes are started with it: the API pods read the ConfigMap
+    const api = find(render(OVERLAY), 'Deployment', 'aaas-api')!.spec.template.spec.containers[0];
+    expect(api.envFrom.some((e: Obj) => e.configMapRef?.name === 'aaas-config')).toBe(true);
+  });
+
   it('the example Secret holds placeholders that stop the processes at boot until replaced', () => {
     const parsed = ConfigSchema.safeParse({ ...configMap.data, ...secretEnv.values });
     expect(parsed.success).toBe(false);
@@ -499,5 +528,18 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
           if (ref) expect(generated.get(ref.name)?.has(ref.key), `${owner.metadata.name}: ${ref.name}/${ref.key}`).toBe(true);
         }
       }
+  });
+
+  it('the worker gets no Secret shared across organizations: only the platform Secret, no runtime-secrets object (they are per organization, encrypted in the database)', () => {
+    for (const objs of [base, render(OVERLAY)]) {
+      const worker = find(objs, 'Deployment', 'aaas-worker')!.spec.template.spec;
+      const secretNames = [
+        ...worker.containers.flatMap((c: Obj) => [...(c.envFrom ?? []).map((e: Obj) => e.secretRef?.name), ...(c.env ?? []).map((e: Obj) => e.valueFrom?.secretKeyRef?.name)]),
+        ...(worker.volumes ?? []).map((v: Obj) => v.secret?.secretName),
+      ].filter(Boolean);
+      expect(secretNames.every((n: string) => n === 'aaas-secrets'), secretNames.join(',')).toBe(true);
+      expect(JSON.stringify(worker)).not.toContain('aaas-runtime-secrets');
+      expect(find(objs, 'Secret', 'aaas-runtime-secrets')).toBeUndefined();
+    }
   });
 });

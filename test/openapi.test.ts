@@ -150,7 +150,10 @@ describe('the OpenAPI document', () => {
     const scripted = deref(members[kinds.indexOf('scripted')]!);
     expect(deref(scripted.properties.rules.items.properties.steps.items).oneOf.length).toBeGreaterThan(5);
     const http = deref(members[kinds.indexOf('http')]!);
-    expect(http.required).toEqual(expect.arrayContaining(['kind', 'url', 'secretEnv']));
+    expect(http.required).toEqual(expect.arrayContaining(['kind', 'url']));
+    // the signing key: exactly one of a runtime secret of the org or a worker variable of its namespace
+    expect(http.properties).toHaveProperty('secret');
+    expect(http.oneOf).toEqual([{ required: ['secret'] }, { required: ['secretEnv'] }]);
 
     // the revision routes point at it instead of `{ kind }`
     const revisions = doc.paths['/v1/agents/{agent}/revisions'];
@@ -162,6 +165,8 @@ describe('the OpenAPI document', () => {
     const body = revisions.post.requestBody.content['application/json'];
     const bad = { ...(body.examples.http.value as Json), runtime: { kind: 'http', url: 'https://x.example.com' } };
     expect(validatorOf(body.schema)(bad)).toBe(false);
+    const both = { ...(body.examples.http.value as Json), runtime: { kind: 'http', url: 'https://x.example.com', secret: 'a', secretEnv: 'B' } };
+    expect(validatorOf(body.schema)(both)).toBe(false);
   });
 
   it('describes run events with the real schema of every event type, not {}', () => {

@@ -15,6 +15,13 @@ export const ConfigSchema = z.object({
   /** HTTP port of the API app. */
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().default('0.0.0.0'),
+  /**
+   * Port of the A2A gRPC listener (A2A v1.0 gRPC binding, `lf.a2a.v1.A2AService`) on HOST; unset:
+   * no gRPC (and no GRPC interface on cards); 0: a free port (the API logs the one it bound).
+   */
+  GRPC_PORT: emptyAsUnset(z.coerce.number().int().min(0).max(65535).optional()),
+  /** `host:port` written as the GRPC interface's `url` on cards; default: PUBLIC_BASE_URL's host name and the bound GRPC_PORT. */
+  GRPC_PUBLIC_ADDRESS: emptyAsUnset(z.string().regex(/^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$/, 'host:port').optional()),
   /** Largest request body accepted (bytes); larger ones are 413 in the surface's error shape. */
   REQUEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(1024 * 1024),
   /** Longest a request may take to arrive, headers and body (ms); slower ones are cut off (408). */
@@ -60,7 +67,10 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_PER_KEY: z.coerce.number().int().min(0).default(60_000),
   /** Requests per minute per client address for callers without an API key; 0 = off. */
   RATE_LIMIT_PER_IP: z.coerce.number().int().min(0).default(120_000),
-  /** Failed authentications (401) per minute per client address before its credentialed requests get 429; 0 = off. */
+  /**
+   * Failed authentications (401) per minute per client address; past it the address's further
+   * failed attempts get 429 instead of 401 (valid credentials are still served); 0 = off.
+   */
   RATE_LIMIT_AUTH_FAILURES_PER_IP: z.coerce.number().int().min(0).default(30),
   /** Concurrent SSE streams per API key (or client address) per API process; 0 = no limit. */
   MAX_STREAMS_PER_CALLER: z.coerce.number().int().min(0).default(200),
@@ -70,6 +80,14 @@ export const ConfigSchema = z.object({
    * keys unreadable.
    */
   SIGNING_KEY_ENCRYPTION_SECRET: z.string().min(16).optional(),
+  /**
+   * Encrypts the organizations' runtime secrets at rest (`runtime_secrets`, AES-256-GCM); default:
+   * SIGNING_KEY_ENCRYPTION_SECRET. Neither set: runtime secrets cannot be stored (503
+   * `runtime_secret.not_configured`) and runs referencing one fail. Keep it stable.
+   */
+  RUNTIME_SECRET_ENCRYPTION_SECRET: z.string().min(16).optional(),
+  /** How long (ms) a process reuses a decrypted runtime secret: a rotation reaches runs within it. */
+  RUNTIME_SECRET_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
@@ -139,10 +157,26 @@ export const ConfigSchema = z.object({
    * (the API's or a worker's).
    */
   EXECUTION_HEARTBEAT_MS: z.coerce.number().int().min(200).max(600_000).default(10_000),
-  /** Executions of one organization running at once across all workers (default: half of WORKER_CONCURRENCY; 0 = no limit). */
+  /**
+   * Executions: how long (ms) an execution keeps retrying, with backoff, a database call that
+   * failed because the database was unreachable (event appends, its lease, its reads) before it
+   * gives up and its run fails; 0 = no retry.
+   */
+  EXECUTION_OUTAGE_RETRY_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
+  /**
+   * Executions of one organization running at once across all workers, at most (0 = no per-org
+   * limit). Below it, each organization's share adapts to the organizations active now:
+   * max(1, floor(slots / active organizations)), slots being the live workers' concurrency (unset: that share only).
+   */
   EXECUTION_MAX_PER_ORG: z.coerce.number().int().min(0).optional(),
   /** Executions of one agent running at once across all workers (default: half of WORKER_CONCURRENCY; 0 = no limit). */
   EXECUTION_MAX_PER_AGENT: z.coerce.number().int().min(0).optional(),
+  /**
+   * Default storage quota of an organization in bytes (messages and artifacts of its runs), for
+   * organizations whose own quota (organizations.storage_quota_bytes, set by a platform key) is
+   * unset. 0 or unset = unlimited. New tasks and messages past it: `org.storage_quota_exceeded`.
+   */
+  ORG_STORAGE_QUOTA_BYTES: z.coerce.number().int().min(0).default(0),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */
@@ -217,6 +251,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new Error(`invalid configuration:\n${lines.join('\n')}`);
   }
   return parsed.data;
+}
+
+/** Prefix of the operator-declared runtime secret variables: `AAAS_RUNTIME_SECRET_<ORG>_<NAME>`. */
+export const RUNTIME_SECRET_ENV_PREFIX = 'AAAS_RUNTIME_SECRET_';
+
+/**
+ * The value of an operator-declared runtime secret variable (read when asked, not at boot);
+ * undefined for any name outside `AAAS_RUNTIME_SECRET_*`, whatever the environment holds: the only
+ * variables a runtime may ever read. Which organization may read which is the caller's check.
+ */
+export function runtimeSecretEnv(name: string, env: Record<string, string | undefined> = process.env): string | undefined {
+  if (!name.startsWith(RUNTIME_SECRET_ENV_PREFIX) || name.length === RUNTIME_SECRET_ENV_PREFIX.length) return undefined;
+  return env[name] || undefined;
 }
 
 /** Nest injection token for AppConfig. */

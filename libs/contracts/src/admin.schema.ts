@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { A2AExtensionSchema, A2ATransportSchema, BindingSecuritySchema, ProtocolProfilesSchema } from './agent-profile.schema.js';
-import { RunStatusSchema } from './run-events.schema.js';
+import { BlockedReasonSchema, RunStatusSchema } from './run-events.schema.js';
 import { PartSchema } from './parts.schema.js';
 
 /**
@@ -41,6 +41,19 @@ export type CreateOrganization = z.infer<typeof CreateOrganizationSchema>;
 
 export const OrganizationSchema = z.object({ id: z.uuid(), slug: z.string(), name: z.string(), createdAt: IsoDate });
 export type OrganizationResponse = z.infer<typeof OrganizationSchema>;
+
+/** PUT /v1/organizations/{orgId}/storage-quota: bytes of messages and artifacts; null = the deployment default, 0 = unlimited. */
+export const SetStorageQuotaSchema = z.strictObject({ storageQuotaBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable() });
+export type SetStorageQuota = z.infer<typeof SetStorageQuotaSchema>;
+
+/** An organization's storage: bytes stored (messages and artifacts of its runs) and the quota in force (null = unlimited). */
+export const StorageUsageSchema = z.object({
+  orgId: z.uuid(),
+  storedBytes: z.number().int().min(0),
+  storageQuotaBytes: z.number().int().min(0).nullable(),
+  quotaSource: z.enum(['organization', 'default']),
+});
+export type StorageUsageResponse = z.infer<typeof StorageUsageSchema>;
 
 // ------------------------------------------------------------------ API keys
 
@@ -229,11 +242,37 @@ export const ListRunsQuerySchema = z.strictObject({
     .pipe(z.array(RunStatusSchema).min(1))
     .optional(),
   contextId: z.string().min(1).max(1000).optional(),
+  /** `none` = not blocked on the caller; else blocked reasons, comma-separated (the interaction overlay). */
+  blocked: z
+    .string()
+    .transform((s) => s.split(',').filter((x) => x.length > 0))
+    .pipe(z.union([z.tuple([z.literal('none')]), z.array(BlockedReasonSchema).min(1)]))
+    .optional(),
+  /** Only runs whose status changed at or after this time (ISO 8601). */
+  statusFrom: z.iso.datetime({ offset: true }).optional(),
+  /** Only runs whose status changed at or before this time (ISO 8601). */
+  statusTo: z.iso.datetime({ offset: true }).optional(),
+  /** Full-text search of the runs' messages; needs `agentId` and combines with no other filter. */
+  q: z.string().trim().min(1).max(200).optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
   /** Opaque cursor from a previous page's `nextCursor`. */
   cursor: z.string().min(1).max(500).optional(),
 });
 export type ListRunsQuery = z.infer<typeof ListRunsQuerySchema>;
+
+/** Query of GET /v1/runs/{runId}/events/stream; a `Last-Event-ID` header (the last sequence seen) wins over `after`. */
+export const RunEventsStreamQuerySchema = z.strictObject({
+  /** Stream events with sequence strictly greater than this. */
+  after: z.coerce.number().int().min(0).default(0),
+});
+export type RunEventsStreamQuery = z.infer<typeof RunEventsStreamQuerySchema>;
+
+/** Body of POST /v1/runs/{runId}/cancel. */
+export const CancelRunBodySchema = z.strictObject({
+  /** Recorded on the `run.status_changed` event; default "canceled by an operator". */
+  reason: z.string().trim().min(1).max(500).optional(),
+});
+export type CancelRunBody = z.infer<typeof CancelRunBodySchema>;
 
 export const RunSummarySchema = z.object({
   id: z.uuid(),

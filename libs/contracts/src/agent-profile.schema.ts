@@ -63,8 +63,11 @@ export type A2AProfile = z.infer<typeof A2AProfileSchema>;
 export const ProtocolProfilesSchema = z.object({ a2a: A2AProfileSchema });
 export type ProtocolProfiles = z.infer<typeof ProtocolProfilesSchema>;
 
-/** A2A transports a binding can serve (A2A v1.0 AgentInterface.protocolBinding values). */
-export const A2ATransportSchema = z.enum(['JSONRPC', 'HTTP+JSON']);
+/**
+ * A2A transports a binding can serve (A2A v1.0 AgentInterface.protocolBinding values). `GRPC` is
+ * served only by API processes with a gRPC listener (GRPC_PORT); elsewhere it is left off the card.
+ */
+export const A2ATransportSchema = z.enum(['JSONRPC', 'HTTP+JSON', 'GRPC']);
 export type A2ATransport = z.infer<typeof A2ATransportSchema>;
 
 /**
@@ -80,7 +83,9 @@ export const BindingSecuritySchema = z.discriminatedUnion('scheme', [
    * key of the issuer's JWKS (`jwksUri`, else its OIDC discovery document), `iss`, `aud`, `exp` /
    * `nbf`, and every `requiredScopes` entry in the `scope` (space separated) or `scp` claim. The
    * caller is `jwt:<iss>|<sub>`; scope `a2a:all-tasks` sees every task. `tokenUrl` advertises the
-   * OAuth2 client-credentials flow on the card.
+   * OAuth2 client-credentials flow on the card. `maxTokenLifetimeSeconds` (s, 60 to 2,592,000 =
+   * 30 days, default 86,400 = 24 h): tokens must carry `exp`, and a lifetime (`exp - iat`, and
+   * `exp - now`) longer than this is refused, so a leaked token cannot serve for years.
    */
   z.object({
     scheme: z.literal('jwt'),
@@ -89,6 +94,7 @@ export const BindingSecuritySchema = z.discriminatedUnion('scheme', [
     jwksUri: z.url({ protocol: /^https?$/ }).max(2048).optional(),
     requiredScopes: z.array(z.string().min(1).max(200)).max(20).default([]),
     tokenUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+    maxTokenLifetimeSeconds: z.int().min(60).max(2_592_000).default(86_400),
   }),
 ]);
 export type BindingSecurity = z.infer<typeof BindingSecuritySchema>;

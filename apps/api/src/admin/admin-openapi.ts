@@ -158,7 +158,8 @@ const SCRIPTED_RUNTIME = {
     },
   ],
 };
-const HTTP_RUNTIME = { kind: 'http', url: 'https://agents.example.com/run', secretEnv: 'HELPER_WEBHOOK_SECRET', timeoutMs: 30000, retries: 1 };
+const HTTP_RUNTIME = { kind: 'http', url: 'https://agents.example.com/run', secret: 'helper-webhook', timeoutMs: 30000, retries: 1 };
+const RUNTIME_SECRET = { name: 'helper-webhook', version: 1, createdAt: T0, updatedAt: T0 };
 
 const PROFILES_INPUT = { a2a: { skillsProjection: [SKILL], capabilities: { streaming: true } } };
 const PROFILES = {
@@ -334,8 +335,8 @@ export const ADMIN_EXAMPLES = {
     request: {
       apiKey: { summary: 'Both transports, callers need an API key', value: { transports: ['JSONRPC', 'HTTP+JSON'], security: { scheme: 'apiKey' } } },
       jwt: {
-        summary: 'JWTs from an OAuth2 / OIDC issuer',
-        value: { transports: ['JSONRPC'], security: { scheme: 'jwt', issuer: 'https://auth.example.com/', audience: 'https://agents.example.com', requiredScopes: ['agents:call'] } },
+        summary: 'JWTs from an OAuth2 / OIDC issuer, living at most 1 h (exp required; default maximum 24 h)',
+        value: { transports: ['JSONRPC'], security: { scheme: 'jwt', issuer: 'https://auth.example.com/', audience: 'https://agents.example.com', requiredScopes: ['agents:call'], maxTokenLifetimeSeconds: 3600 } },
       },
       open: { summary: 'Open to anyone who can reach it', value: { security: { scheme: 'none' } } },
     },
@@ -380,4 +381,16 @@ export const ADMIN_EXAMPLES = {
   },
   signingKeys: { signingKeys: [SIGNING_KEY] },
   retireSigningKey: { ...SIGNING_KEY, status: 'retired', retiredAt: T1 },
+  createRuntimeSecret: {
+    request: {
+      webhook: { summary: "An http runtime's Standard Webhooks signing key", value: { name: 'helper-webhook', value: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
+      token: { summary: "An a2a runtime's upstream bearer token", value: { name: 'upstream-token', value: 'tok_3b1f9c2e7a' } },
+    },
+    response: RUNTIME_SECRET,
+  },
+  runtimeSecrets: { runtimeSecrets: [{ ...RUNTIME_SECRET, version: 2, updatedAt: T1 }] },
+  rotateRuntimeSecret: {
+    request: { rotate: { summary: 'A new value (version + 1)', value: { value: 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD' } } },
+    response: { ...RUNTIME_SECRET, version: 2, updatedAt: T1 },
+  },
 } as const;

@@ -12,17 +12,20 @@ import { IdempotencyRepository } from './idempotency.repository.js';
 import { OrganizationsController } from './organizations.controller.js';
 import { RevisionsController } from './revisions.controller.js';
 import { RunsController } from './runs.controller.js';
+import { RunLiveController } from './run-live.controller.js';
+import { SseHeartbeat } from '../common/sse.js';
 import { SigningKeysController } from './signing-keys.controller.js';
+import { RuntimeSecretsController } from './runtime-secrets.controller.js';
 import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 /**
- * Admin REST API (`/v1/...`): organizations, API keys, agents, revisions, A2A bindings, and
- * read access to runs. Every route needs an API key (AdminAuthGuard) with scope `admin`
+ * Admin REST API (`/v1/...`): organizations, API keys, agents, revisions, A2A bindings, runtime
+ * secrets, and read access to runs. Every route needs an API key (AdminAuthGuard) with scope `admin`
  * (`platform` to create organizations); every query is scoped by the key's organization.
  */
 @Module({
   imports: [RegistryModule, RunsModule, PushModule],
-  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, SigningKeysController],
-  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor],
+  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, RunLiveController, SigningKeysController, RuntimeSecretsController],
+  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor, SseHeartbeat],
 })
 export class AdminModule {}
