@@ -10,6 +10,11 @@
  * | `sdk-pg` | `@a2a-js/sdk` 1.3 with its `DatabaseTaskStore` on PostgreSQL |
  * | `ours` | our API + one worker process (durable accept, outbox, BullMQ, worker executes) |
  * | `proxy` | ours with the `a2a` runtime in front of an in-memory SDK upstream (`sdk-mem`'s server) |
+ * | `ours-grpc` (`grpc`) | ours, SendMessage over the gRPC binding (GRPC_PORT) instead of JSON-RPC |
+ * | `sdk-grpc` (`sdkgrpc`) | `@a2a-js/sdk/server/grpc` + `InMemoryTaskStore`, echo executor |
+ *
+ * The gRPC targets are driven by `lib/grpc-load.ts` (unary calls, BENCH_CONNECTIONS in flight on
+ * one HTTP/2 channel) instead of autocannon; their rows are compared with `sdk-grpc`.
  *
  * The A2A targets run in two modes: `returnImmediately: true` (durable accept) and blocking (the
  * answer is the completed task). For every target it prints req/s, p50/p99, ratios, and CPU ms per
@@ -28,6 +33,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startBareFastify } from './baselines/bare-fastify.js';
 import { startSdkInMemory } from './baselines/sdk-in-memory.js';
+import { startSdkGrpc } from './baselines/sdk-grpc.js';
+import { runGrpcLoad } from './lib/grpc-load.js';
+import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { startFastifyPg, startSdkPostgres } from './baselines/sdk-postgres.js';
 import { CpuWindow, pidsByName } from './lib/proc-cpu.js';
 import { repoPath } from './lib/child-server.js';
@@ -42,6 +50,8 @@ export interface BenchTarget {
   /** Pids of the server's own processes (CPU accounting). */
   pids: Record<string, number>;
   headers?: Record<string, string>;
+  /** Set for a gRPC target: SendMessage is a unary gRPC call to `address` with this `tenant` (`url` is unused). */
+  grpc?: { address: string; tenant: string };
   /** Wait until the work a measured load left behind is done (so the next mode starts clean). */
   drain?(): Promise<void>;
   close(): Promise<void>;
@@ -78,7 +88,31 @@ export function isCompletedTask(body: string): boolean {
   return isJsonRpcSuccess(body) && body.includes('TASK_STATE_COMPLETED');
 }
 
+/** gRPC SendMessageRequest (the SDK's proto objects) with a fresh messageId. */
+export function grpcSendMessage(tenant: string, blocking = false): unknown {
+  return SendMessageRequest.fromJSON({
+    tenant,
+    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello from bench' }] },
+    ...(blocking ? {} : { configuration: { returnImmediately: true } }),
+  });
+}
+
+/** A gRPC SendMessageResponse that is a task (blocking: a completed one). */
+function grpcVerifier(blocking: boolean): (res: unknown) => boolean {
+  return (res) => {
+    const payload = (res as { payload?: { $case?: string; value?: { status?: { state?: number } } } } | undefined)?.payload;
+    if (payload?.$case !== 'task') return false;
+    return !blocking || payload.value?.status?.state === TaskState.TASK_STATE_COMPLETED;
+  };
+}
+
 async function smokeCheck(target: BenchTarget, blocking: boolean): Promise<void> {
+  if (target.grpc) {
+    const r = await runGrpcLoad({ name: 'smoke', address: target.grpc.address, requestFactory: () => grpcSendMessage(target.grpc!.tenant, blocking), verify: grpcVerifier(blocking), metadata: { 'a2a-version': '1.0' }, concurrency: 1, durationSeconds: 30, maxCalls: 1 });
+    if (r.requests < 1 || r.mismatches > 0 || r.errors > 0 || r.non2xx > 0) throw new Error(`${target.name}: smoke SendMessage over gRPC failed: ${JSON.stringify(r.statusCodes)}, ${r.mismatches} bad answers`);
+    console.log(`[${target.name}${blocking ? ' blocking' : ''}] smoke OK (gRPC ${target.grpc.address}, tenant '${target.grpc.tenant}')`);
+    return;
+  }
   const res = await fetch(target.url, { method: 'POST', headers: { ...A2A_HEADERS, ...target.headers }, body: JSON.stringify(sendMessageBody(blocking)) });
   const text = await res.text();
   const ok = (blocking ? isCompletedTask : isJsonRpcSuccess)(text);
@@ -87,7 +121,7 @@ async function smokeCheck(target: BenchTarget, blocking: boolean): Promise<void>
 }
 
 interface Starter {
-  key: 'bare' | 'lean' | 'sdk' | 'sdkpg' | 'ours' | 'proxy';
+  key: 'bare' | 'lean' | 'sdk' | 'sdkpg' | 'ours' | 'proxy' | 'grpc' | 'sdkgrpc';
   /** Modes this target supports (bare servers only answer a submitted task). */
   modes: Array<'immediate' | 'blocking'>;
   start(): Promise<BenchTarget>;
@@ -135,6 +169,29 @@ const STARTERS: Starter[] = [
     },
   },
   {
+    key: 'sdkgrpc',
+    modes: ['immediate', 'blocking'],
+    start: async () => {
+      const s = await startSdkGrpc();
+      return { name: 'sdk-grpc', url: '', grpc: { address: s.address, tenant: '' }, pids: { server: s.pid ?? 0 }, close: s.close };
+    },
+  },
+  {
+    // our API with the gRPC binding on (GRPC_PORT=0: a free port, read back from the agent card)
+    key: 'grpc',
+    modes: ['immediate', 'blocking'],
+    start: async () => {
+      const o = await startOursProcesses({ transports: ['JSONRPC', 'GRPC'], apiEnv: { GRPC_PORT: '0' } });
+      const card = (await (await fetch(`${o.url}/.well-known/agent-card.json`)).json()) as { supportedInterfaces: Array<{ url: string; protocolBinding: string; tenant?: string }> };
+      const iface = card.supportedInterfaces.find((i) => i.protocolBinding === 'GRPC');
+      if (!iface) {
+        await o.close();
+        throw new Error('ours-grpc: the agent card lists no GRPC interface');
+      }
+      return { name: 'ours-grpc', url: '', grpc: { address: iface.url, tenant: iface.tenant ?? '' }, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, drain: () => o.drain(), close: o.close };
+    },
+  },
+  {
     // the price of durability: the same in-memory SDK agent, called through us (a2a runtime)
     key: 'proxy',
     modes: ['immediate', 'blocking'],
@@ -167,7 +224,7 @@ export async function main(): Promise<Measured[]> {
   const warmupSeconds = envNumber('BENCH_WARMUP_S', 2);
   const connections = envNumber('BENCH_CONNECTIONS', 32);
   const list = (v: string | undefined, d: string) => new Set((v ?? d).split(',').map((x) => x.trim()).filter(Boolean));
-  const wanted = list(process.env.BENCH_TARGETS, 'bare,lean,sdk,sdkpg,ours,proxy');
+  const wanted = list(process.env.BENCH_TARGETS, 'bare,lean,sdk,sdkpg,ours,proxy,grpc,sdkgrpc');
   const modes = list(process.env.BENCH_MODES, 'immediate,blocking');
 
   console.log(
@@ -195,16 +252,22 @@ export async function main(): Promise<Measured[]> {
           connections,
         };
         if (warmupSeconds > 0) {
-          await runLoad({ ...load, durationSeconds: warmupSeconds });
+          await (target.grpc
+            ? runGrpcLoad({ name, address: target.grpc.address, requestFactory: () => grpcSendMessage(target.grpc!.tenant, blocking), verify: grpcVerifier(blocking), metadata: { 'a2a-version': '1.0' }, concurrency: connections, durationSeconds: warmupSeconds })
+            : runLoad({ ...load, durationSeconds: warmupSeconds }));
           await target.drain?.();
         }
+        const runOnce = (seconds: number) =>
+          target.grpc
+            ? runGrpcLoad({ name, address: target.grpc.address, requestFactory: () => grpcSendMessage(target.grpc!.tenant, blocking), verify: grpcVerifier(blocking), metadata: { 'a2a-version': '1.0' }, concurrency: connections, durationSeconds: seconds })
+            : runLoad({ ...load, durationSeconds: seconds });
         const cpu = new CpuWindow({
           ...Object.fromEntries(Object.entries(target.pids).map(([k, pid]) => [k, () => (pid ? [pid] : [])])),
           postgres: () => pidsByName('postgres'),
           redis: () => pidsByName('redis-server'),
         });
         cpu.start();
-        const result = await runLoad({ ...load, durationSeconds });
+        const result = await runOnce(durationSeconds);
         const used = cpu.stop();
         const cpuMsPerRequest = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, result.requests > 0 ? ms / result.requests : 0]));
         results.push({ ...result, cpuMsPerRequest });
@@ -218,7 +281,7 @@ export async function main(): Promise<Measured[]> {
   }
 
   console.log('');
-  printTable(results, ['sdk-mem', 'sdk-pg'].filter((b) => results.some((r) => r.name === b)));
+  printTable(results, ['sdk-mem', 'sdk-pg', 'sdk-grpc'].filter((b) => results.some((r) => r.name === b)));
 
   console.log('\nCPU ms per request (measured window; postgres and redis are machine-wide):');
   const groups = ['server', 'worker', 'postgres', 'redis'];
@@ -248,7 +311,7 @@ export async function main(): Promise<Measured[]> {
     const ratio = ra.rps / rb.rps;
     console.log(`  ${label.padEnd(38)} ${ratio.toFixed(2)}x (target >= ${want.toFixed(1)}x): ${ratio >= want ? 'MET' : `NOT MET (${((want - ratio) / want * 100).toFixed(0)}% short)`}`);
   }
-  for (const [a, b] of [['ours', 'fastify+pg'], ['ours', 'sdk-pg'], ['ours', 'bare']] as const) {
+  for (const [a, b] of [['ours', 'fastify+pg'], ['ours', 'sdk-pg'], ['ours', 'bare'], ['ours-grpc', 'sdk-grpc'], ['ours-grpc blocking', 'sdk-grpc blocking'], ['ours-grpc', 'ours'], ['ours-grpc blocking', 'ours blocking']] as const) {
     const ra = by(a);
     const rb = by(b);
     if (ra && rb) console.log(`  ${`${a} / ${b}`.padEnd(38)} ${(ra.rps / rb.rps).toFixed(2)}x`);

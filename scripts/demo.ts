@@ -9,6 +9,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { ClientFactory } from '@a2a-js/sdk/client';
+import { GrpcTransportFactory } from '@a2a-js/sdk/client/grpc';
+import { SendMessageRequest } from '@a2a-js/sdk';
 import { loadConfig } from '#libs/config';
 import { listenFailure } from '#libs/common';
 import { importJWK, type JWK } from 'jose';
@@ -148,7 +150,7 @@ async function publishDemoAgent(base: string): Promise<void> {
   await must(admin(base, 'POST', `/v1/agents/echo/revisions/${revision.id}/publish`), 'publish revision');
   await must(admin(base, 'PUT', '/v1/agents/echo/active-revision', { revisionId: revision.id }), 'activate revision');
   await must(admin(base, 'PATCH', '/v1/agents/echo', { isDefault: true }), 'make default');
-  await must(admin(base, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC', 'HTTP+JSON'], security: { scheme: 'none' } }), 'bind A2A');
+  await must(admin(base, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: ['JSONRPC', 'HTTP+JSON', 'GRPC'], security: { scheme: 'none' } }), 'bind A2A');
   console.log(`published agent "echo", revision ${revision.number} (${revision.id})`);
   if ((await admin(base, 'GET', '/v1/agents/researcher')).status === 404) {
     await must(admin(base, 'POST', '/v1/agents', { slug: 'researcher', name: 'Demo Researcher', description: 'Takes delegated research tasks.' }), 'create researcher');
@@ -228,6 +230,25 @@ async function conversation(base: string): Promise<void> {
   const detail = (await admin(`http://127.0.0.1:${new URL(base).port || 80}`, 'GET', `/v1/runs/${researched.id}`)).body;
   for (const l of detail?.links?.children ?? []) console.log(`  ${l.kind} → child task ${l.childRunId.slice(0, 8)}… (agent researcher): ${l.other.status}`);
   for (const a of researched.artifacts ?? []) console.log(`  artifact ${a.name}: "${sdkText(a.parts)}"`);
+}
+
+/**
+ * One call over the gRPC binding (A2A v1.0 §10): the SDK client picks the card's GRPC interface
+ * (`host:port`, tenant `<org>/<agent>`) and sends one message there.
+ */
+async function grpcCall(base: string): Promise<void> {
+  const card: any = await (await fetch(`${base}/.well-known/agent-card.json`)).json();
+  const iface = (card.supportedInterfaces as Array<{ url: string; protocolBinding: string; tenant?: string }>).find((i) => i.protocolBinding === 'GRPC');
+  if (!iface) {
+    console.log('\n(gRPC: the card lists no GRPC interface; skipped)');
+    return;
+  }
+  const client = await new ClientFactory({ transports: [new GrpcTransportFactory()], preferredTransports: ['GRPC'] }).createFromAgentCard(card);
+  console.log(`\nA2A over gRPC: ${iface.url}, tenant ${iface.tenant}`);
+  console.log('> user (gRPC): Hello over gRPC!');
+  // the gRPC codec needs every field of the proto message: build it with the SDK's fromJSON
+  const req = SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'Hello over gRPC!' }] } });
+  console.log(`< ${describeSdk(await client.sendMessage(req))}`);
 }
 
 /**
@@ -374,6 +395,8 @@ async function main(): Promise<void> {
     SIGNING_KEY_ENCRYPTION_SECRET: config.SIGNING_KEY_ENCRYPTION_SECRET ?? 'demo-only-signing-key-secret',
     // local demo only: the upstream example agent listens on loopback, which runtimes may not reach by default
     HTTP_RUNTIME_ALLOWED_CIDRS: process.env.HTTP_RUNTIME_ALLOWED_CIDRS ?? '127.0.0.0/8',
+    // the gRPC binding: GRPC_PORT if set, else a free port (the card lists the bound one)
+    GRPC_PORT: String(config.GRPC_PORT ?? 0),
   };
   const api = await createApiApp(env);
   try {
@@ -389,6 +412,7 @@ async function main(): Promise<void> {
 
   await publishDemoAgent(`http://127.0.0.1:${port}`);
   await conversation(base);
+  await grpcCall(base);
   const upstream = await upstreamConversation(base, `http://127.0.0.1:${port}`);
 
   console.log(`\nServing on ${base} until Ctrl-C.`);

@@ -154,10 +154,10 @@ describe('JSON-RPC errors (v1.0): exact codes, HTTP 200, ErrorInfo in data', () 
     expect(headerless.body.error.code).toBe(-32601);
   });
 
-  it('refuses a non-JSON Content-Type with -32600', async () => {
+  it('refuses a non-JSON Content-Type with ContentTypeNotSupported (-32005, HTTP 415)', async () => {
     const r = await rawRpc(url, JSON.stringify(req('GetTask', { id: 'x' })), { headers: { 'content-type': 'text/plain' } });
-    expect(r.status).toBe(200);
-    expect(r.body.error).toMatchObject({ code: -32600, message: expect.stringContaining('Content-Type') });
+    expect(r.status).toBe(415);
+    expect(r.body.error).toMatchObject({ code: -32005, message: expect.stringContaining('Content-Type') });
   });
 
   it('accepts application/a2a+json bodies and snake_case fields', async () => {

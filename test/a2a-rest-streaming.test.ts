@@ -101,7 +101,7 @@ describe('HTTP+JSON streaming on the wire', () => {
     expect(rest.frames.map((f) => f.id)).toEqual(all.frames.slice(1).map((f) => f.id));
   });
 
-  it('errors before the first event are plain error responses: unknown task 404, terminal task 501, bad body 400, 415, no streaming 501', async () => {
+  it('errors before the first event are plain error responses: unknown task 404, terminal task 400, bad body 400, 415, no streaming 400 (§5.4)', async () => {
     const unknown = await readSse(`${base}/tasks/${randomUUID()}:subscribe`, { method: 'GET', headers: { 'a2a-version': '1.0' } });
     expect(unknown.status).toBe(404);
     expect(unknown.contentType).toMatch(/^application\/json/);
@@ -110,8 +110,8 @@ describe('HTTP+JSON streaming on the wire', () => {
     const done = await fetch(`${base}/message:send`, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' }, body: JSON.stringify(message('plain')) });
     const doneId: string = ((await done.json()) as { task: { id: string } }).task.id;
     const terminal = await readSse(`${base}/tasks/${doneId}:subscribe`, { method: 'POST', headers: { 'a2a-version': '1.0' } });
-    expect(terminal.status).toBe(501);
-    expect(JSON.parse(terminal.body!).error).toMatchObject({ code: 501, status: 'UNIMPLEMENTED', details: [{ reason: 'UNSUPPORTED_OPERATION' }] });
+    expect(terminal.status).toBe(400);
+    expect(JSON.parse(terminal.body!).error).toMatchObject({ code: 400, status: 'FAILED_PRECONDITION', details: [{ reason: 'UNSUPPORTED_OPERATION' }] });
 
     const badBody = await readSse(`${base}/message:stream`, { method: 'POST', headers: SSE_HEADERS, body: '{}' });
     expect(badBody.status).toBe(400);
@@ -123,8 +123,8 @@ describe('HTTP+JSON streaming on the wire', () => {
 
     const plain = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'rest-no-stream', runtime: RUNTIME, transports: ['HTTP+JSON'] });
     const noStream = await readSse(`${stack.baseUrl}${plain.basePath}/message:stream`, { method: 'POST', headers: SSE_HEADERS, body: JSON.stringify(message('x')) });
-    expect(noStream.status).toBe(501);
-    expect(JSON.parse(noStream.body!).error).toMatchObject({ status: 'UNIMPLEMENTED', details: [{ reason: 'UNSUPPORTED_OPERATION' }] });
+    expect(noStream.status).toBe(400);
+    expect(JSON.parse(noStream.body!).error).toMatchObject({ status: 'FAILED_PRECONDITION', details: [{ reason: 'UNSUPPORTED_OPERATION' }] });
   });
 });
 

@@ -163,7 +163,7 @@ describe('HTTP+JSON with the official SDK client (RestTransportFactory only)', (
     expect(none.status!.state).toBe(TaskState.TASK_STATE_COMPLETED);
   });
 
-  it('CancelTask cancels a live task; a second cancel is TaskNotCancelableError (409)', async () => {
+  it('CancelTask cancels a live task; a second cancel is TaskNotCancelableError (400, §5.4)', async () => {
     const held = (await client.sendMessage(send('hold me', { returnImmediately: true }))) as Task;
     const canceled = await client.cancelTask({ tenant: '', id: held.id, metadata: undefined });
     expect(canceled.id).toBe(held.id);
@@ -173,7 +173,7 @@ describe('HTTP+JSON with the official SDK client (RestTransportFactory only)', (
     expect(e).toBeInstanceOf(TaskNotCancelableError);
     expect(e.name).toBe('TaskNotCancelableError');
     expect(e.reason).toBe('TASK_NOT_CANCELABLE');
-    expect(e.statusCode).toBe(409);
+    expect(e.statusCode).toBe(400);
   });
 
   it('an unknown task is TaskNotFoundError (404), also for ids that are not UUIDs', async () => {
@@ -334,12 +334,12 @@ describe('HTTP+JSON on the wire', () => {
       expect(r.body, `${method} ${url}`).toEqual(errorBody(404, 'NOT_FOUND', 'METHOD_NOT_FOUND'));
     }
     const push = await rest('POST', `${base}/tasks/${randomUUID()}/pushNotificationConfigs`, { body: { url: 'https://x.test/hook' } });
-    expect(push.status).toBe(501);
-    expect(push.body).toEqual(errorBody(501, 'UNIMPLEMENTED', 'PUSH_NOTIFICATION_NOT_SUPPORTED'));
+    expect(push.status).toBe(400);
+    expect(push.body).toEqual(errorBody(400, 'FAILED_PRECONDITION', 'PUSH_NOTIFICATION_NOT_SUPPORTED'));
     const pushT = await rest('GET', `${base}/${echo.orgSlug}/tasks/${randomUUID()}/pushNotificationConfigs/c1`);
-    expect(pushT.body).toEqual(errorBody(501, 'UNIMPLEMENTED', 'PUSH_NOTIFICATION_NOT_SUPPORTED'));
+    expect(pushT.body).toEqual(errorBody(400, 'FAILED_PRECONDITION', 'PUSH_NOTIFICATION_NOT_SUPPORTED'));
     const ext = await rest('GET', `${base}/extendedAgentCard`);
-    expect(ext.body).toEqual(errorBody(501, 'UNIMPLEMENTED', 'UNSUPPORTED_OPERATION'));
+    expect(ext.body).toEqual(errorBody(400, 'FAILED_PRECONDITION', 'UNSUPPORTED_OPERATION'));
     // the card and the JSON-RPC endpoint under the same path are untouched
     expect((await fetch(echo.cardUrl)).status).toBe(200);
     const rpc = await rest('POST', base, { body: { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: randomUUID() } } });
@@ -372,16 +372,16 @@ describe('HTTP+JSON on the wire', () => {
     expect(r.body).toEqual(errorBody(400, 'INVALID_ARGUMENT', 'INVALID_PARAMS', r.body?.error?.details?.[0]?.metadata));
   });
 
-  it('A2A-Version: 1.0 (also 1.0.x or ?A2A-Version=1.0) is required; absent (= 0.3), 0.3 and unknown versions are 501 VERSION_NOT_SUPPORTED', async () => {
+  it('A2A-Version: 1.0 (also 1.0.x or ?A2A-Version=1.0) is required; absent (= 0.3), 0.3 and unknown versions are 400 VERSION_NOT_SUPPORTED', async () => {
     for (const version of [null, '', '0.3', '0.3.0', '9.9', 'latest']) {
       const r = await rest('GET', `${base}/tasks`, { version });
-      expect(r.status, String(version)).toBe(501);
-      expect(r.body).toEqual(errorBody(501, 'UNIMPLEMENTED', 'VERSION_NOT_SUPPORTED', expect.objectContaining({ supported: '1.0' })));
+      expect(r.status, String(version)).toBe(400);
+      expect(r.body).toEqual(errorBody(400, 'FAILED_PRECONDITION', 'VERSION_NOT_SUPPORTED', expect.objectContaining({ supported: '1.0' })));
     }
     expect((await rest('GET', `${base}/tasks`, { version: '1.0.3' })).status).toBe(200);
     expect((await rest('GET', `${base}/tasks?A2A-Version=1.0`, { version: null })).status).toBe(200);
     const sent = await rest('POST', `${base}/message:send`, { body: { message: userMessage('v') }, version: null });
-    expect(sent.status).toBe(501);
+    expect(sent.status).toBe(400);
   });
 
   it('does not list or serve another agent’s tasks', async () => {

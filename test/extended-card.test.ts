@@ -86,7 +86,7 @@ describe('extended agent card', () => {
 
   it('UnsupportedOperation when not declared; ExtendedAgentCardNotConfigured when declared but absent', async () => {
     expect((await rpc(plain, 'GetExtendedAgentCard', invokeKey)).error!.code).toBe(-32004);
-    expect((await rest(plain, invokeKey)).status).toBe(501);
+    expect((await rest(plain, invokeKey)).status).toBe(400);
     expect((await rpc(empty, 'GetExtendedAgentCard', invokeKey)).error!.code).toBe(-32007);
     expect((await rpc(empty, 'agent/getAuthenticatedExtendedCard', invokeKey, '')).error!.code).toBe(-32007);
   });

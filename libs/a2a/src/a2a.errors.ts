@@ -1,36 +1,87 @@
 import { AppError, isDependencyUnavailable, serviceUnavailable, type ErrorCode } from '#libs/common';
 import { ZodError } from 'zod';
 
+/** gRPC status codes by `google.rpc.Code` name (the numbers of grpc-js `status`). */
+export const GRPC_CODES = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+
+export type GrpcCodeName = keyof typeof GRPC_CODES;
+
+/** One row of the error table: how one A2A error is answered on each of the three bindings. */
+export interface A2AErrorRow {
+  /** JSON-RPC `error.code` (§9.5). */
+  code: number;
+  /** `google.rpc.ErrorInfo.reason` (§9.5, §10.6, §11.6): the A2A error name in UPPER_SNAKE_CASE without `Error`. */
+  reason: string;
+  /** HTTP status on the HTTP+JSON binding (§11.6; also the `error.code` of its body). */
+  http: number;
+  /** gRPC status (§10.6), also the `error.status` name of the HTTP+JSON body (one `google.rpc.Status`). */
+  grpc: GrpcCodeName;
+  /**
+   * ErrorInfo.reason on HTTP+JSON and gRPC when it differs from `reason`: the SDK has no typed
+   * error for JSON-RPC's parse / invalid-request errors, its RequestMalformedError reads `INVALID_PARAMS`.
+   */
+  wireReason?: string;
+}
+
 /**
- * The protocol errors the A2A adapter can answer with: the JSON-RPC 2.0 standard errors and the
- * A2A-specific errors of A2A v1.0 §3.3.2 / §5.4, plus the two authentication/authorization
- * errors §3.3.2 leaves to the binding ("JSON-RPC custom error").
+ * THE error table of the A2A adapter: every protocol error it can answer with, and its JSON-RPC
+ * code, HTTP+JSON status and gRPC status. The three bindings read only this table (JSON-RPC:
+ * `A2AError.code`; HTTP+JSON: `toRestError`; gRPC: `toGrpcError`), so they cannot drift apart.
  *
- * `reason` is the `google.rpc.ErrorInfo.reason` put in JSON-RPC `error.data` for v1.0 (§9.5):
- * the A2A error name in UPPER_SNAKE_CASE without `Error`, as `@a2a-js/sdk` reads it. The
- * JSON-RPC client of the SDK maps the numeric `code` to its typed errors, the REST client the
- * `reason`; both are given so either works.
+ * The nine A2A-specific rows are A2A v1.0 §5.4 "Error Code Mappings" verbatim (`docs/specification.md`
+ * of the A2A repository after the 1.0.0 release; the same table as `@a2a-js/sdk@1.3.0`'s
+ * `GRPC_ERROR_STATUS` / `REST_ERROR_HTTP_STATUS`): every "not supported / not possible now" error is
+ * `400` + `FAILED_PRECONDITION`, TaskNotFound `404` + `NOT_FOUND`, ContentTypeNotSupported `400` +
+ * `INVALID_ARGUMENT`, InvalidAgentResponse `500` + `INTERNAL` (test/a2a-error-table.test.ts checks it
+ * row by row). The other rows are binding-level errors §5.4 does not list:
+ * - the JSON-RPC 2.0 standard errors (§9.5), as `400 INVALID_ARGUMENT` (ParseError, InvalidRequest,
+ *   InvalidParams), `404 NOT_FOUND` (MethodNotFound: no such method / route), `500 INTERNAL`;
+ * - the §3.3.2 authentication / authorization errors: an implementation-defined JSON-RPC code
+ *   (-32000) sent with HTTP 401 / 403, `UNAUTHENTICATED` / `PERMISSION_DENIED`.
+ * An InternalError marked `unavailable` (the database did not answer) is 503 / `UNAVAILABLE` on
+ * every binding instead of its row (see `A2AError.unavailable`).
+ *
+ * `@a2a-js/sdk` reads the JSON-RPC `code` (its JSON-RPC client) or the ErrorInfo `reason` (its
+ * REST and gRPC clients); both are given so either works.
  */
 export const A2A_ERRORS = {
-  ParseError: { code: -32700, reason: 'PARSE_ERROR' },
-  InvalidRequest: { code: -32600, reason: 'INVALID_REQUEST' },
-  MethodNotFound: { code: -32601, reason: 'METHOD_NOT_FOUND' },
-  InvalidParams: { code: -32602, reason: 'INVALID_PARAMS' },
-  InternalError: { code: -32603, reason: 'INTERNAL_ERROR' },
-  TaskNotFound: { code: -32001, reason: 'TASK_NOT_FOUND' },
-  TaskNotCancelable: { code: -32002, reason: 'TASK_NOT_CANCELABLE' },
-  PushNotificationNotSupported: { code: -32003, reason: 'PUSH_NOTIFICATION_NOT_SUPPORTED' },
-  UnsupportedOperation: { code: -32004, reason: 'UNSUPPORTED_OPERATION' },
-  ContentTypeNotSupported: { code: -32005, reason: 'CONTENT_TYPE_NOT_SUPPORTED' },
-  InvalidAgentResponse: { code: -32006, reason: 'INVALID_AGENT_RESPONSE' },
-  ExtendedAgentCardNotConfigured: { code: -32007, reason: 'EXTENDED_AGENT_CARD_NOT_CONFIGURED' },
-  ExtensionSupportRequired: { code: -32008, reason: 'EXTENSION_SUPPORT_REQUIRED' },
-  VersionNotSupported: { code: -32009, reason: 'VERSION_NOT_SUPPORTED' },
+  ParseError: { code: -32700, reason: 'PARSE_ERROR', http: 400, grpc: 'INVALID_ARGUMENT', wireReason: 'INVALID_PARAMS' },
+  InvalidRequest: { code: -32600, reason: 'INVALID_REQUEST', http: 400, grpc: 'INVALID_ARGUMENT', wireReason: 'INVALID_PARAMS' },
+  MethodNotFound: { code: -32601, reason: 'METHOD_NOT_FOUND', http: 404, grpc: 'NOT_FOUND' },
+  InvalidParams: { code: -32602, reason: 'INVALID_PARAMS', http: 400, grpc: 'INVALID_ARGUMENT' },
+  InternalError: { code: -32603, reason: 'INTERNAL_ERROR', http: 500, grpc: 'INTERNAL' },
+  TaskNotFound: { code: -32001, reason: 'TASK_NOT_FOUND', http: 404, grpc: 'NOT_FOUND' },
+  TaskNotCancelable: { code: -32002, reason: 'TASK_NOT_CANCELABLE', http: 400, grpc: 'FAILED_PRECONDITION' },
+  PushNotificationNotSupported: { code: -32003, reason: 'PUSH_NOTIFICATION_NOT_SUPPORTED', http: 400, grpc: 'FAILED_PRECONDITION' },
+  UnsupportedOperation: { code: -32004, reason: 'UNSUPPORTED_OPERATION', http: 400, grpc: 'FAILED_PRECONDITION' },
+  ContentTypeNotSupported: { code: -32005, reason: 'CONTENT_TYPE_NOT_SUPPORTED', http: 400, grpc: 'INVALID_ARGUMENT' },
+  InvalidAgentResponse: { code: -32006, reason: 'INVALID_AGENT_RESPONSE', http: 500, grpc: 'INTERNAL' },
+  ExtendedAgentCardNotConfigured: { code: -32007, reason: 'EXTENDED_AGENT_CARD_NOT_CONFIGURED', http: 400, grpc: 'FAILED_PRECONDITION' },
+  ExtensionSupportRequired: { code: -32008, reason: 'EXTENSION_SUPPORT_REQUIRED', http: 400, grpc: 'FAILED_PRECONDITION' },
+  VersionNotSupported: { code: -32009, reason: 'VERSION_NOT_SUPPORTED', http: 400, grpc: 'FAILED_PRECONDITION' },
   /** §3.3.2 "Authentication Errors": implementation-defined JSON-RPC code, sent with HTTP 401. */
-  Unauthenticated: { code: -32000, reason: 'UNAUTHENTICATED' },
+  Unauthenticated: { code: -32000, reason: 'UNAUTHENTICATED', http: 401, grpc: 'UNAUTHENTICATED' },
   /** §3.3.2 "Authorization Errors": implementation-defined JSON-RPC code, sent with HTTP 403. */
-  Unauthorized: { code: -32000, reason: 'PERMISSION_DENIED' },
-} as const satisfies Record<string, { code: number; reason: string }>;
+  Unauthorized: { code: -32000, reason: 'PERMISSION_DENIED', http: 403, grpc: 'PERMISSION_DENIED' },
+} as const satisfies Record<string, A2AErrorRow>;
 
 export type A2AErrorType = keyof typeof A2A_ERRORS;
 
@@ -132,6 +183,8 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'run.invalid_transition': 'InvalidRequest',
   'run.conflict': 'InvalidParams',
   'run.duplicate_message': 'InvalidParams',
+  // no A2A error names a quota: the request is refused as such, its message and metadata say why
+  'org.storage_quota_exceeded': 'InvalidRequest',
   // §3.4.2: MUST reject messages containing a mismatching contextId
   'run.thread_mismatch': 'InvalidParams',
   'run.awaiting_interaction': 'InvalidRequest',
@@ -143,6 +196,12 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'runtime.failed': 'InternalError',
   'run.runtime_state_too_large': 'InternalError',
   'runtime.upstream_unreachable': 'InvalidParams',
+  // runtime secrets: admin and publish errors, listed for completeness (never raised on the A2A paths)
+  'runtime.secret_not_allowed': 'InvalidParams',
+  'runtime.secret_not_found': 'InvalidParams',
+  'runtime_secret.not_found': 'TaskNotFound',
+  'runtime_secret.conflict': 'InvalidRequest',
+  'runtime_secret.not_configured': 'UnsupportedOperation',
   'idempotency.mismatch': 'InvalidParams',
   'idempotency.in_progress': 'InvalidRequest',
   'a2a.method_not_found': 'MethodNotFound',

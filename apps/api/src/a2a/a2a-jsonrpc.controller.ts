@@ -61,8 +61,9 @@ export class A2AJsonRpcController {
     }
     const mediaType = mediaTypeOf(req);
     if (mediaType !== undefined && !JSON_RPC_CONTENT_TYPES.includes(mediaType)) {
-      // the registry maps request.unsupported_media_type to InvalidRequest for A2A; still a JSON-RPC error (HTTP 200)
-      return fail(200, new A2AError('InvalidRequest', `Content-Type ${mediaType} is not accepted; send application/json or application/a2a+json`));
+      // ContentTypeNotSupported (-32005) with 415, as for a Content-Type Fastify has no parser for (edge-errors.ts)
+      const shown = mediaType.slice(0, 100);
+      return fail(415, new A2AError('ContentTypeNotSupported', `Content-Type ${shown} is not accepted; send application/json or application/a2a+json`, { metadata: { contentType: shown } }));
     }
     let negotiated;
     try {

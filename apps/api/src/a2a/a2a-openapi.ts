@@ -374,7 +374,7 @@ const restError = (code: number, status: string, reason: string, message: string
 });
 
 const REST_ERRORS = {
-  '400': { description: 'InvalidParams / VersionNotSupported (no `A2A-Version: 1.0`)', content: json(ref('A2ARestError'), { version: { summary: 'No A2A-Version header', value: restError(400, 'INVALID_ARGUMENT', 'VERSION_NOT_SUPPORTED', 'A2A version 0.3 is not supported by the HTTP+JSON binding') } }) },
+  '400': { description: 'InvalidParams, or (A2A v1.0 §5.4, FAILED_PRECONDITION) VersionNotSupported (no `A2A-Version: 1.0`), UnsupportedOperation, PushNotificationNotSupported, TaskNotCancelable', content: json(ref('A2ARestError'), { version: { summary: 'No A2A-Version header', value: restError(400, 'FAILED_PRECONDITION', 'VERSION_NOT_SUPPORTED', 'A2A version 0.3 is not supported by the HTTP+JSON binding') } }) },
   '401': { description: 'Unauthenticated (with WWW-Authenticate)', content: json(ref('A2ARestError'), { missing: { summary: 'No credentials', value: restError(401, 'UNAUTHENTICATED', 'UNAUTHENTICATED', 'credentials are required') } }) },
   '403': { description: 'Unauthorized', content: json(ref('A2ARestError')) },
   '404': { description: 'Unknown agent, binding without HTTP+JSON, TaskNotFound', content: json(ref('A2ARestError'), { task: { summary: 'Unknown task', value: restError(404, 'NOT_FOUND', 'TASK_NOT_FOUND', `task ${TASK_ID_VALUE} not found`) } }) },
@@ -550,7 +550,6 @@ function a2aPaths(): Record<string, Record<string, unknown>> {
             content: json(ref('A2ATask'), { canceled: { summary: 'Canceled', value: { id: TASK_ID_VALUE, contextId: CONTEXT_ID, status: { state: 'TASK_STATE_CANCELED', timestamp: '2026-05-04T09:15:02.000Z' } } } }),
           },
         },
-        errors: { ...REST_BODY_ERRORS, '409': { description: 'TaskNotCancelable (the task is in a terminal state)', content: json(ref('A2ARestError')) } },
       }),
     },
     [`${BASE}/tasks/{id}:subscribe`]: Object.fromEntries(

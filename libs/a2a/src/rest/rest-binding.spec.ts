@@ -25,17 +25,17 @@ describe('toRestError', () => {
     });
   });
 
-  // @a2a-js/sdk@1.3.0 src/errors/rest.ts (REST_ERROR_HTTP_STATUS / REST_ERROR_STATUS_NAME)
+  // A2A v1.0 §5.4; the same as @a2a-js/sdk@1.3.0 src/errors/rest.ts (REST_ERROR_HTTP_STATUS / REST_ERROR_STATUS_NAME)
   it.each<[A2AErrorType, number, string, string]>([
     ['TaskNotFound', 404, 'NOT_FOUND', 'TASK_NOT_FOUND'],
-    ['TaskNotCancelable', 409, 'FAILED_PRECONDITION', 'TASK_NOT_CANCELABLE'],
-    ['PushNotificationNotSupported', 501, 'UNIMPLEMENTED', 'PUSH_NOTIFICATION_NOT_SUPPORTED'],
-    ['UnsupportedOperation', 501, 'UNIMPLEMENTED', 'UNSUPPORTED_OPERATION'],
-    ['ContentTypeNotSupported', 415, 'INVALID_ARGUMENT', 'CONTENT_TYPE_NOT_SUPPORTED'],
-    ['InvalidAgentResponse', 502, 'INTERNAL', 'INVALID_AGENT_RESPONSE'],
+    ['TaskNotCancelable', 400, 'FAILED_PRECONDITION', 'TASK_NOT_CANCELABLE'],
+    ['PushNotificationNotSupported', 400, 'FAILED_PRECONDITION', 'PUSH_NOTIFICATION_NOT_SUPPORTED'],
+    ['UnsupportedOperation', 400, 'FAILED_PRECONDITION', 'UNSUPPORTED_OPERATION'],
+    ['ContentTypeNotSupported', 400, 'INVALID_ARGUMENT', 'CONTENT_TYPE_NOT_SUPPORTED'],
+    ['InvalidAgentResponse', 500, 'INTERNAL', 'INVALID_AGENT_RESPONSE'],
     ['ExtendedAgentCardNotConfigured', 400, 'FAILED_PRECONDITION', 'EXTENDED_AGENT_CARD_NOT_CONFIGURED'],
     ['ExtensionSupportRequired', 400, 'FAILED_PRECONDITION', 'EXTENSION_SUPPORT_REQUIRED'],
-    ['VersionNotSupported', 501, 'UNIMPLEMENTED', 'VERSION_NOT_SUPPORTED'],
+    ['VersionNotSupported', 400, 'FAILED_PRECONDITION', 'VERSION_NOT_SUPPORTED'],
     ['InvalidParams', 400, 'INVALID_ARGUMENT', 'INVALID_PARAMS'],
     ['ParseError', 400, 'INVALID_ARGUMENT', 'INVALID_PARAMS'],
     ['InvalidRequest', 400, 'INVALID_ARGUMENT', 'INVALID_PARAMS'],
