@@ -418,6 +418,7 @@ async function main(): Promise<void> {
   console.log(`\nServing on ${base} until Ctrl-C.`);
   console.log(`  Agent Card:  ${base}/.well-known/agent-card.json`);
   console.log(`  Admin key:   ${env.BOOTSTRAP_ADMIN_KEY} (local demo only)`);
+  console.log(`  Console:     ${base}/console  (sign in with the admin key above)`);
   console.log(`  Try:         curl -s ${base}/v1/runs -H "authorization: Bearer ${env.BOOTSTRAP_ADMIN_KEY}"`);
   const stop = async () => {
     upstream.kill('SIGTERM');
