@@ -21,6 +21,7 @@ COPY --from=build --chown=node:node /app/dist ./dist
 COPY --from=build --chown=node:node /app/prisma ./prisma
 COPY --from=build --chown=node:node /app/scripts ./scripts
 COPY --from=build --chown=node:node /app/libs/db/src/generated ./libs/db/src/generated
+COPY --from=build --chown=node:node /app/libs/a2a/proto ./libs/a2a/proto
 USER node
 EXPOSE 3000
 # tini is PID 1: signals reach node (graceful shutdown), zombies are reaped

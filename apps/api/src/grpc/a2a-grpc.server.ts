@@ -24,6 +24,7 @@ import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AAdmission, type PresentedCredentials } from '../a2a/a2a-admission.js';
 import { configuredBaseUrl } from '../a2a/a2a-http.js';
 import { SseHeartbeat } from '../common/sse.js';
+import { addReflection } from './grpc-reflection.js';
 
 /** The service name health checks report on (besides the server-wide `""`). */
 export const A2A_GRPC_SERVICE = 'lf.a2a.v1.A2AService';
@@ -34,7 +35,8 @@ const SHUTDOWN_GRACE_MS = 5_000;
 /**
  * The A2A gRPC binding (A2A v1.0 §10): one listener per API process on GRPC_PORT (off when
  * unset), serving `lf.a2a.v1.A2AService` (every RPC; codecs of `@a2a-js/sdk/server/grpc`) and
- * `grpc.health.v1.Health`. An edge only: per call it
+ * `grpc.health.v1.Health`, with server reflection (grpc.reflection.v1 and v1alpha, describing
+ * libs/a2a/proto/a2a.proto; `grpcurl -plaintext host:port list`). An edge only: per call it
  * 1. routes by the request's `tenant` = `<org slug>/<agent slug>` (InvalidParams otherwise);
  * 2. admits like the HTTP bindings (A2AAdmission: agent published and serving `GRPC` → else
  *    NOT_FOUND; credentials from metadata `authorization: Bearer <key|JWT>` or `x-api-key` →
@@ -80,6 +82,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     });
     server.addService(A2AService, this.implementation());
     this.health.addToServer(server);
+    if (!addReflection(server)) this.log.warn('gRPC server reflection off: libs/a2a/proto/a2a.proto is not shipped beside the app');
     const host = this.config.HOST;
     const target = `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${this.config.GRPC_PORT}`;
     this.port = await new Promise<number>((resolve, reject) =>
