@@ -25,6 +25,7 @@ import { A2AAdmission, type PresentedCredentials } from '../a2a/a2a-admission.js
 import { configuredBaseUrl } from '../a2a/a2a-http.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { addReflection } from './grpc-reflection.js';
+import { GrpcCallLimits, type Refusal } from './grpc-limits.js';
 
 /** The service name health checks report on (besides the server-wide `""`). */
 export const A2A_GRPC_SERVICE = 'lf.a2a.v1.A2AService';
@@ -61,6 +62,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly streams = new Set<AbortController>();
   /** The bound port once listening (GRPC_PORT=0 picks a free one). */
   port: number | null = null;
+  private readonly limits: GrpcCallLimits;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -69,7 +71,9 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly endpoint: GrpcEndpoint,
     private readonly metrics: Metrics,
     private readonly slots: SseHeartbeat,
-  ) {}
+  ) {
+    this.limits = new GrpcCallLimits(config);
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     if (this.config.GRPC_PORT === undefined || this.server) return;
@@ -134,7 +138,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     const started = performance.now();
     let code: GrpcCodeName = 'OK';
     try {
-      const { agent, ctx } = await this.admit(call.request, call.metadata);
+      const { agent, ctx } = await this.admitLimited(call.request, call.metadata, call.getPeer());
       const response = await this.binding.unary(agent, key, call.request, ctx);
       call.sendMetadata(responseMetadata(ctx));
       callback(null, response);
@@ -157,7 +161,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     let release: (() => void) | null = null;
     let iterator: AsyncIterator<unknown> | undefined;
     try {
-      const { agent, ctx } = await this.admit(call.request, call.metadata, ac.signal);
+      const { agent, ctx } = await this.admitLimited(call.request, call.metadata, call.getPeer(), ac.signal);
       release = this.slots.reserve(callerKeyOf(call.metadata, call.getPeer()));
       if (!release) throw new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with last-event-id');
       iterator = (await this.binding.stream(agent, key, call.request, ctx))[Symbol.asyncIterator]();
@@ -187,6 +191,28 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
       release?.();
       await iterator?.return?.().catch(() => undefined);
       this.record(key, code, started);
+    }
+  }
+
+  /**
+   * `admit` under the HTTP edge's limits (GrpcCallLimits): a call over a rate limit, or failing
+   * authentication past its address's budget, is refused with RESOURCE_EXHAUSTED (`retry-after` in
+   * the trailers); a valid credential is never refused for its address's failures.
+   */
+  private async admitLimited(request: { tenant?: string }, md: grpc.Metadata, peer: string, signal?: AbortSignal): Promise<{ agent: ResolvedA2AAgent; ctx: A2AGrpcCall }> {
+    const address = addressOf(peer);
+    const presented = first(md, 'x-api-key') ?? first(md, 'authorization');
+    const prefix = credentialsOf(md).apiKey ? /^aaas_([A-Za-z0-9]{8})_/.exec(credentialsOf(md).apiKey!)?.[1] : undefined;
+    const refused = this.limits.admit(address, presented, prefix);
+    if (refused) throw new LimitExceeded(refused);
+    try {
+      return await this.admit(request, md, signal);
+    } catch (e) {
+      if (toA2AError(e).type === 'Unauthenticated') {
+        const past = this.limits.failedAuthentication(address, presented);
+        if (past) throw new LimitExceeded(past);
+      }
+      throw e;
     }
   }
 
@@ -226,6 +252,11 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** The gRPC status of a failed call; internal errors are logged (never sent). */
   private errorStatus(e: unknown): { status: grpc.ServerErrorResponse; codeName: GrpcCodeName } {
+    if (e instanceof LimitExceeded) {
+      const metadata = new grpc.Metadata();
+      metadata.set('retry-after', String(e.refusal.retryAfterSeconds));
+      return { status: Object.assign(new Error(e.message), { code: grpc.status.RESOURCE_EXHAUSTED, details: e.message, metadata }), codeName: 'RESOURCE_EXHAUSTED' };
+    }
     const err = toA2AError(e);
     if (err.unavailable) this.log.warn(`unavailable: ${err.message} (${describeCause(err.cause)})`);
     else if (err.type === 'InternalError') {
@@ -243,6 +274,18 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     this.metrics.grpcRequests.inc({ method, code });
     this.metrics.grpcDuration.observe({ method }, (performance.now() - started) / 1000);
   }
+}
+
+/** A call refused by GrpcCallLimits (RESOURCE_EXHAUSTED). */
+class LimitExceeded extends Error {
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message);
+  }
+}
+
+/** The client address of a grpc-js peer (`ipv4:1.2.3.4:5678`, `ipv6:[::1]:5678`). */
+function addressOf(peer: string): string {
+  return peer.replace(/^ipv[46]:/, '').replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
 }
 
 /** Credentials in metadata, read as the HTTP bindings read their headers (`x-api-key`, else a bearer). */
