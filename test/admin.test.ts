@@ -228,7 +228,8 @@ describe('admin API: publishing', () => {
     const orgId = (await root('GET', '/v1/organization')).body.id;
     await bindings.create(orgId, agent.id, {});
     await expect(bindings.create(orgId, agent.id, {})).rejects.toMatchObject({ code: 'binding.conflict' });
-    const badTransport = await root('PUT', `/v1/agents/${agent.id}/bindings/a2a`, { transports: ['GRPC'] });
+    // GRPC is a transport now (the gRPC binding); an unknown one is refused
+    const badTransport = await root('PUT', `/v1/agents/${agent.id}/bindings/a2a`, { transports: ['SOAP'] });
     expect(badTransport.status).toBe(422);
     expect(badTransport.body.error.details.issues[0].path).toBe('transports.0');
   });
