@@ -21,7 +21,7 @@ beforeAll(async () => {
   stack = await startStack({ worker: false, env: { GRPC_PORT: '0', RATE_LIMIT_AUTH_FAILURES_PER_IP: String(BUDGET) } });
   const agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'grpc-limited', transports: ['JSONRPC', 'GRPC'], security: { scheme: 'apiKey' } });
   key = (await adminRequest<{ key: string }>(stack.baseUrl, stack.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] })).body.key;
-  const card = await (await fetch(agent.cardUrl)).json();
+  const card = (await (await fetch(agent.cardUrl)).json()) as Parameters<ClientFactory["createFromAgentCard"]>[0];
   client = await new ClientFactory({ transports: [new GrpcTransportFactory()], preferredTransports: ['GRPC'] }).createFromAgentCard(card);
 });
 afterAll(async () => {
