@@ -10,7 +10,12 @@
  *   aaas runs tail <run-id> [--after <seq>] [--cursor-file <path>] [--interval <ms>] [--retry-for <s>]
  *                                                 print the run's events as they are appended, until it ends;
  *                                                 survives dropped connections, resumes from the cursor file
+ *   aaas runs get <run-id> [--events <n>]         state, agent, ages, open interactions, last events
+ *   aaas interactions list [--run <run-id>] [--open]
  *   aaas interactions answer <run-id> <interaction-id> (--text <t> | --option <id>) [--idempotency-key <k>]
+ *   aaas login [--key-stdin] | context list | context use <name>   saved URL + key (cli-config.ts)
+ *   aaas send <agent> <text> | chat <agent>       talk to an agent over A2A (a2a-chat.ts)
+ *   aaas completion bash|zsh | --version
  *   aaas keys list | keys create <name> --scope <s…> | keys revoke <id>
  *   aaas signing-keys list | signing-keys create [--alg ES256|EdDSA] | signing-keys retire <id>
  *   aaas secrets list | secrets create <name> [--from-env <VAR>] | secrets rotate <name> [--from-env <VAR>]
@@ -18,8 +23,8 @@
  *                                                 this shell with --from-env; never printed)
  *   aaas verify-card <card-url> [--trust <url-prefix>…] [--jwks <url-or-file>]
  *
- * Admin commands talk to the admin API at --url (AAAS_URL, default http://localhost:3000) with
- * --key (AAAS_API_KEY). Output is readable (tables, short sentences); `--json` prints the API's
+ * Admin commands talk to the admin API at --url (AAAS_URL, else the context's, default
+ * http://localhost:3000) with --key (AAAS_API_KEY, else the context's; see cli-config.ts). Output is readable (tables, short sentences); `--json` prints the API's
  * JSON instead (one JSON line per event for `runs tail`). Errors and progress go to stderr
  * (`aaas: <message>`).
  * Exit codes: 0 ok, 1 the check failed (e.g. no valid signature), 2 usage, network or API error.
@@ -30,8 +35,11 @@ import { importJWK, type JWK } from 'jose';
 import { verifyAgentCard } from '#libs/trust';
 import { AdminClient, ApiError, UsageError } from './admin-client.js';
 import { bindingBody, loadManifest, sameBinding, sameRevisionContent } from './manifest.js';
-import { short, statusText, table, when } from './output.js';
+import { ago, short, statusText, table } from './output.js';
+import { adminClient, registerSessionCommands } from './session-commands.js';
+import { packageVersion } from './version.js';
 import { tailRun } from './run-tail.js';
+import { generateWebhookSecret, initCommand } from './init-agent.js';
 
 const program = new Command('aaas')
   .description('A2A control plane command-line client')
@@ -40,12 +48,15 @@ const program = new Command('aaas')
   .exitOverride()
   .option('--json', 'print JSON for scripts (the API\'s answers; one line per event for runs tail)')
   .option('--url <url>', 'the service (default: AAAS_URL, else http://localhost:3000)')
-  .option('--key <api-key>', 'an API key of the organization (default: AAAS_API_KEY)');
+  .option('--key <api-key>', 'an API key of the organization (default: AAAS_API_KEY, else the context\'s)')
+  .option('--context <name>', 'use this saved login (aaas login; default: AAAS_CONTEXT, else the current one)')
+  .version(packageVersion(), '-V, --version', "print the CLI's version");
 
 interface GlobalOpts {
   json?: boolean;
   url?: string;
   key?: string;
+  context?: string;
 }
 
 const globals = () => program.opts<GlobalOpts>();
@@ -55,9 +66,9 @@ const err = (line: string) => console.error(line);
 /** `--json`: the value as indented JSON; else the readable text. */
 const emit = (value: unknown, readable: () => string) => out(json() ? JSON.stringify(value, null, 2) : readable());
 
+/** The admin API at the URL and key of this invocation: flags > AAAS_URL / AAAS_API_KEY > the saved context. */
 function client(): AdminClient {
-  const o = globals();
-  return new AdminClient({ baseUrl: o.url ?? process.env.AAAS_URL ?? 'http://localhost:3000', key: o.key ?? process.env.AAAS_API_KEY });
+  return adminClient({ globals, out, err, emit });
 }
 
 const seg = (s: string) => encodeURIComponent(s);
@@ -177,12 +188,16 @@ program
       changes.push('revision');
     }
     let path: string | null = agent.binding?.path ?? null;
+    let warnings: string[] = [];
     if (o.force || !sameBinding(m, agent.binding)) {
-      path = (await c.call('PUT', `${agentPath}/bindings/a2a`, bindingBody(m))).path ?? path;
+      const bound = await c.call('PUT', `${agentPath}/bindings/a2a`, bindingBody(m));
+      path = bound.path ?? path;
+      warnings = Array.isArray(bound.warnings) ? bound.warnings : [];
       changes.push('binding');
     }
+    for (const w of warnings) err(`aaas: warning: ${w}`);
     const others = changes.filter((x) => x !== 'revision').map((x) => (x === 'agent' ? 'agent created' : x));
-    emit({ agent: m.slug, revision: { id: revision.id, number: revision.number }, binding: path, unchanged: changes.length === 0, changes }, () => {
+    emit({ agent: m.slug, revision: { id: revision.id, number: revision.number }, binding: path, unchanged: changes.length === 0, changes, warnings }, () => {
       const at = path ? `; A2A at ${path}` : '';
       if (changes.length === 0) return `agent ${m.slug}: unchanged (revision ${revision.number} is active)`;
       if (!changes.includes('revision')) return `agent ${m.slug}: updated ${others.join(', ')} (revision ${revision.number} is still active)${at}`;
@@ -225,7 +240,7 @@ runs
     if (json()) return out(JSON.stringify(r, null, 2));
     if (r.runs.length === 0) return out('no runs');
     const slugs = new Map((await c.call<{ agents: Array<{ id: string; slug: string }> }>('GET', '/v1/agents')).agents.map((a) => [a.id, a.slug]));
-    out(table(['ID', 'AGENT', 'STATUS', 'UPDATED'], r.runs.map((x) => [x.id, slugs.get(x.agentId) ?? x.agentId, statusText(x.status, x.blockedReason), when(x.updatedAt)])));
+    out(table(['ID', 'AGENT', 'STATUS', 'UPDATED'], r.runs.map((x) => [x.id, slugs.get(x.agentId) ?? x.agentId, statusText(x.status, x.blockedReason), ago(x.updatedAt)])));
     if (r.nextCursor) out(`more: aaas runs list --cursor ${r.nextCursor}`);
   });
 runs
@@ -284,7 +299,7 @@ keys
     out(
       table(
         ['ID', 'NAME', 'SCOPES', ...(lastUsed ? ['LAST USED'] : []), 'CREATED', 'REVOKED'],
-        r.apiKeys.map((k) => [k.id, short(k.name, 40), k.scopes.join(','), ...(lastUsed ? [when(k.lastUsedAt) ?? 'never'] : []), when(k.createdAt), when(k.revokedAt)]),
+        r.apiKeys.map((k) => [k.id, short(k.name, 40), k.scopes.join(','), ...(lastUsed ? [ago(k.lastUsedAt) ?? 'never'] : []), ago(k.createdAt), ago(k.revokedAt)]),
       ),
     );
   });
@@ -315,7 +330,7 @@ signing
     const r = await client().call<{ signingKeys: Array<{ id: string; kid: string; alg: string; status: string; createdAt: string; retiredAt: string | null }> }>('GET', '/v1/signing-keys');
     if (json()) return out(JSON.stringify(r, null, 2));
     if (r.signingKeys.length === 0) return out('no signing keys');
-    out(table(['ID', 'KID', 'ALG', 'STATUS', 'CREATED', 'RETIRED'], r.signingKeys.map((k) => [k.id, k.kid, k.alg, k.status, when(k.createdAt), when(k.retiredAt)])));
+    out(table(['ID', 'KID', 'ALG', 'STATUS', 'CREATED', 'RETIRED'], r.signingKeys.map((k) => [k.id, k.kid, k.alg, k.status, ago(k.createdAt), ago(k.retiredAt)])));
   });
 signing
   .command('create')
@@ -369,16 +384,21 @@ secrets
     const r = await client().call<{ runtimeSecrets: RuntimeSecretView[] }>('GET', '/v1/runtime-secrets');
     if (json()) return out(JSON.stringify(r, null, 2));
     if (r.runtimeSecrets.length === 0) return out('no runtime secrets');
-    out(table(['NAME', 'VERSION', 'CREATED', 'UPDATED'], r.runtimeSecrets.map((s) => [s.name, String(s.version), when(s.createdAt), when(s.updatedAt)])));
+    out(table(['NAME', 'VERSION', 'CREATED', 'UPDATED'], r.runtimeSecrets.map((s) => [s.name, String(s.version), ago(s.createdAt), ago(s.updatedAt)])));
   });
 secrets
   .command('create')
-  .description('store a new secret (the value from stdin, or --from-env)')
+  .description('store a new secret (the value from stdin, or --from-env, or --generate)')
   .argument('<name>')
   .option('--from-env <VAR>', 'take the value from this variable of the shell instead of stdin')
-  .action(async (name: string, o: { fromEnv?: string }) => {
-    const s = await client().call<RuntimeSecretView>('POST', '/v1/runtime-secrets', { name, value: await secretValue(o.fromEnv) });
-    emit(s, () => `runtime secret "${s.name}" created (version ${s.version}). Reference it from a revision's runtime as "secret": "${s.name}" (a2a: "credentials": { "secret": "${s.name}" }).`);
+  .option('--generate', 'generate a Standard Webhooks key (whsec_ + 32 random bytes, base64) and print it this once, for your http runtime backend')
+  .action(async (name: string, o: { fromEnv?: string; generate?: boolean }) => {
+    if (o.generate && o.fromEnv !== undefined) throw new UsageError('give --generate or --from-env, not both');
+    const value = o.generate ? generateWebhookSecret() : await secretValue(o.fromEnv);
+    const s = await client().call<RuntimeSecretView>('POST', '/v1/runtime-secrets', { name, value });
+    const ref = `Reference it from a revision's runtime as "secret": "${s.name}"`;
+    if (o.generate) return emit({ ...s, value }, () => [`runtime secret "${s.name}" created (version ${s.version}). ${ref}.`, 'Its value, shown only this once — give it to your backend (AAAS_WEBHOOK_SECRET):', '', `  ${value}`, ''].join('\n'));
+    emit(s, () => `runtime secret "${s.name}" created (version ${s.version}). ${ref} (a2a: "credentials": { "secret": "${s.name}" }).`);
   });
 secrets
   .command('rotate')
@@ -397,6 +417,9 @@ secrets
     await client().call('DELETE', `/v1/runtime-secrets/${seg(name)}`);
     emit({ name, deleted: true }, () => `runtime secret "${name}" deleted.`);
   });
+
+registerSessionCommands(program, { globals, out, err, emit });
+initCommand(program, out);
 
 program.parseAsync().catch((e: unknown) => {
   // commander has already printed its own message (usage errors) or the help (exit 0)

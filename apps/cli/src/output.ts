@@ -10,11 +10,31 @@ export function table(headers: string[], rows: Array<Array<string | number | nul
   return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
 
-/** An ISO timestamp as `YYYY-MM-DD HH:MM:SS` (UTC), or the input when it is not one. */
-export function when(iso: string | null | undefined): string | null {
+const RELATIVE = new Intl.RelativeTimeFormat('en', { numeric: 'auto' });
+const UNITS: Array<[Intl.RelativeTimeFormatUnit, number]> = [
+  ['year', 365 * 86_400_000],
+  ['month', 30 * 86_400_000],
+  ['week', 7 * 86_400_000],
+  ['day', 86_400_000],
+  ['hour', 3_600_000],
+  ['minute', 60_000],
+  ['second', 1_000],
+];
+
+/**
+ * An ISO timestamp relative to `now` (ms since the epoch) in words — "3 minutes ago", "in 2 hours",
+ * "yesterday", "now" — in the largest whole unit, by `Intl.RelativeTimeFormat`; null for no time, the
+ * input when it is not a time.
+ */
+export function ago(iso: string | null | undefined, now = Date.now()): string | null {
   if (!iso) return null;
-  const m = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})/.exec(iso);
-  return m ? `${m[1]} ${m[2]}` : iso;
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  const diff = t - now;
+  for (const [unit, ms] of UNITS) {
+    if (Math.abs(diff) >= ms || unit === 'second') return RELATIVE.format(Math.trunc(diff / ms), unit);
+  }
+  return iso;
 }
 
 /** A string cut to `max` code points, on one line. */
@@ -52,8 +72,17 @@ export function statusText(status: string, blockedReason?: string | null): strin
   return `${status}${blocked(blockedReason)}`;
 }
 
-/** One event of a run's log as `#<sequence> <type> <summary>`. */
-export function eventLine(e: { sequence: number; event: { type: string; payload: any } }): string {
+/** The command answering an interaction: `--option <first option>` for a confirmation with options, else `--text '<answer>'`. */
+export function answerCommand(runId: string, interactionId: string, options?: ReadonlyArray<{ id: string }>): string {
+  const how = options?.length ? `--option ${options[0]!.id}` : "--text '<answer>'";
+  return `aaas interactions answer ${runId} ${interactionId} ${how}`;
+}
+
+/**
+ * One event of a run's log as `#<sequence> <type> <summary>`. With `runId`, an
+ * `interaction.requested` line ends with its interaction id and the command answering it.
+ */
+export function eventLine(e: { sequence: number; event: { type: string; payload: any } }, runId?: string): string {
   const p = e.event.payload ?? {};
   const msg = (m: { role?: string; parts?: PartLike[] } | undefined) => (m?.parts ? partsText(m.parts) : '');
   let summary: string;
@@ -76,6 +105,10 @@ export function eventLine(e: { sequence: number; event: { type: string; payload:
       summary = [`${p.kind}${p.blocking === false ? ' (non-blocking)' : ''}`, p.title ? `"${short(String(p.title))}"` : '', msg(p.message), p.options?.length ? `options: ${p.options.map((o: { id: string }) => o.id).join(', ')}` : '']
         .filter(Boolean)
         .join(' ');
+      if (typeof p.interactionId === 'string') {
+        summary += ` [id ${p.interactionId}]`;
+        if (runId !== undefined) summary += ` — answer: ${answerCommand(runId, p.interactionId, p.options)}`;
+      }
       break;
     case 'interaction.responded':
       summary = [p.decision, p.optionId ? `option ${p.optionId}` : '', msg(p.message)].filter(Boolean).join(' ');

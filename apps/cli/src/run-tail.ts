@@ -80,7 +80,7 @@ export async function tailRun(o: TailOptions): Promise<void> {
       let printed = 0;
       for (const e of page.events) {
         if (e.sequence <= after) continue;
-        o.out(o.json ? JSON.stringify({ sequence: e.sequence, type: e.event.type, payload: e.event.payload }) : eventLine(e));
+        o.out(o.json ? JSON.stringify({ sequence: e.sequence, type: e.event.type, payload: e.event.payload }) : eventLine(e, o.runId));
         after = e.sequence;
         printed++;
       }

@@ -172,6 +172,14 @@ export const A2ABindingSchema = z.object({
 });
 export type A2ABindingResponse = z.infer<typeof A2ABindingSchema>;
 
+/**
+ * PUT /v1/agents/{agent}/bindings/a2a: the binding, with `warnings` — sentences for the operator
+ * about settings they may not have meant ([] when none; an open binding, security `none`, warns
+ * that anyone who can reach the service can call the agent).
+ */
+export const PutA2ABindingResponseSchema = A2ABindingSchema.extend({ warnings: z.array(z.string()) });
+export type PutA2ABindingResponse = z.infer<typeof PutA2ABindingResponseSchema>;
+
 export const AgentSchema = z.object({
   id: z.uuid(),
   slug: z.string(),
@@ -316,6 +324,22 @@ export const InteractionSchema = z.object({
   closedAt: IsoDate.nullable(),
 });
 export type InteractionResponse = z.infer<typeof InteractionSchema>;
+
+/** GET /v1/interactions: the organization's InteractionRequests across runs, newest first. */
+export const ListInteractionsQuerySchema = z.strictObject({
+  /** Only this run's. */
+  runId: z.uuid().optional(),
+  /** Only those in this status (`open`: still waiting for an answer). */
+  status: z.enum(['open', 'resolved', 'rejected', 'expired', 'canceled']).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+});
+export type ListInteractionsQuery = z.infer<typeof ListInteractionsQuerySchema>;
+
+export const InteractionListSchema = z.object({
+  /** Newest first; each with the run it belongs to. */
+  interactions: z.array(InteractionSchema.extend({ runId: z.uuid() })),
+});
+export type InteractionListResponse = z.infer<typeof InteractionListSchema>;
 
 /** A RunLink seen from one end: the other run's id, agent and current status. */
 export const RunLinkSchema = z.object({

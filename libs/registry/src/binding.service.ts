@@ -24,6 +24,15 @@ export const DEFAULT_A2A_BINDING: A2ABindingFields = {
   enabled: true,
 };
 
+/** The warning of an open binding (security `none`), as the admin API's binding PUT returns it. */
+export const OPEN_BINDING_WARNING =
+  'security is "none": anyone who can reach the service can call this agent (no API key or token is checked); set security to apiKey or jwt to restrict it';
+
+/** Warnings about a binding's settings (see BindingService.put), [] when none. */
+export function bindingWarnings(binding: Pick<A2ABinding, 'security' | 'enabled'>): string[] {
+  return binding.enabled && binding.security.scheme === 'none' ? [OPEN_BINDING_WARNING] : [];
+}
+
 /** Mount path of an agent's A2A endpoints. */
 export function a2aBindingPath(orgSlug: string, agentSlug: string): string {
   return `/a2a/${orgSlug}/${agentSlug}`;
@@ -69,9 +78,16 @@ export class BindingService {
 
   /**
    * Create the binding, or replace every field of the existing one (omitted fields go back to
-   * their defaults). `created` says which happened.
+   * their defaults). `created` says which happened; `warnings` (sentences for the operator, [] when
+   * none) say what the caller may not have meant — today: an open binding (security `none`, also
+   * the default) lets anyone who can reach the service call the agent.
    */
-  async put(orgId: string, agentRef: string, input: A2ABindingInput): Promise<{ binding: A2ABinding; created: boolean }> {
+  async put(orgId: string, agentRef: string, input: A2ABindingInput): Promise<{ binding: A2ABinding; created: boolean; warnings: string[] }> {
+    const { binding, created } = await this.replace(orgId, agentRef, input);
+    return { binding, created, warnings: bindingWarnings(binding) };
+  }
+
+  private async replace(orgId: string, agentRef: string, input: A2ABindingInput): Promise<{ binding: A2ABinding; created: boolean }> {
     if (input.extensions) this.extensions?.validate(input.extensions, 'extensions');
     const agent = await this.agents.get(orgId, agentRef);
     const fields = { ...DEFAULT_A2A_BINDING, ...defined(input) };

@@ -7,7 +7,7 @@ export { AgentDirectory } from './agent-directory.js';
 export { AgentService } from './agent.service.js';
 export { ApiKeyService, AUTH_CACHE_TTL_MS, AUTH_CACHE_MAX_ENTRIES, canInvokeA2A, hasScope } from './api-key.service.js';
 export { API_KEY_PATTERN, parseApiKey } from './api-key.js';
-export { BindingService, DEFAULT_A2A_BINDING, a2aBindingPath, type A2ABindingInput } from './binding.service.js';
+export { BindingService, DEFAULT_A2A_BINDING, OPEN_BINDING_WARNING, a2aBindingPath, bindingWarnings, type A2ABindingInput } from './binding.service.js';
 export { BOOTSTRAP_KEY_SCOPES } from './bootstrap.service.js';
 export { NEW_ORG_ADMIN_SCOPES, OrganizationService } from './organization.service.js';
 export { RevisionService } from './revision.service.js';

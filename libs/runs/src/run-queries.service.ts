@@ -74,6 +74,11 @@ export class RunQueries {
     return this.runs.interactions(orgId, runId, interactionId);
   }
 
+  /** The organization's InteractionRequests across runs, newest first (see RunRepository.listInteractions). */
+  listInteractions(orgId: string, filter: { runId?: string; status?: string; limit: number }): Promise<InteractionRecord[]> {
+    return this.runs.listInteractions(orgId, filter);
+  }
+
   /** A run's RunLinks: its children and its parents, each with the other run's current status. */
   links(orgId: string, runId: string): Promise<{ children: RunLinkRecord[]; parents: RunLinkRecord[] }> {
     return this.runs.links(orgId, runId);

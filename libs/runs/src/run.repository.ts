@@ -472,6 +472,25 @@ export class RunRepository {
     );
   }
 
+  /**
+   * The organization's InteractionRequests across runs, newest first (by creation, then id), at
+   * most `limit`; only those of `runId` / with `status` when given. An id that is not a UUID matches
+   * nothing.
+   */
+  async listInteractions(orgId: string, f: { runId?: string; status?: string; limit: number }): Promise<InteractionRecord[]> {
+    if (f.runId !== undefined && !isUuid(f.runId)) return [];
+    return this.db.query<InteractionRecord>(
+      `SELECT id, run_id AS "runId", kind, blocking, blocked_reason AS "blockedReason", status, request, response,
+              to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "expiresAt", sequence,
+              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
+              to_char(resolved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "closedAt"
+         FROM interaction_requests
+        WHERE org_id = $1 AND ($2::uuid IS NULL OR run_id = $2::uuid) AND ($3::text IS NULL OR status = $3::text)
+        ORDER BY created_at DESC, id DESC LIMIT $4`,
+      [orgId, f.runId ?? null, f.status ?? null, f.limit],
+    );
+  }
+
   /** Open interactions whose `expiresAt` passed, across orgs (sweeper candidates), oldest first. */
   async expiredInteractions(limit: number): Promise<Array<{ id: string; orgId: string; runId: string }>> {
     return this.db.query(

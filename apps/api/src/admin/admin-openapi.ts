@@ -10,6 +10,7 @@ import {
   contractJsonSchemas,
   type OpenApiSchema,
 } from '#libs/contracts';
+import { OPEN_BINDING_WARNING } from '#libs/registry';
 
 /**
  * OpenAPI of the admin API (`/v1`): security schemes, the zod → JSON Schema conversion with the
@@ -340,7 +341,8 @@ export const ADMIN_EXAMPLES = {
       },
       open: { summary: 'Open to anyone who can reach it', value: { security: { scheme: 'none' } } },
     },
-    response: BINDING,
+    response: { ...BINDING, warnings: [] },
+    openResponse: { ...BINDING, security: { scheme: 'none' }, warnings: [OPEN_BINDING_WARNING] },
   },
   patchBinding: {
     request: { disable: { summary: 'Take the agent offline', value: { enabled: false } } },
@@ -375,6 +377,7 @@ export const ADMIN_EXAMPLES = {
     ],
   },
   runEvents: RUN_EVENTS,
+  interactions: { interactions: [{ ...INTERACTION, runId: RUN_ID, status: 'open', response: null, closedAt: null }] },
   createSigningKey: {
     request: { eddsa: { summary: 'An Ed25519 key', value: { alg: 'EdDSA' } }, es256: { summary: 'A P-256 key', value: { alg: 'ES256' } } },
     response: SIGNING_KEY,

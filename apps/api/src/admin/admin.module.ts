@@ -9,6 +9,7 @@ import { ApiKeysController } from './api-keys.controller.js';
 import { BindingsController } from './bindings.controller.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
+import { InteractionsController } from './interactions.controller.js';
 import { OrganizationsController } from './organizations.controller.js';
 import { RevisionsController } from './revisions.controller.js';
 import { RunsController } from './runs.controller.js';
@@ -16,6 +17,7 @@ import { RunLiveController } from './run-live.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { SigningKeysController } from './signing-keys.controller.js';
 import { RuntimeSecretsController } from './runtime-secrets.controller.js';
+import { HttpRuntimeSchemaController } from './http-runtime-schema.controller.js';
 import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 
 /**
@@ -25,7 +27,7 @@ import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
  */
 @Module({
   imports: [RegistryModule, RunsModule, PushModule],
-  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, RunLiveController, SigningKeysController, RuntimeSecretsController],
+  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, InteractionsController, RunLiveController, SigningKeysController, RuntimeSecretsController, HttpRuntimeSchemaController],
   providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor, SseHeartbeat],
 })
 export class AdminModule {}

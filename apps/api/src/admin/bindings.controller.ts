@@ -1,7 +1,16 @@
 import { Body, Controller, Get, Param, Patch, Put, Res, UseGuards, UseInterceptors, UsePipes } from '@nestjs/common';
 import { ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
-import { A2ABindingSchema, PatchA2ABindingSchema, PutA2ABindingSchema, type A2ABindingResponse, type PatchA2ABinding, type PutA2ABinding } from '#libs/contracts';
+import {
+  A2ABindingSchema,
+  PatchA2ABindingSchema,
+  PutA2ABindingResponseSchema,
+  PutA2ABindingSchema,
+  type A2ABindingResponse,
+  type PatchA2ABinding,
+  type PutA2ABinding,
+  type PutA2ABindingResponse,
+} from '#libs/contracts';
 import { BindingService, type Principal } from '#libs/registry';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toBindingResponse } from './admin.mappers.js';
@@ -20,9 +29,9 @@ export class BindingsController {
   constructor(private readonly bindings: BindingService) {}
 
   @Put()
-  @ApiOperation({ summary: 'Create or replace the A2A binding (path /a2a/<org>/<agent>; omitted fields take defaults)' })
-  @ApiResponse({ status: 201, description: 'Created', standardSchema: A2ABindingSchema, example: ADMIN_EXAMPLES.putBinding.response })
-  @ApiResponse({ status: 200, description: 'Replaced', standardSchema: A2ABindingSchema, example: ADMIN_EXAMPLES.putBinding.response })
+  @ApiOperation({ summary: 'Create or replace the A2A binding (path /a2a/<org>/<agent>; omitted fields take defaults); `warnings` flags an open binding (security none)' })
+  @ApiResponse({ status: 201, description: 'Created', standardSchema: PutA2ABindingResponseSchema, example: ADMIN_EXAMPLES.putBinding.response })
+  @ApiResponse({ status: 200, description: 'Replaced', standardSchema: PutA2ABindingResponseSchema, example: ADMIN_EXAMPLES.putBinding.openResponse })
   @RequestExamples(ADMIN_EXAMPLES.putBinding.request)
   @AdminRoute(400, 404, 409, 422)
   async put(
@@ -30,10 +39,10 @@ export class BindingsController {
     @Param('agent') agentRef: string,
     @Body({ schema: PutA2ABindingSchema }) body: PutA2ABinding,
     @Res({ passthrough: true }) reply: FastifyReply,
-  ): Promise<A2ABindingResponse> {
-    const { binding, created } = await this.bindings.put(principal.orgId, agentRef, body);
+  ): Promise<PutA2ABindingResponse> {
+    const { binding, created, warnings } = await this.bindings.put(principal.orgId, agentRef, body);
     void reply.status(created ? 201 : 200);
-    return toBindingResponse(binding);
+    return { ...toBindingResponse(binding), warnings };
   }
 
   @Patch()
