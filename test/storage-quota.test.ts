@@ -203,7 +203,14 @@ describe('storage quotas', () => {
     expect((await admin('POST', `/v1/runs/${asked.id}/interactions/${interactionId}/responses`, { text: 'monday' })).status).toBe(200);
     const end = await storedState();
     expect(end.runs).toBe(withRetried.runs + 3);
-    expect((await admin('GET', '/v1/organization/usage', undefined, orgAdminKey)).body.storedBytes).toBe(end.bytes);
+    // the usage route tells what the runs hold (the worker may still be appending the agent's answers:
+    // compare two reads of the same moment, once the log has settled)
+    await expect
+      .poll(async () => {
+        const usage = (await admin('GET', '/v1/organization/usage', undefined, orgAdminKey)).body.storedBytes;
+        return usage === (await storedState()).bytes && usage >= end.bytes;
+      }, { timeout: 10_000, interval: 200 })
+      .toBe(true);
 
     for (const t of [held, small, original, ...again]) await rpc.cancelTask({ tenant: '', id: t.id, metadata: undefined });
   });
