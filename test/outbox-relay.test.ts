@@ -120,8 +120,10 @@ describe('outbox: two API instances relaying one outbox', () => {
       expect(events.map((e) => e.event.type)).toEqual(['run.created', 'message.added', 'run.status_changed', 'message.added', 'run.status_changed']);
     }
     expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM run_dispatches WHERE run_id = ANY($1::uuid[])', [ids]))[0]!.n)).toBe(0);
+    // jobs carry batches (and deferred parts of batches), so their number is not the runs': what
+    // counts is above (each run executed once, its dispatch claimed) and that no job failed
     const counts = await stack.api.get(RunExecutionQueue).queue.getJobCounts('completed', 'failed');
-    expect(counts.completed).toBe(N);
+    expect(counts.completed).toBeGreaterThan(0);
     expect(counts.failed).toBe(0);
   });
 });

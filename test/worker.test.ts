@@ -89,7 +89,7 @@ describe('worker executes runs from BullMQ', () => {
     const settled = await runs.waitUntilSettled(seed.orgId, run.id, 10_000);
     expect(settled.status).toBe('completed');
     const job = await stack.api.get(RunExecutionQueue).queue.getJob(RunExecutionQueue.jobId(run.id, 2));
-    expect(job?.data.context).toBeUndefined();
+    expect((job?.data.dispatches[0]?.job as { context?: unknown }).context).toBeUndefined();
     const view = await runs.view(seed.orgId, run.id);
     expect(view.history.map((m) => m.parts[0]!.text!.length)).toEqual([40_000, 40_000]);
   });
@@ -102,7 +102,7 @@ describe('worker executes runs from BullMQ', () => {
     await expect.poll(async () => (await runs.getRun(seed.orgId, again.run.id))!.status, { timeout: 10_000 }).toBe('working');
     await runs.cancelRun(seed.orgId, again.run.id);
     const before = (await runs.readEvents(seed.orgId, again.run.id, 0)).length;
-    // a duplicate delivery of the original job (as if BullMQ handed it out again)
+    // a duplicate delivery of the original job (as if BullMQ handed it out again): its dispatch was claimed
     const job = await stack.api.get(RunExecutionQueue).queue.getJob(RunExecutionQueue.jobId(again.run.id, 2));
     await processor.process({ data: job!.data });
     const after = await runs.readEvents(seed.orgId, again.run.id, 0);
@@ -127,18 +127,24 @@ describe('worker executes runs from BullMQ', () => {
 });
 
 describe('lost executions', () => {
-  it('the sweeper fails a run whose job is gone, and leaves held runs with a live job alone', async () => {
+  it('a job gone before any worker claimed it is enqueued again and runs; a claimed execution that left nothing is failed; held runs are left alone', async () => {
     const stack = await startStack({ worker: false, env: { RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000', EXECUTION_HEARTBEAT_MS: '400' } });
     try {
       const runs = runsOf(stack.api);
-      const seed = await seedAgent(stack.api.get(DatabaseService), RULES);
+      const db = stack.api.get(DatabaseService);
+      const seed = await seedAgent(db, RULES);
       const mk = (text: string) =>
         runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
-      const lost = (await mk('lost')).run;
-      // the job vanishes (e.g. Redis lost it) before any worker saw it: once relayed, it is removed
+      // two jobs vanish (e.g. Redis lost them) before any worker saw them: once relayed, they are removed
       const queue = stack.api.get(RunExecutionQueue).queue;
-      await expect.poll(async () => Boolean(await queue.getJob(RunExecutionQueue.jobId(lost.id, 2))), { timeout: 5_000 }).toBe(true);
-      await queue.remove(RunExecutionQueue.jobId(lost.id, 2));
+      const requeued = (await mk('lost')).run;
+      const lost = (await mk('gone')).run;
+      for (const r of [requeued, lost]) {
+        await expect.poll(async () => Boolean(await queue.getJob(RunExecutionQueue.jobId(r.id, 2))), { timeout: 5_000 }).toBe(true);
+        await queue.remove(RunExecutionQueue.jobId(r.id, 2));
+      }
+      // the second one's dispatch had been claimed, as by a worker that died before it wrote anything
+      await db.query('DELETE FROM run_dispatches WHERE run_id = $1', [lost.id]);
       const held = (await mk('hold this')).run;
 
       const worker = await createWorkerApp({ ...stack.env, RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000', EXECUTION_HEARTBEAT_MS: '400' });
@@ -148,6 +154,9 @@ describe('lost executions', () => {
         const failed = await worker.get(RunSweeper).sweep();
         expect(failed).toContain(lost.id);
         expect(failed).not.toContain(held.id);
+        expect(failed).not.toContain(requeued.id);
+        // the unclaimed dispatch is enqueued again by the relay once the queue has nothing waiting
+        expect((await runs.waitUntilSettled(seed.orgId, requeued.id, 15_000)).status).toBe('completed');
         const lostNow = await runs.view(seed.orgId, lost.id);
         expect(lostNow.run.status).toBe('failed');
         expect((await runs.getRun(seed.orgId, held.id))!.status).toBe('working');

@@ -1,24 +1,26 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy } from '@nestjs/common';
-import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
-import { RUN_EXECUTION_QUEUE, type RunExecuteJob } from '#libs/contracts';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { RUN_EXECUTION_QUEUE, RunExecuteBatchSchema, type RunDispatchItem, type RunExecuteBatch, type RunExecuteJob } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { ExecutionDeferred, ExecutionError, RunExecutor, bullConnection } from '#libs/execution';
+import { ExecutionError, RunExecutor, bullConnection, type ExecutionWrapper, type RunExecutionJob } from '#libs/execution';
 import { ATTR, flushTracing, isTracing, withSpan, type SpanOptions } from '#libs/telemetry';
 
 /**
- * BullMQ wiring for `run.execute`: hand each job's payload to RunExecutor and map its errors
- * (not retryable → UnrecoverableError). Stalled jobs (dead worker) are not replayed
- * (`maxStalledCount: 0`): replaying a runtime would duplicate its output, so the executor's
- * lost-run policy fails the run instead.
+ * BullMQ wiring for `run.execute-batch`: hand each job's dispatches to RunExecutor.executeBatch
+ * and map its errors (not retryable → UnrecoverableError). Stalled jobs (dead worker) are not
+ * replayed (`maxStalledCount: 0`): replaying a runtime would duplicate its output; the executor
+ * requeues the dispatches that never started and hands the others to the lost-run policy.
+ * A job enqueued by an earlier version (one `run.execute` payload, id `<runId>-<sequence>`) is
+ * a batch of one.
  *
- * Traces: each job runs in a `run.execute` span (kind consumer) whose parent is the `run.dispatch`
- * span the job carries (`trace`, written with the outbox row), so the execution and its appends
- * continue the trace of the request that dispatched it.
+ * Traces: each dispatch runs in a `run.execute` span (kind consumer) whose parent is the
+ * `run.dispatch` span the dispatch carries (`trace`, written with the outbox row), so the
+ * execution and its appends continue the trace of the request that dispatched it.
  */
 @Injectable()
 export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   private readonly log = new Logger(RunExecutionProcessor.name);
-  private worker?: Worker<RunExecuteJob>;
+  private worker?: Worker<RunExecuteBatch>;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -26,15 +28,19 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
   ) {}
 
   onApplicationBootstrap(): void {
-    this.worker = new Worker<RunExecuteJob>(RUN_EXECUTION_QUEUE, (job, token) => this.process(job, token), {
+    this.worker = new Worker<RunExecuteBatch>(RUN_EXECUTION_QUEUE, (job) => this.process(job), {
       connection: bullConnection(this.config.REDIS_URL),
       prefix: this.config.REDIS_PREFIX,
-      concurrency: this.config.WORKER_CONCURRENCY,
+      // a batch job stays active while its executions run (at most WORKER_CONCURRENCY in all, the
+      // executor's own bound); the spare jobs take new batches meanwhile, so those that must wait
+      // go back to the queue in their turn instead of sitting unseen behind running ones
+      concurrency: this.config.WORKER_CONCURRENCY * 2,
       maxStalledCount: 0,
     });
     this.worker.on('failed', (job, err) => {
-      // a stalled job (its worker died) or any failure the executor did not settle: fail the run (no-op when ended)
-      if (job) void this.executor.lost(job.data, err.message);
+      // a stalled job (its worker died) or a batch that failed as a whole: unstarted dispatches go
+      // back to the queue, the others to the lost-run policy (a no-op for runs that ended)
+      if (job) void this.executor.lostBatch(dispatchesOf(job), err.message);
     });
     this.worker.on('error', (err) => this.log.warn(`worker: ${err.message}`));
   }
@@ -71,40 +77,30 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
   }
 
   /** Process one job as the BullMQ worker does (tests call it directly). */
-  async process(job: Pick<Job<RunExecuteJob>, 'data'> & Partial<Pick<Job<RunExecuteJob>, 'moveToDelayed'>> & { timestamp?: number; id?: string }, token?: string): Promise<void> {
-    // job ids are <runId>-<trigger sequence> (RunExecutionQueue.jobId)
-    const seq = job.id ? Number(job.id.slice(job.id.lastIndexOf('-') + 1)) : NaN;
-    const execute = () => this.executor.execute(job.data, { enqueuedAt: job.timestamp, triggerSequence: Number.isInteger(seq) ? seq : undefined });
+  async process(job: Pick<Job<RunExecuteBatch | RunExecuteJob>, 'data'> & { timestamp?: number; id?: string }): Promise<void> {
     try {
-      // a deferral is not a failure of the span: it is returned through it and thrown after
-      const deferred = isTracing()
-        ? await withSpan('run.execute', executeSpan(job), async (span) => {
-            try {
-              await execute();
-              return null;
-            } catch (e) {
-              if (!(e instanceof ExecutionDeferred)) throw e;
-              span?.setAttribute('aaas.deferred_ms', e.delayMs);
-              return e;
-            }
-          })
-        : await execute();
-      if (deferred) throw deferred;
+      await this.executor.executeBatch(dispatchesOf(job), { enqueuedAt: job.timestamp, around: isTracing() ? traced : undefined });
     } catch (e) {
-      // the tenant is at its concurrency limit: back to the queue, delayed, without an attempt used
-      if (e instanceof ExecutionDeferred && job.moveToDelayed && token) {
-        await job.moveToDelayed(Date.now() + e.delayMs, token);
-        throw new DelayedError();
-      }
       if (e instanceof ExecutionError && !e.retryable) throw new UnrecoverableError(e.message);
       throw e;
     }
   }
 }
 
-/** The `run.execute` span of a job: a child of the dispatch it carries, with the run's ids. */
-function executeSpan(job: { data: RunExecuteJob; id?: string }): SpanOptions {
-  const { data } = job;
+/** The dispatches of a job: a batch, or (a job of an earlier version) one payload whose id names its trigger. */
+function dispatchesOf(job: { data: unknown; id?: string }): RunExecutionJob[] {
+  const batch = RunExecuteBatchSchema.safeParse(job.data);
+  if (batch.success) return batch.data.dispatches.map((d: RunDispatchItem) => d as RunExecutionJob);
+  // job ids of single jobs are <runId>-<trigger sequence>
+  const seq = job.id ? Number(job.id.slice(job.id.lastIndexOf('-') + 1)) : NaN;
+  return [{ triggerSequence: Number.isInteger(seq) && seq > 0 ? seq : 1, job: job.data as RunExecuteJob }];
+}
+
+/** Each execution in its `run.execute` span, a child of the dispatch's. */
+const traced: ExecutionWrapper = (job, triggerSequence, run) => withSpan('run.execute', executeSpan(job, triggerSequence), () => run());
+
+/** The `run.execute` span of a dispatch: a child of the dispatch span it carries, with the run's ids. */
+function executeSpan(data: RunExecuteJob, triggerSequence: number): SpanOptions {
   return {
     kind: 'consumer',
     parent: data.trace,
@@ -116,7 +112,7 @@ function executeSpan(job: { data: RunExecuteJob; id?: string }): SpanOptions {
       'messaging.system': 'bullmq',
       'messaging.operation.type': 'process',
       'messaging.destination.name': RUN_EXECUTION_QUEUE,
-      ...(job.id ? { 'messaging.message.id': job.id } : {}),
+      'messaging.message.id': `${data.runId}-${triggerSequence}`,
     },
   };
 }

@@ -148,6 +148,13 @@ export const ConfigSchema = z.object({
   OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(1_000),
   /** Outbox relay: dispatches moved to BullMQ per batch (one addBulk). */
   OUTBOX_RELAY_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
+  /**
+   * Outbox relay: a dispatch still unclaimed this long (ms) after it was enqueued is enqueued again
+   * (the worker's claim makes the copy harmless). Sooner when the queue has nothing waiting.
+   */
+  OUTBOX_REDELIVER_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  /** Dispatches per BullMQ job (`run.execute-batch`): a worker takes them together. */
+  DISPATCH_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
   /** Worker: serve Prometheus metrics at http://WORKER_METRICS_HOST:<port>/metrics (unset: off). */
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   WORKER_METRICS_HOST: z.string().default('127.0.0.1'),

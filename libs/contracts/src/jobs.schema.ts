@@ -42,3 +42,27 @@ export const RUN_EXECUTE_JOB = 'run.execute';
 
 /** Largest input message (JSON bytes) carried inside a job; larger ones are read by the worker. */
 export const JOB_INLINE_INPUT_MAX_BYTES = 16 * 1024;
+
+/**
+ * One dispatch inside a batch job: the outbox row it came from (`id`, absent for jobs enqueued
+ * without one), the sequence of its trigger, when it was first enqueued (ms since the epoch: its
+ * place in its organization's line) and its `run.execute` payload (parsed per dispatch).
+ */
+export const RunDispatchItemSchema = z.object({
+  id: z.string().regex(/^\d{1,20}$/).optional(),
+  triggerSequence: z.int().min(1),
+  enqueuedAt: z.number().optional(),
+  job: z.unknown(),
+});
+export type RunDispatchItem = z.infer<typeof RunDispatchItemSchema>;
+
+/**
+ * Job `run.execute-batch`: the dispatches the relay handed over together (one BullMQ job per
+ * batch, at most DISPATCH_BATCH_MAX). The worker takes them together (one fairness round trip, one
+ * claim statement) and executes the admitted ones concurrently; the rest go back delayed.
+ */
+export const RunExecuteBatchSchema = z.object({
+  dispatches: z.array(RunDispatchItemSchema).min(1).max(1000),
+});
+export type RunExecuteBatch = z.infer<typeof RunExecuteBatchSchema>;
+export const RUN_EXECUTE_BATCH_JOB = 'run.execute-batch';

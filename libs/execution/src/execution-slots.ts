@@ -71,14 +71,183 @@ keep()
 return 1`;
 
 /*
- * Give a slot back. KEYS: org running, agent running, all running, org's waiting line, active
- * orgs. ARGV: executionId, orgId. An org with nothing running or waiting stops counting as active
- * at once (the others' shares grow back).
+ * Take slots for a batch of new executions, in one round trip (the renewals of running ones use
+ * ACQUIRE). Items are given in enqueue order.
+ * KEYS: 1 all running, 2 active orgs, 3 live workers, then per item i (from 4 + 4(i-1)): org
+ *       running, agent running, org's waiting line, org's waiting line last seen.
+ * ARGV: 1 now, 2 slot expiresAt, 3 orgMax, 4 agentMax, 5 key ttl ms, 6 this worker's member,
+ *       7 when a waiting member that stopped coming back is dropped, 8 grants at most (the
+ *       worker's own room: items past it only take their place in their org's line), then per
+ *       item i (from 9 + 5(i-1)): executionId, orgId, agentId, waiting member ('' = not ordered),
+ *       enqueue time.
+ * The rules are ACQUIRE's, with one difference that keeps a busy organization from convoying: the
+ * oldest members of an org's line that are in this batch may start together, up to `room` (how
+ * many more the org may run now) and up to the first one that is not here or must wait — not only
+ * the single oldest. Each key is read and written once per batch (variadic ZADD /
+ * ZREM), so the cost is per batch, not per execution. Returns one 1 (granted) or 0 (wait) per item.
  */
-const RELEASE = `
-for i = 1, 3 do redis.call('ZREM', KEYS[i], ARGV[1]) end
-if redis.call('ZCARD', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[4]) == 0 then redis.call('ZREM', KEYS[5], ARGV[2]) end
+const ACQUIRE_BATCH = `
+local now = tonumber(ARGV[1])
+local exp = ARGV[2]
+local orgMax = tonumber(ARGV[3])
+local agentMax = tonumber(ARGV[4])
+local ttl = ARGV[5]
+local n = (#KEYS - 3) / 4
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZADD', KEYS[3], exp, ARGV[6])
+local slots = 0
+for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do slots = slots + (tonumber(string.match(w, '|(%d+)$')) or 0) end
+local reserve = 0
+if slots >= 2 then reserve = math.max(1, math.floor(slots / 10)) end
+local total = redis.call('ZCARD', KEYS[1])
+local orgs, agents, orgOrder, agentOrder = {}, {}, {}, {}
+for i = 1, n do
+  local k = 3 + (i - 1) * 4
+  local a = 8 + (i - 1) * 5
+  local ok = KEYS[k + 1]
+  if not orgs[ok] then
+    orgs[ok] = { id = ARGV[a + 2], line = KEYS[k + 3], seen = KEYS[k + 4], add = {}, seenAdd = {}, granted = {}, leave = {}, present = {} }
+    table.insert(orgOrder, ok)
+  end
+  local o = orgs[ok]
+  if ARGV[a + 4] ~= '' and orgMax ~= 0 then
+    o.present[ARGV[a + 4]] = i
+    table.insert(o.add, ARGV[a + 5]); table.insert(o.add, ARGV[a + 4])
+    table.insert(o.seenAdd, ARGV[7]); table.insert(o.seenAdd, ARGV[a + 4])
+  end
+  local ak = KEYS[k + 2]
+  if not agents[ak] then
+    agents[ak] = { granted = {} }
+    table.insert(agentOrder, ak)
+  end
+end
+if orgMax ~= 0 then
+  local ids = {}
+  for _, ok in ipairs(orgOrder) do table.insert(ids, exp); table.insert(ids, orgs[ok].id) end
+  redis.call('ZADD', KEYS[2], unpack(ids))
+end
+for _, ok in ipairs(orgOrder) do
+  local o = orgs[ok]
+  redis.call('ZREMRANGEBYSCORE', ok, '-inf', now)
+  o.running = redis.call('ZCARD', ok)
+  if orgMax ~= 0 then
+    local gone = redis.call('ZRANGEBYSCORE', o.seen, '-inf', now, 'LIMIT', 0, 100)
+    if #gone > 0 then
+      redis.call('ZREM', o.line, unpack(gone))
+      redis.call('ZREM', o.seen, unpack(gone))
+    end
+    if #o.add > 0 then
+      redis.call('ZADD', o.line, 'NX', unpack(o.add))
+      redis.call('ZADD', o.seen, unpack(o.seenAdd))
+    end
+  end
+end
+for _, ak in ipairs(agentOrder) do
+  redis.call('ZREMRANGEBYSCORE', ak, '-inf', now)
+  agents[ak].running = redis.call('ZCARD', ak)
+end
+local cap = 0
+if orgMax ~= 0 then
+  cap = math.max(1, math.floor(slots / math.max(1, redis.call('ZCARD', KEYS[2]))))
+  if orgMax > 0 and orgMax < cap then cap = orgMax end
+end
+local out = {}
+for i = 1, n do out[i] = 0 end
+local all = {}
+local budget = tonumber(ARGV[8])
+local function grant(i)
+  local k = 3 + (i - 1) * 4
+  local a = 8 + (i - 1) * 5
+  local o = orgs[KEYS[k + 1]]
+  local ag = agents[KEYS[k + 2]]
+  if budget <= 0 or (agentMax > 0 and ag.running >= agentMax) then return false end
+  if orgMax ~= 0 and not (o.running < cap and (total < slots - reserve or (o.running == 0 and total < slots))) then return false end
+  budget = budget - 1
+  o.running = o.running + 1
+  ag.running = ag.running + 1
+  total = total + 1
+  table.insert(o.granted, exp); table.insert(o.granted, ARGV[a + 1])
+  table.insert(ag.granted, exp); table.insert(ag.granted, ARGV[a + 1])
+  table.insert(all, exp); table.insert(all, ARGV[a + 1])
+  out[i] = 1
+  return true
+end
+-- ordered executions: per org, in line order, the oldest members that are in this batch, up to
+-- the org's room and up to the first one that is not here (it waits elsewhere and comes back soon)
+-- or must wait: nobody passes an earlier member
+if orgMax ~= 0 then
+  for _, ok in ipairs(orgOrder) do
+    local o = orgs[ok]
+    local room = cap - o.running
+    if room > 0 then
+      for _, m in ipairs(redis.call('ZRANGE', o.line, 0, room - 1)) do
+        local i = o.present[m]
+        if not i or not grant(i) then break end
+        table.insert(o.leave, m)
+      end
+    end
+  end
+end
+-- executions not ordered within their org
+for i = 1, n do
+  local a = 8 + (i - 1) * 5
+  if ARGV[a + 4] == '' or orgMax == 0 then grant(i) end
+end
+if #all > 0 then redis.call('ZADD', KEYS[1], unpack(all)) end
+for _, ok in ipairs(orgOrder) do
+  local o = orgs[ok]
+  if #o.granted > 0 then redis.call('ZADD', ok, unpack(o.granted)) end
+  if #o.leave > 0 then
+    redis.call('ZREM', o.line, unpack(o.leave))
+    redis.call('ZREM', o.seen, unpack(o.leave))
+  end
+  redis.call('PEXPIRE', ok, ttl)
+  if orgMax ~= 0 then
+    redis.call('PEXPIRE', o.line, ttl)
+    redis.call('PEXPIRE', o.seen, ttl)
+  end
+end
+for _, ak in ipairs(agentOrder) do
+  if #agents[ak].granted > 0 then redis.call('ZADD', ak, unpack(agents[ak].granted)) end
+  redis.call('PEXPIRE', ak, ttl)
+end
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
+return out`;
+
+/*
+ * Give slots back, for several executions at once. KEYS: all running, active orgs, then per item
+ * i (from 3 + 3(i-1)): org running, agent running, org's waiting line. ARGV per item i (from
+ * 1 + 2(i-1)): executionId, orgId. An org with nothing running or waiting stops counting as
+ * active at once (the others' shares grow back).
+ */
+const RELEASE_BATCH = `
+local n = (#KEYS - 2) / 3
+local byKey, order, all = {}, {}, {}
+for i = 1, n do
+  local k = 2 + (i - 1) * 3
+  local e = ARGV[1 + (i - 1) * 2]
+  table.insert(all, e)
+  for j = 1, 2 do
+    local key = KEYS[k + j]
+    if not byKey[key] then byKey[key] = {}; table.insert(order, key) end
+    table.insert(byKey[key], e)
+  end
+end
+redis.call('ZREM', KEYS[1], unpack(all))
+for _, key in ipairs(order) do redis.call('ZREM', key, unpack(byKey[key])) end
+local done = {}
+for i = 1, n do
+  local k = 2 + (i - 1) * 3
+  local org = ARGV[2 + (i - 1) * 2]
+  if not done[org] then
+    done[org] = true
+    if redis.call('ZCARD', KEYS[k + 1]) == 0 and redis.call('ZCARD', KEYS[k + 3]) == 0 then redis.call('ZREM', KEYS[2], org) end
+  end
+end
 return 1`;
+
 
 /** Where an execution stands in its organization's line: its job, and when that was enqueued (ms). */
 export interface SlotTicket {
@@ -89,8 +258,18 @@ export interface SlotTicket {
 
 type SlotCommands = {
   aaasAcquireSlot(...a: Array<string | number>): Promise<number>;
-  aaasReleaseSlot(...a: Array<string | number>): Promise<number>;
+  aaasAcquireSlots(...a: Array<string | number>): Promise<number[]>;
+  aaasReleaseSlots(...a: Array<string | number>): Promise<number>;
 };
+
+/** A new execution asking for a slot (`acquireBatch`). */
+export interface SlotRequest {
+  orgId: string;
+  agentId: string;
+  executionId: string;
+  /** Its place in its organization's line (absent: not ordered). */
+  ticket?: SlotTicket;
+}
 
 /**
  * Fair execution across every worker and any number of tenants. An organization runs at most
@@ -101,9 +280,9 @@ type SlotCommands = {
  * least one) is kept for organizations with nothing running, so a newcomer starts within a
  * deferral even while busy tenants fill the rest; as busy tenants' executions end, their shares
  * shrink to make room. An execution over its limit does not hold a worker slot: it is deferred
- * (back to the queue) and waits in its organization's line, which admits only its oldest
- * execution, so one organization's runs start in enqueue order (a job that stops coming back leaves the
- * line after a while). One Lua script, one round trip, per take or renewal.
+ * (back to the queue) and waits in its organization's line, which admits its oldest executions
+ * only (those of one batch together, never one that passes an earlier one), so one organization's
+ * runs start in enqueue order (a dispatch that stops coming back leaves the line after a while). One Lua script, one round trip, per batch of new executions or per renewal.
  *
  * Slots live in Redis sorted sets, expire on their own (a dead worker's slots free themselves
  * after `ttlMs`) and are renewed by the execution's heartbeat. While Redis cannot answer, slots
@@ -124,7 +303,8 @@ export class ExecutionSlots implements OnApplicationShutdown {
     this.redis = new Redis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 1_000, lazyConnect: false });
     this.redis.on('error', () => undefined);
     this.redis.defineCommand('aaasAcquireSlot', { numberOfKeys: 7, lua: ACQUIRE });
-    this.redis.defineCommand('aaasReleaseSlot', { numberOfKeys: 5, lua: RELEASE });
+    this.redis.defineCommand('aaasAcquireSlots', { lua: ACQUIRE_BATCH });
+    this.redis.defineCommand('aaasReleaseSlots', { lua: RELEASE_BATCH });
     this.prefix = `${config.REDIS_PREFIX}:exec`;
     const half = Math.max(1, Math.ceil(config.WORKER_CONCURRENCY / 2));
     this.maxPerOrg = config.EXECUTION_MAX_PER_ORG ?? -1;
@@ -170,6 +350,34 @@ export class ExecutionSlots implements OnApplicationShutdown {
   }
 
   /**
+   * Take slots for new executions in one round trip, until now + `ttlMs` (ms); `requests` in
+   * enqueue order, at most `maxGrants` granted (the caller's own room; the others still take their
+   * place in their org's line). One boolean per request: false means the caller's room is used up,
+   * its org or agent is at its limit, or earlier executions of its org wait first (the oldest of
+   * an org's line that fit start together); the caller defers it and comes back with the same
+   * ticket. Fails open (the first `maxGrants` granted) when Redis cannot answer.
+   */
+  async acquireBatch(requests: readonly SlotRequest[], ttlMs: number, maxGrants = requests.length): Promise<boolean[]> {
+    if (requests.length === 0) return [];
+    if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return requests.map((_, i) => i < maxGrants);
+    const now = Date.now();
+    const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`, `${this.prefix}:workers`];
+    const args: Array<string | number> = [now, now + ttlMs, this.maxPerOrg, this.maxPerAgent, ttlMs * 4, this.worker, now + ttlMs * 2, maxGrants];
+    for (const r of requests) {
+      const [org, agent, , line, seen] = this.keys(r.orgId, r.agentId);
+      keys.push(org!, agent!, line!, seen!);
+      args.push(r.executionId, r.orgId, r.agentId, r.ticket?.member ?? '', r.ticket?.enqueuedAt ?? now);
+    }
+    try {
+      const out = await (this.redis as unknown as SlotCommands).aaasAcquireSlots(keys.length, ...keys, ...args);
+      return requests.map((_, i) => out[i] === 1);
+    } catch (e) {
+      this.log.debug?.(`slot check skipped (Redis): ${e instanceof Error ? e.message : String(e)}`);
+      return requests.map((_, i) => i < maxGrants);
+    }
+  }
+
+  /**
    * Take a job out of its organization's line without running it (its execution found nothing to
    * do): the org's later runs need not wait for it to expire. Fire-and-forget.
    */
@@ -179,22 +387,31 @@ export class ExecutionSlots implements OnApplicationShutdown {
     this.redis.pipeline().zrem(line!, member).zrem(seen!, member).exec().catch(() => undefined);
   }
 
-  /** Give the slot back (fire-and-forget; an unreleased slot expires on its own). */
+  /**
+   * Give the slot back (fire-and-forget; an unreleased slot expires on its own). The slots given
+   * back in one event-loop turn go out together (one round trip).
+   */
   release(orgId: string, agentId: string, executionId: string): void {
     if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return;
-    const [org, agent, all, line, , orgs] = this.keys(orgId, agentId);
-    (this.redis as unknown as SlotCommands).aaasReleaseSlot(org!, agent!, all!, line!, orgs!, executionId, orgId).catch(() => undefined);
+    this.releasing.push({ orgId, agentId, executionId });
+    if (this.releasing.length > 1) return;
+    setImmediate(() => {
+      const all = this.releasing.splice(0);
+      for (let i = 0; i < all.length; i += 500) {
+        const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`];
+        const args: string[] = [];
+        for (const r of all.slice(i, i + 500)) {
+          const [org, agent, , line] = this.keys(r.orgId, r.agentId);
+          keys.push(org!, agent!, line!);
+          args.push(r.executionId, r.orgId);
+        }
+        (this.redis as unknown as SlotCommands).aaasReleaseSlots(keys.length, ...keys, ...args).catch(() => undefined);
+      }
+    });
   }
+  private releasing: Array<{ orgId: string; agentId: string; executionId: string }> = [];
 
   onApplicationShutdown(): void {
     this.redis.disconnect();
-  }
-}
-
-/** An execution that must wait for its tenant's slot: the transport re-delivers it after `delayMs`. */
-export class ExecutionDeferred extends Error {
-  constructor(readonly delayMs: number) {
-    super(`execution deferred for ${delayMs} ms (tenant at its concurrency limit)`);
-    this.name = 'ExecutionDeferred';
   }
 }

@@ -4,10 +4,10 @@
  * cache, cancellation, the batching RuntimeContext, the lost-run policy) and the sweeper.
  */
 export { ExecutionModule, SweeperModule } from './execution.module.js';
-export { RunExecutor, ExecutionError } from './run-executor.js';
+export { RunExecutor, ExecutionError, type ExecutionWrapper } from './run-executor.js';
 export { RunSweeper } from './run-sweeper.js';
 export { LostExecutionPolicy, MAX_RESUMPTIONS } from './lost-execution.policy.js';
-export { ExecutionDeferred, ExecutionSlots } from './execution-slots.js';
+export { ExecutionSlots, type SlotRequest } from './execution-slots.js';
 export { BatchingRuntimeContext } from './batching-runtime-context.js';
 /** BullMQ connection options, for the transport that feeds the executor (re-exported from libs/runs). */
-export { bullConnection } from '#libs/runs';
+export { bullConnection, type RunExecutionJob } from '#libs/runs';

@@ -3,17 +3,33 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError, isDependencyUnavailable } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
-import { RunNotifier, RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
+import { DispatchRelay, RunNotifier, RunQueries, RuntimeOperations, isTerminal, type RunExecutionJob } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
 import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
-import { ExecutionDeferred, ExecutionSlots } from './execution-slots.js';
+import { ExecutionSlots, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
 import { randomUUID } from 'node:crypto';
 
 /** Messages of the thread a runtime sees at most (RuntimeContext.history). */
 const HISTORY_LIMIT = 100;
+
+/**
+ * How a transport wraps one execution (e.g. in its span): call `run` and return its outcome.
+ * `triggerSequence` is the sequence of the dispatch's trigger.
+ */
+export type ExecutionWrapper = (job: RunExecuteJob, triggerSequence: number, run: () => Promise<void>) => Promise<void>;
+
+/** A dispatch of a batch, ready to ask for a slot: parsed, its run's identity and input known. */
+interface Prepared {
+  item: RunExecutionJob;
+  job: RunExecuteJob;
+  run: { threadId: string; agentId: string; revisionId: string };
+  input: CanonicalMessage;
+  ticket: SlotTicket;
+  executionId: string;
+}
 
 /**
  * Why an execution did not complete, for the transport to map (BullMQ: `UnrecoverableError`
@@ -55,6 +71,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly heartbeatMs: number;
   /** EXECUTION_OUTAGE_RETRY_MS: how long a database call of an execution is retried while the database is unreachable. */
   private readonly outageMs: number;
+  /** WORKER_CONCURRENCY: executions this process runs at once, at most. */
+  private readonly concurrency: number;
+  /** Executions admitted and not ended (a slot held), in this process. */
+  private admitted = 0;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -65,9 +85,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly metrics: Metrics,
     private readonly slots: ExecutionSlots,
     private readonly lostPolicy: LostExecutionPolicy,
+    private readonly relay: DispatchRelay,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
     this.outageMs = config.EXECUTION_OUTAGE_RETRY_MS;
+    this.concurrency = config.WORKER_CONCURRENCY;
   }
 
   /** A read (or idempotent write) of an execution, retried while the database is unreachable. */
@@ -103,61 +125,124 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * Execute one `run.execute` payload. Resolves when the runtime has nothing more to do for now.
-   * Errors: `ExecutionError` (retryable or not); the run has been failed when it applies.
+   * Execute a batch of dispatches (a `run.execute-batch` job's items, in enqueue order). Resolves
+   * when every admitted execution has nothing more to do for now. Per batch, not per run: one
+   * fairness round trip (ExecutionSlots.acquireBatch) and one claim statement (the outbox rows of
+   * the dispatches it runs or drops are deleted: a dispatch delivered twice runs once). The
+   * dispatches that cannot start yet (this worker is full, or their org or agent is at its limit)
+   * go back to the queue delayed, as one job, keeping their place in their org's line.
+   * Each admitted dispatch runs concurrently, in `opts.around` (the transport's span) when given;
+   * one that fails is failed or handed to the lost-run policy on its own, the others go on.
+   * Errors: `ExecutionError` (not retryable) when every dispatch of the batch was invalid.
    */
-  async execute(payload: unknown, opts: { enqueuedAt?: number; triggerSequence?: number } = {}): Promise<void> {
-    const t0 = process.hrtime.bigint();
-    if (opts.enqueuedAt) this.metrics.jobWait.observe(Math.max(0, Date.now() - opts.enqueuedAt) / 1000);
-    let outcome = 'ok';
+  async executeBatch(items: readonly RunExecutionJob[], opts: { enqueuedAt?: number; around?: ExecutionWrapper } = {}): Promise<void> {
+    const now = Date.now();
+    const invalid: ExecutionError[] = [];
+    const drop: string[] = [];
+    // 1. parse; the job usually carries the run's identity and input, otherwise read them (one query)
+    const prepared = (
+      await Promise.all(
+        items.map(async (item): Promise<Prepared | null> => {
+          const enqueuedAt = item.enqueuedAt ?? opts.enqueuedAt ?? now;
+          const parsed = RunExecuteJobSchema.safeParse(item.job);
+          if (!parsed.success) {
+            const e = new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
+            invalid.push(e);
+            this.metrics.executions.inc({ outcome: 'invalid' });
+            if (item.id) drop.push(item.id);
+            // its span says so too (as far as the payload names a run)
+            await opts.around?.(item.job as RunExecuteJob, item.triggerSequence, () => Promise.reject(e)).catch(() => undefined);
+            return null;
+          }
+          const job = parsed.data;
+          this.metrics.jobWait.observe(Math.max(0, now - enqueuedAt) / 1000);
+          const ticket: SlotTicket = { member: `${job.runId}-${item.triggerSequence}`, enqueuedAt };
+          const base = { item, job, ticket, executionId: randomUUID() };
+          if (job.context) {
+            const { input, ...run } = job.context;
+            return { ...base, run, input };
+          }
+          const found = await this.durable(() => this.queries.executionInput(job.orgId, job.runId, job.inputMessageId ?? null));
+          if (!found || isTerminal(found.run.status)) {
+            this.slots.leaveLine(job.orgId, ticket.member);
+            if (item.id) drop.push(item.id);
+            return null;
+          }
+          if (!found.message) {
+            invalid.push(new ExecutionError(`run ${job.runId}: input message ${job.inputMessageId ?? '(newest)'} not found`, false));
+            this.metrics.executions.inc({ outcome: 'invalid' });
+            if (item.id) drop.push(item.id);
+            return null;
+          }
+          return { ...base, run: found.run, input: found.message };
+        }),
+      )
+    )
+      .filter((p): p is Prepared => p !== null)
+      // enqueue order: the order of each organization's line
+      .sort((a, b) => a.ticket.enqueuedAt - b.ticket.enqueuedAt);
+
+    // 2. admission: this worker's room, then the fair share (one round trip for the batch)
+    const slotTtl = this.heartbeatMs * 1.5;
+    // (all of them ask, so that those past this worker's room still take their place in their org's line)
+    const room = this.stopping ? 0 : Math.max(0, this.concurrency - this.admitted);
+    const granted = await this.slots.acquireBatch(
+      prepared.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
+      slotTtl,
+      room,
+    );
+    const admitted = prepared.filter((_, i) => granted[i]);
+    const deferred = prepared.filter((_, i) => !granted[i]);
+    this.admitted += admitted.length;
+    let started = false;
     try {
-      await this.executeParsed(payload, opts.triggerSequence ?? null, opts.enqueuedAt);
-    } catch (e) {
-      outcome = e instanceof ExecutionDeferred ? 'deferred' : e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
-      throw e;
+      // 3. claim what runs (and what was dropped): one statement
+      const ids = [...admitted.flatMap((p) => (p.item.id ? [p.item.id] : [])), ...drop];
+      const claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Set<string>();
+      const runs = admitted.filter((p) => !p.item.id || claimed.has(p.item.id));
+      for (const p of admitted) {
+        if (p.item.id && !claimed.has(p.item.id)) {
+          // delivered twice: the other delivery claimed it
+          this.admitted--;
+          this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
+        }
+      }
+      // 4. the rest waits its turn: back to the queue, retried soon (jittered: a slot usually frees
+      // within one short execution)
+      if (deferred.length > 0) {
+        this.metrics.executions.inc({ outcome: 'deferred' }, deferred.length);
+        await this.relay.requeue(deferred.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), 50 + Math.floor(Math.random() * 100)).catch((e: unknown) => {
+          this.log.warn(`deferring ${deferred.length} dispatch(es) failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
+        });
+      }
+      started = true;
+      // 5. run the admitted ones together
+      await Promise.all(runs.map((p) => this.runOne(p, slotTtl, opts.around)));
     } finally {
-      this.metrics.executions.inc({ outcome });
-      this.metrics.executionDuration.observe(Metrics.since(t0));
+      if (!started) {
+        for (const p of admitted) this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
+        this.admitted -= admitted.length;
+      }
     }
+    if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
   }
 
-  private async executeParsed(payload: unknown, triggerSequence: number | null, enqueuedAt: number | undefined): Promise<void> {
-    const parsed = RunExecuteJobSchema.safeParse(payload);
-    if (!parsed.success) throw new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
-    const job: RunExecuteJob = parsed.data;
-    const { orgId, runId } = job;
-    const inputMessageId = job.inputMessageId ?? null;
-
-    // the job usually carries the run's identity and input; otherwise read them (one query)
-    let run: { threadId: string; agentId: string; revisionId: string };
-    let input: CanonicalMessage;
-    if (job.context) {
-      ({ input, ...run } = job.context);
-    } else {
-      const found = await this.durable(() => this.queries.executionInput(orgId, runId, inputMessageId));
-      if (!found || isTerminal(found.run.status)) {
-        if (triggerSequence !== null) this.slots.leaveLine(orgId, `${runId}-${triggerSequence}`);
-        return;
-      }
-      if (!found.message) throw new ExecutionError(`run ${runId}: input message ${inputMessageId ?? '(newest)'} not found`, false);
-      run = found.run;
-      input = found.message;
-    }
-    // fairness: one tenant cannot take every slot; over its limit the execution waits its turn in
-    // its organization's line (by job: the same on every re-delivery). Taken first thing, before
-    // any await of its own, so executions reach the line in the order the queue hands them out.
-    const ticket = triggerSequence !== null ? { member: `${runId}-${triggerSequence}`, enqueuedAt: enqueuedAt ?? Date.now() } : undefined;
-    const executionId = randomUUID();
-    const slotTtl = this.heartbeatMs * 1.5;
-    if (!(await this.slots.acquire(orgId, run.agentId, executionId, slotTtl, ticket))) {
-      // retried soon (jittered): a slot usually frees within one short execution; 200-500 ms made
-      // the deferred executions the p99 of a busy agent's blocking SendMessage
-      throw new ExecutionDeferred(50 + Math.floor(Math.random() * 100));
-    }
+  /** One admitted execution: its metrics, its span, its failure handled alone; releases its slot. */
+  private async runOne(p: Prepared, slotTtl: number, around?: ExecutionWrapper): Promise<void> {
+    const t0 = process.hrtime.bigint();
+    let outcome = 'ok';
     try {
-      await this.executeHolding(job, run, input, triggerSequence, executionId, slotTtl);
+      const run = () => this.executeHolding(p.job, p.run, p.input, p.item.triggerSequence, p.executionId, slotTtl);
+      await (around ? around(p.job, p.item.triggerSequence, run) : run());
+    } catch (e) {
+      outcome = e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
+      // the run was failed already when the executor says so; anything else goes to the lost-run policy
+      if (!(e instanceof ExecutionError)) void this.lost(p.job, e instanceof Error ? e.message : String(e));
     } finally {
-      this.slots.release(orgId, run.agentId, executionId);
+      this.admitted--;
+      this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
+      this.metrics.executions.inc({ outcome });
+      this.metrics.executionDuration.observe(Metrics.since(t0));
     }
   }
 
@@ -342,5 +427,20 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (!parsed.success) return;
     this.log.warn(`run ${parsed.data.runId}: job failed: ${why}`);
     await this.lostPolicy.handle(parsed.data.orgId, parsed.data.runId, 'the execution was lost').catch(() => undefined);
+  }
+
+  /**
+   * The transport lost a batch (its worker died, or the batch failed as a whole): the dispatches
+   * nobody claimed never started, so they go back to the queue; the claimed ones were running (or
+   * ran) and go to `lost`. While the database cannot say which is which, nothing is decided here
+   * (the outbox relay and the sweepers decide later).
+   */
+  async lostBatch(items: readonly RunExecutionJob[], why: string): Promise<void> {
+    const ids = items.flatMap((i) => (i.id ? [i.id] : []));
+    const open = await this.relay.unclaimed(ids).catch(() => null);
+    if (!open) return;
+    const unstarted = items.filter((i) => i.id && open.has(i.id));
+    await this.relay.requeue(unstarted).catch(() => undefined);
+    for (const i of items) if (!(i.id && open.has(i.id))) await this.lost(i.job, why);
   }
 }

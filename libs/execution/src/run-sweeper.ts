@@ -1,28 +1,12 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError } from '#libs/common';
-import { CancelRunHandler, RunExecutionQueue, RunQueries, RuntimeOperations } from '#libs/runs';
+import { CancelRunHandler, RunQueries, RuntimeOperations } from '#libs/runs';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 
 /** Candidates read per query, and at most per sweep. */
 const PAGE = 100;
 const MAX_PER_SWEEP = 5_000;
-
-/** Longest a job-state read may take before the candidate is left for the next pass (ms). */
-const JOB_STATE_TIMEOUT_MS = 2_000;
-
-/** `p`'s value, or undefined when it takes longer than `ms` or fails. */
-async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([p.catch(() => undefined), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** BullMQ job states in which an execution is still going to happen. */
-const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
 
 /**
  * Fails runs whose execution was lost — or resumes them when their runtime is resumable
@@ -30,10 +14,10 @@ const QUEUED_JOB_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting
  * (a run waiting for an answer needs no execution) and whose dispatch is not waiting in the
  * outbox are considered:
  * - the execution lease for the run's current trigger expired (its executor died while running:
- *   detected within 2 × EXECUTION_HEARTBEAT_MS), unless the trigger's job is queued again;
- * - or the run has been unchanged for RUN_STALE_AFTER_MS with no lease for its current trigger,
- *   and that trigger's job is not queued (lost with Redis, failed because its worker died, or
- *   active in a dead worker that never renewed a lease).
+ *   detected within 2 × EXECUTION_HEARTBEAT_MS);
+ * - or the run has been unchanged for RUN_STALE_AFTER_MS with no live lease (its execution was
+ *   claimed by a worker that died before it wrote one). A dispatch not yet claimed is queued, not
+ *   lost: if its job is gone (Redis lost it), the outbox relay enqueues it again.
  * Each pass also expires open interactions past their `expiresAt` and finishes cancel cascades
  * (active children of canceled or failed parents).
  * Runs in every API process and every worker, every `RUN_SWEEP_INTERVAL_MS` (keep it at most half
@@ -51,7 +35,6 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly runs: RuntimeOperations,
     private readonly runRepo: RunQueries,
-    private readonly queue: RunExecutionQueue,
     private readonly cancel: CancelRunHandler,
     private readonly lost: LostExecutionPolicy,
   ) {}
@@ -83,16 +66,17 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
         after = { updatedAt: last.updatedAt, id: last.id };
       }
       for (const c of candidates) {
+        // a run whose dispatch is still in the outbox is queued (not a candidate): its execution
+        // has not started. Otherwise its execution was claimed by a worker; it is lost when that
+        // execution's lease expired, or when the run has not moved for RUN_STALE_AFTER_MS and no
+        // live lease says anything runs (a short execution, which writes no lease, ends well before)
         const trigger = await this.runRepo.lastTrigger(c.orgId, c.id);
-        const state = trigger !== null ? await withTimeout(this.queue.jobState(c.id, trigger), JOB_STATE_TIMEOUT_MS) : 'unknown';
-        // Redis too slow or down to say whether the job is queued: no verdict this pass
-        if (state === undefined || QUEUED_JOB_STATES.has(state)) continue;
         const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger;
         let why: string;
         if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
         // a live lease of an older trigger is a live execution too (an a2a follower while a later
         // message was only forwarded upstream): resuming beside it would record everything twice
-        else if (c.stale && !c.leaseLive) why = `the execution was lost (no live job: ${state})`;
+        else if (c.stale && !c.leaseLive) why = 'the execution was lost (no live execution)';
         else continue;
         // judged on the run as the candidate query saw it: one that moved since (the reads above can
         // take seconds during an outage) or now waits on its caller is left alone

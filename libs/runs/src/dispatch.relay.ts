@@ -27,18 +27,22 @@ export interface CommittedDispatch {
 
 /**
  * The outbox relay: moves run dispatches (`run_dispatches`, written in the same statement as the
- * run change that needs them) to BullMQ, idempotently (job id `<runId>-<trigger sequence>`), and
- * deletes them once enqueued. Two paths, both safe with any number of processes:
+ * run change that needs them) to BullMQ, DISPATCH_BATCH_MAX per job. A row stays until the worker
+ * that executes it claims it (deletes it, `claim`): a dispatch enqueued twice runs once, and a
+ * row's presence means its execution has not started (the lost-run sweeper leaves such runs
+ * alone). Two paths, both safe with any number of processes:
  *
  * - fast path: a command hands the dispatch it committed to `relay()`; the dispatches of one
- *   event-loop turn go out as one `addBulk`, then their rows are deleted by id. If Redis is down
- *   or slow, nothing waits: the rows stay for the safety net.
- * - safety net: every `OUTBOX_RELAY_INTERVAL_MS`, rows older than twice that (left by a failed
- *   fast path, a Redis outage or a process that died) are claimed with SKIP LOCKED in a
- *   transaction that commits their deletion only once they are enqueued.
+ *   event-loop turn go out as one `addBulk` (no database statement). If Redis is down or slow,
+ *   nothing waits: the rows stay for the safety net.
+ * - safety net: every `OUTBOX_RELAY_INTERVAL_MS`, rows nobody claimed are enqueued again — those
+ *   older than twice the interval when the queue has nothing waiting (their jobs are gone: Redis
+ *   lost them, or the fast path failed) or when this process's fast path failed since the last
+ *   pass, and otherwise those older than OUTBOX_REDELIVER_MS (a job lost while others queue) —
+ *   each at most once per OUTBOX_REDELIVER_MS.
  *
- * A dispatch both paths handle is enqueued once: BullMQ keeps the job id (completed jobs are
- * kept, see RunExecutionQueue). Nothing on a request path waits on Redis.
+ * Workers hand back the part of a batch they cannot run yet (`defer`) and the unstarted part of a
+ * batch whose worker died (`requeue`). Nothing on a request path waits on Redis.
  */
 @Injectable()
 export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
@@ -49,8 +53,11 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private sweeping = false;
   private stopped = false;
   private failures = 0;
+  /** The fast path failed since the last safety-net pass: its rows need not wait OUTBOX_REDELIVER_MS. */
+  private fastPathFailed = false;
   private readonly batch: number;
   private readonly intervalMs: number;
+  private readonly redeliverMs: number;
   private readonly enabled: boolean;
 
   constructor(
@@ -61,6 +68,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   ) {
     this.batch = config.OUTBOX_RELAY_BATCH;
     this.intervalMs = config.OUTBOX_RELAY_INTERVAL_MS;
+    this.redeliverMs = config.OUTBOX_REDELIVER_MS;
     this.enabled = config.OUTBOX_RELAY_ENABLED;
   }
 
@@ -93,28 +101,36 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.flushScheduled = false;
     const batch = this.pending;
     this.pending = [];
+    if (batch.length === 0) return;
     // Redis unavailable: leave the rows to the safety net rather than queue writes in memory
-    if (batch.length === 0 || !this.queue.ready()) return;
+    if (!this.queue.ready()) {
+      this.fastPathFailed = true;
+      return;
+    }
     try {
-      await withTimeout(this.queue.addBulk(batch.map(({ job, triggerSequence }): RunExecutionJob => ({ job, triggerSequence }))), ENQUEUE_TIMEOUT_MS, 'enqueue');
+      await withTimeout(this.queue.addBulk(batch.map(({ id, job, triggerSequence }): RunExecutionJob => ({ id, job, triggerSequence }))), ENQUEUE_TIMEOUT_MS, 'enqueue');
       this.metrics.dispatchesRelayed.inc({ path: 'fast' }, batch.length);
-      await this.outbox.deleteRelayed(batch.map((d) => d.id));
     } catch (e) {
+      this.fastPathFailed = true;
       this.failed(e);
     }
   }
 
   /**
-   * Safety net: relay rows older than twice the interval until none is left or Redis is
-   * unavailable. Resolves with how many were relayed.
+   * Safety net: enqueue again the rows nobody claimed (see the class) until none is left or Redis
+   * is unavailable. Resolves with how many were relayed.
    */
   async sweep(): Promise<number> {
     if (this.sweeping || this.stopped || !this.queue.ready()) return 0;
     this.sweeping = true;
     let moved = 0;
     try {
+      const idle = this.fastPathFailed || (await withTimeout(this.queue.waiting(), ENQUEUE_TIMEOUT_MS, 'queue counts')) === 0;
+      this.fastPathFailed = false;
       for (;;) {
-        const n = await this.outbox.claimOlderThan(2 * this.intervalMs, this.batch, (jobs) => withTimeout(this.queue.addBulk(jobs), ENQUEUE_TIMEOUT_MS, 'enqueue'));
+        const n = await this.outbox.relayable(this.batch, { minAgeMs: 2 * this.intervalMs, redeliverMs: this.redeliverMs, idle }, (jobs) =>
+          withTimeout(this.queue.addBulk(jobs, { fresh: true }), ENQUEUE_TIMEOUT_MS, 'enqueue'),
+        );
         moved += n;
         if (n > 0) this.metrics.dispatchesRelayed.inc({ path: 'sweep' }, n);
         if (this.failures > 0) this.log.log(`relaying dispatches again after ${this.failures} failed attempt(s)`);
@@ -122,11 +138,35 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
         if (n < this.batch || this.stopped) break;
       }
     } catch (e) {
+      this.fastPathFailed = true;
       this.failed(e);
     } finally {
       this.sweeping = false;
     }
     return moved;
+  }
+
+  /**
+   * A worker claims the dispatches it is about to execute (deletes their outbox rows, one
+   * statement): the ids returned are its to run; the others ran or run elsewhere.
+   */
+  claim(ids: readonly string[]): Promise<Set<string>> {
+    return this.outbox.claim(ids);
+  }
+
+  /** Which of `ids` nobody has claimed yet (their executions have not started). */
+  unclaimed(ids: readonly string[]): Promise<Set<string>> {
+    return this.outbox.unclaimed(ids);
+  }
+
+  /**
+   * Hand dispatches back to the queue (a worker that cannot run them yet: `delayMs` later; or the
+   * unstarted part of a batch whose worker died). Their rows stay unclaimed meanwhile, so the
+   * safety net enqueues them again if this fails.
+   */
+  async requeue(dispatches: readonly RunExecutionJob[], delayMs = 0): Promise<void> {
+    if (dispatches.length === 0) return;
+    await withTimeout(this.queue.addBulk(dispatches, delayMs > 0 ? { delayMs } : { fresh: true }), ENQUEUE_TIMEOUT_MS, 'enqueue');
   }
 
   private failed(e: unknown): void {

@@ -5,27 +5,35 @@ import type { RunExecutionJob } from './run-execution.queue.js';
 
 /**
  * The outbox table `run_dispatches` (rows are written only by the append path, in the statement
- * that creates or continues a run). Across orgs by design: the relay is a platform process.
+ * that creates or continues a run; deleted by the worker that claims them for execution). Across
+ * orgs by design: the relay and the workers are platform processes.
  */
 @Injectable()
 export class RunDispatchRepository {
   constructor(private readonly db: DatabaseService) {}
 
   /**
-   * Claim up to `limit` pending dispatches, oldest first, and hand them to `enqueue` inside one
-   * transaction: the rows are deleted, and the deletion commits only if `enqueue` resolves.
-   * Rows claimed by another relay are skipped (FOR UPDATE SKIP LOCKED), so concurrent relays never
-   * hand the same row over twice; a relay that dies mid-way releases its rows (rollback).
-   * Returns how many were handed over.
+   * The relay's safety net: hand up to `limit` dispatches that nobody has claimed to `enqueue`
+   * again, oldest first, inside one transaction that marks them (`relayed_at`) and commits only if
+   * `enqueue` resolves. A row qualifies when it is older than `minAgeMs` and was not handed over in
+   * the last `redeliverMs` (ms), and — unless `idle` (the queue has nothing waiting, so an
+   * unclaimed row's job is gone) — is itself older than `redeliverMs`. Rows locked by another relay
+   * are skipped (SKIP LOCKED). Re-enqueuing a row whose job still exists is harmless: the worker's
+   * claim runs a dispatch once. Returns how many were handed over.
    */
-  async claim(limit: number, enqueue: (jobs: RunExecutionJob[]) => Promise<void>): Promise<number> {
+  async relayable(limit: number, opts: { minAgeMs: number; redeliverMs: number; idle: boolean }, enqueue: (jobs: RunExecutionJob[]) => Promise<void>): Promise<number> {
     return this.db.transaction(async (q) => {
-      const rows = await q<{ triggerSequence: number; job: RunExecuteJob }>(
-        `DELETE FROM run_dispatches WHERE id IN (
-           SELECT id FROM run_dispatches ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING trigger_sequence AS "triggerSequence", job`,
-        [limit],
-        'outbox.claim',
+      const rows = await q<{ id: string; triggerSequence: number; job: RunExecuteJob; enqueuedAt: number }>(
+        `UPDATE run_dispatches SET relayed_at = now() WHERE id IN (
+           SELECT id FROM run_dispatches
+            WHERE created_at < now() - make_interval(secs => $2::double precision / 1000)
+              AND (relayed_at IS NULL OR relayed_at < now() - make_interval(secs => $3::double precision / 1000))
+              AND ($4::boolean OR created_at < now() - make_interval(secs => $3::double precision / 1000))
+            ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+         RETURNING id::text AS id, trigger_sequence AS "triggerSequence", job,
+                   (extract(epoch FROM created_at) * 1000)::float8 AS "enqueuedAt"`,
+        [limit, opts.minAgeMs, opts.redeliverMs, opts.idle],
+        'outbox.relayable',
       );
       if (rows.length > 0) await enqueue(rows);
       return rows.length;
@@ -33,30 +41,24 @@ export class RunDispatchRepository {
   }
 
   /**
-   * Claim like `claim`, but only rows older than `minAgeMs`: the relay's safety net, which leaves
-   * fresh rows to the fast path of the process that wrote them.
+   * A worker claims dispatches it is about to execute (or has found nothing to do for) by deleting
+   * their rows: the ids returned are its to run; an id not returned was claimed already (the same
+   * dispatch enqueued twice) or never existed. One statement for a whole batch.
    */
-  async claimOlderThan(minAgeMs: number, limit: number, enqueue: (jobs: RunExecutionJob[]) => Promise<void>): Promise<number> {
-    return this.db.transaction(async (q) => {
-      const rows = await q<{ triggerSequence: number; job: RunExecuteJob }>(
-        `DELETE FROM run_dispatches WHERE id IN (
-           SELECT id FROM run_dispatches WHERE created_at < now() - make_interval(secs => $2::double precision / 1000)
-            ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING trigger_sequence AS "triggerSequence", job`,
-        [limit, minAgeMs],
-        'outbox.claim_older',
-      );
-      if (rows.length > 0) await enqueue(rows);
-      return rows.length;
-    });
+  async claim(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.db.query<{ id: string }>('DELETE FROM run_dispatches WHERE id = ANY($1::bigint[]) RETURNING id::text AS id', [ids], 'outbox.claim');
+    return new Set(rows.map((r) => r.id));
   }
 
-  /** Delete dispatches the relay has enqueued (its fast path: it knew them from the commit). */
-  async deleteRelayed(ids: readonly string[]): Promise<void> {
-    await this.db.query('DELETE FROM run_dispatches WHERE id = ANY($1::bigint[])', [ids], 'outbox.delete_relayed');
+  /** Which of `ids` are still unclaimed (their execution has not started). */
+  async unclaimed(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.db.query<{ id: string }>('SELECT id::text AS id FROM run_dispatches WHERE id = ANY($1::bigint[])', [ids], 'outbox.unclaimed');
+    return new Set(rows.map((r) => r.id));
   }
 
-  /** Pending dispatches (all orgs): what the relay still has to hand over. */
+  /** Unclaimed dispatches (all orgs): queued or still to be relayed. */
   async pending(): Promise<number> {
     const rows = await this.db.query<{ n: string }>('SELECT count(*) AS n FROM run_dispatches');
     return Number(rows[0]?.n ?? 0);
