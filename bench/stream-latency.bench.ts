@@ -57,6 +57,8 @@
  *   BENCH_TIMEOUT_S       hard limit for the whole bench                (default 900)
  *   BENCH_DATABASE_URL    database (reset!) (default postgresql://postgres@127.0.0.1:5432/aaas_bench_stream)
  *   BENCH_POOL_MAX        DATABASE_POOL_MAX of the API child            (default 20)
+ *   BENCH_STREAMS_PER_CALLER  MAX_STREAMS_PER_CALLER of the API child   (default 0 = no cap: all
+ *                         subscribers are one anonymous caller)
  *   BENCH_APPEND_POOL_MAX DATABASE_POOL_MAX of this process's append path (default 10)
  *   REDIS_URL             Redis                                         (default redis://127.0.0.1:6379)
  *   BENCH_PROFILE_DIR     write --cpu-prof profiles of the API child there
@@ -109,6 +111,8 @@ const SETTINGS = {
   timeoutS: envNumber('BENCH_TIMEOUT_S', 900),
   databaseUrl: process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench_stream',
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  /** MAX_STREAMS_PER_CALLER of the API child (0 = no cap). */
+  streamsPerCaller: envNumber('BENCH_STREAMS_PER_CALLER', 0),
 };
 
 /** Printed beside the figures. */
@@ -320,7 +324,9 @@ async function startStack(apiEnv: Record<string, string>): Promise<Stack> {
     worker: false,
     databaseUrl: SETTINGS.databaseUrl,
     apiScript: 'bench/ours/api-server-probe.mjs',
-    apiEnv,
+    // every subscriber is the same anonymous caller (one address): lift the per-caller stream cap
+    // (default 200 per process), or scenario b and the idle streams are refused with HTTP 429
+    apiEnv: { MAX_STREAMS_PER_CALLER: String(SETTINGS.streamsPerCaller), ...apiEnv },
     capabilities: { streaming: true },
     rules: HOLD_RULES,
   });

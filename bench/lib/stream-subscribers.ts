@@ -171,7 +171,12 @@ async function runThread(config: SubscriberConfig): Promise<void> {
   tap.on('pmessage', (_pattern: string, channel: string, message: string) => {
     const at = nowMs();
     const i = runIndex.get(channel.slice(config.channelPrefix.length));
-    if (i !== undefined) wakeAt[i]![Number(message)] = at;
+    if (i === undefined) return;
+    // `<last sequence>[|status|blocked[|{"orgId",…,"events":[{"sequence":<first>,…}]}]]` (RunNotifier):
+    // a wake-up announces every sequence its envelopes carry, or only the last one
+    const last = Number.parseInt(message, 10);
+    const first = /"events":\[\{"sequence":(\d+)/.exec(message);
+    for (let seq = first ? Number(first[1]) : last; seq <= last; seq++) wakeAt[i]![seq] = at;
   });
 
   const closeAll = () => {
