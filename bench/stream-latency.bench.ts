@@ -459,6 +459,8 @@ interface LatencyResult {
   /** Wake-up seen → frame received (per delivery): the API's re-read, projection, SSE write, client parse. */
   wakeToClient: LatencySummary | null;
   lost: number;
+  /** Of `lost`: not received yet when the drain (10 s) ended, no gap seen (a saturated API, not a hole in a stream). */
+  behind: number;
   duplicates: number;
   outOfOrder: number;
   /** Streams that ended or errored before the end of the scenario. */
@@ -534,6 +536,7 @@ async function redisBaseline(): Promise<LatencyResult> {
       wake: null,
       wakeToClient: null,
       lost: published - received,
+      behind: 0,
       duplicates: 0,
       outOfOrder: 0,
       streamsEnded: 0,
@@ -642,6 +645,7 @@ async function latencyScenario(name: string, stack: Stack, appender: Appender, s
       wake: Samples.from(report.wake).summary(),
       wakeToClient: Samples.from(report.wakeToClient).summary(),
       lost: report.lost,
+      behind: report.behind,
       duplicates: report.duplicates,
       outOfOrder: report.outOfOrder,
       streamsEnded: report.streamsEnded,
@@ -838,6 +842,7 @@ function printLatency(results: LatencyResult[]): string {
             .map(([k, v]) => `${k} ${Math.round((v * 1000) / (r.appendedPerS * (r.bench.windowMs / 1000)))} µs`)
             .join(', ')}`
         : null,
+      r.behind ? `of the ${r.lost} lost, ${r.behind} not received yet when the drain ended (no gap: behind, not missing)` : null,
       r.skipped || r.appendErrors || r.streamsEnded || r.errorFrames ? `skipped ${r.skipped}, append errors ${r.appendErrors}, streams ended ${r.streamsEnded}, error frames ${r.errorFrames}` : null,
       `load ${r.loadavg.join(' ')}`,
     ].filter(Boolean);

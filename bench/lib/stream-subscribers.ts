@@ -42,7 +42,10 @@ export interface SubscriberReport {
   /** receive − wake-up seen, per frame, in the window. */
   wakeToClient: Float64Array;
   delivered: number;
+  /** Gaps in the streams plus `behind`. */
   lost: number;
+  /** Of `lost`: events after the last one a stream received when the drain ended (not received yet, no gap seen). */
+  behind: number;
   duplicates: number;
   outOfOrder: number;
   streamsEnded: number;
@@ -203,11 +206,13 @@ async function runThread(config: SubscriberConfig): Promise<void> {
         const caughtUp = () => streams.every((s) => s.lastId >= (m.maxSeq[s.run] ?? 0));
         while (!caughtUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
         let lost = 0;
+        let behind = 0;
         let duplicates = 0;
         let outOfOrder = 0;
         let streamsEnded = 0;
         for (const s of streams) {
           lost += s.gaps + Math.max(0, (m.maxSeq[s.run] ?? 0) - s.lastId);
+          behind += Math.max(0, (m.maxSeq[s.run] ?? 0) - s.lastId);
           duplicates += s.duplicates;
           outOfOrder += s.outOfOrder;
           if (!s.client.open) streamsEnded += 1;
@@ -219,6 +224,7 @@ async function runThread(config: SubscriberConfig): Promise<void> {
           wakeToClient: wakeToClient.values(),
           delivered,
           lost,
+          behind,
           duplicates,
           outOfOrder,
           streamsEnded,

@@ -76,8 +76,11 @@ function continuous(envelopes: readonly SequencedOutputEnvelope[], lastSequence:
   return true;
 }
 
-/** Decode a wake-up of run `runId`. A payload that does not parse or check out is dropped (readers read). */
-export function decodeWakeup(runId: string, message: string): { seq: number; state?: WakeupState; committed?: CommittedEnvelopes } {
+/**
+ * Decode a wake-up of run `runId` (its envelopes only when `envelopes`). A payload that does not
+ * parse or check out is dropped (readers read).
+ */
+export function decodeWakeup(runId: string, message: string, envelopes = true): { seq: number; state?: WakeupState; committed?: CommittedEnvelopes } {
   const a = message.indexOf('|');
   const b = a < 0 ? -1 : message.indexOf('|', a + 1);
   const c = b < 0 ? -1 : message.indexOf('|', b + 1);
@@ -89,7 +92,7 @@ export function decodeWakeup(runId: string, message: string): { seq: number; sta
       out.state = { status: st.data, blockedReason: br.success ? br.data : null };
     }
   }
-  if (c >= 0 && Number.isSafeInteger(out.seq)) {
+  if (envelopes && c >= 0 && Number.isSafeInteger(out.seq)) {
     const committed = decodePayload(runId, message.slice(c + 1));
     if (committed && continuous(committed.envelopes, out.seq)) out.committed = committed;
   }
@@ -143,6 +146,8 @@ export class RunNotifier implements OnApplicationShutdown {
   private sub?: Redis;
   private patternReady?: Promise<unknown>;
   private readonly listeners = new Map<string, Set<WakeupListener>>();
+  /** Listeners that asked for the carried envelopes (the others are not worth parsing them for). */
+  private readonly wantEnvelopes = new WeakSet<WakeupListener>();
   private readonly cancelListeners = new Set<(runId: string) => void>();
   private readonly cancelChannel: string;
   private readonly pushChannel: string;
@@ -189,10 +194,12 @@ export class RunNotifier implements OnApplicationShutdown {
         else if (channel === this.pushChannel) for (const l of this.pushListeners) l(message);
       });
       sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
-        const set = this.listeners.get(channel.slice(this.prefix.length));
-        if (!set) return;
         const runId = channel.slice(this.prefix.length);
-        const { seq, state, committed } = decodeWakeup(runId, message);
+        const set = this.listeners.get(runId);
+        if (!set) return;
+        let envelopes = false;
+        for (const l of set) if (this.wantEnvelopes.has(l)) envelopes = true;
+        const { seq, state, committed } = decodeWakeup(runId, message, envelopes);
         if (!Number.isSafeInteger(seq)) return;
         for (const l of set) l(seq, state, committed);
       });
@@ -284,10 +291,12 @@ export class RunNotifier implements OnApplicationShutdown {
   /**
    * Listen for wake-ups of one run. Resolves once the process's wake-up subscription is confirmed
    * (so a signal sent after that is not missed), or after at most 1 s when Redis does not confirm
-   * it (readers poll); then adding a listener costs no round trip. Returns the function that
-   * removes the listener.
+   * it (readers poll); then adding a listener costs no round trip. The listener gets the carried
+   * envelopes (`committed`) only with `opts.envelopes` (a wait that needs only the state does not
+   * pay for parsing them). Returns the function that removes the listener.
    */
-  async listen(runId: string, listener: WakeupListener): Promise<() => void> {
+  async listen(runId: string, listener: WakeupListener, opts: { envelopes?: boolean } = {}): Promise<() => void> {
+    if (opts.envelopes) this.wantEnvelopes.add(listener);
     let set = this.listeners.get(runId);
     if (!set) {
       set = new Set();

@@ -202,7 +202,7 @@ export class RunStreamHub implements OnModuleDestroy {
           if (seq <= t.lastSequence) return;
           if (committed && t.offer(committed)) return;
           void t.refresh().catch(() => undefined);
-        });
+        }, { envelopes: true });
         await t.refresh();
       })();
       tail = t;
