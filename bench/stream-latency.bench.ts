@@ -22,8 +22,10 @@
  *      calling `RuntimeOperations.emitMessage(orgId, runId, {parts: [{text: '{"t": <send time>}'}]})`
  *      round-robin over the runs at a steady total rate,
  *    - and, for every `statusUpdate` frame, records latency = receive time − t. The path measured
- *      is: commit in PostgreSQL (one statement) → Redis wake-up → the API's RunStreamHub re-reads
- *      the run from PostgreSQL → projection → SSE write → this process parses the frame.
+ *      is: commit in PostgreSQL (one statement) → Redis wake-up carrying the committed envelopes →
+ *      the API's RunStreamHub delivers them from the message (a read of PostgreSQL only on a gap,
+ *      a missing payload or the poll; BENCH_WAKEUPS=seq|both measures the read-per-wake-up path
+ *      too) → projection → SSE write → this process parses the frame.
  *      A Redis tap on the wake-up channels splits it: t → commit resolved, t → wake-up seen,
  *      wake-up seen → frame received. CPU time per component (this process, the API child, the
  *      bench database's PostgreSQL backends, Redis, everything else) is read from /proc over the
@@ -32,7 +34,8 @@
  *    are counted (must be 0). Warm-up is excluded (events whose t is outside the measured window).
  *    (a) 100 subscribers, (b) 1,000 subscribers, both at 1,000 events/s over R = 100 runs, so each
  *    stream sees 10 events/s and (b) delivers 10,000 frames/s.
- *    Target: p99 ≤ 10 ms at 1,000 events/s on loopback.
+ *    Target: p99 ≤ 10 ms at 1,000 events/s on loopback. The API child runs without the per-caller
+ *    stream cap (every subscriber is the same anonymous caller).
  *
  * 3. `idle` — memory per idle stream: a fresh API child (SSE_HEARTBEAT_MS=1000), N idle
  *    subscriptions over R held runs (no events), all past their first frame (the Task snapshot);
@@ -57,6 +60,12 @@
  *   BENCH_TIMEOUT_S       hard limit for the whole bench                (default 900)
  *   BENCH_DATABASE_URL    database (reset!) (default postgresql://postgres@127.0.0.1:5432/aaas_bench_stream)
  *   BENCH_POOL_MAX        DATABASE_POOL_MAX of the API child            (default 20)
+ *   BENCH_WAKEUPS         envelopes | seq | both: the appender's wake-ups carry the committed
+ *                         envelopes (followers deliver them without a read), only the sequence
+ *                         (followers read every commit: the design before), or each scenario is
+ *                         run both ways, sequence only first (an A/B under the same load) (default envelopes)
+ *   BENCH_STREAMS_PER_CALLER  MAX_STREAMS_PER_CALLER of the API child   (default 0 = no cap: all
+ *                         subscribers are one anonymous caller)
  *   BENCH_APPEND_POOL_MAX DATABASE_POOL_MAX of this process's append path (default 10)
  *   REDIS_URL             Redis                                         (default redis://127.0.0.1:6379)
  *   BENCH_PROFILE_DIR     write --cpu-prof profiles of the API child there
@@ -109,6 +118,10 @@ const SETTINGS = {
   timeoutS: envNumber('BENCH_TIMEOUT_S', 900),
   databaseUrl: process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench_stream',
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  /** Wake-ups of the latency scenarios: with the committed envelopes, sequence only (the A/B), or both in turn. */
+  wakeups: { envelopes: [true], seq: [false], both: [false, true] }[process.env.BENCH_WAKEUPS ?? 'envelopes'] ?? [true],
+  /** MAX_STREAMS_PER_CALLER of the API child (0 = no cap). */
+  streamsPerCaller: envNumber('BENCH_STREAMS_PER_CALLER', 0),
 };
 
 /** Printed beside the figures. */
@@ -320,7 +333,9 @@ async function startStack(apiEnv: Record<string, string>): Promise<Stack> {
     worker: false,
     databaseUrl: SETTINGS.databaseUrl,
     apiScript: 'bench/ours/api-server-probe.mjs',
-    apiEnv,
+    // every subscriber is the same anonymous caller (one address): lift the per-caller stream cap
+    // (default 200 per process), or scenario b and the idle streams are refused with HTTP 429
+    apiEnv: { MAX_STREAMS_PER_CALLER: String(SETTINGS.streamsPerCaller), ...apiEnv },
     capabilities: { streaming: true },
     rules: HOLD_RULES,
   });
@@ -382,11 +397,18 @@ function subscribeRequest(taskId: string): string {
  * runs libs (`#libs/*` resolves to dist/ at runtime), on the API child's database and Redis
  * prefix. Only RuntimeOperations is used.
  */
-async function startAppender(stack: Stack): Promise<{ runs: RunServiceType; close(): Promise<void> }> {
+interface Appender {
+  runs: RunServiceType;
+  /** False: this process's wake-ups carry the sequence and state only (as before issue 19), so followers read every commit. */
+  envelopesInWakeups: boolean;
+  close(): Promise<void>;
+}
+
+async function startAppender(stack: Stack): Promise<Appender> {
   const { NestFactory } = await import('@nestjs/core');
   const { ConfigModule } = await import('#libs/config');
   const { DbModule } = await import('#libs/db');
-  const { RunsModule, RuntimeOperations } = await import('#libs/runs');
+  const { RunsModule, RuntimeOperations, RunNotifier } = await import('#libs/runs');
   const overrides = {
     DATABASE_URL: stack.ours.env.DATABASE_URL!,
     REDIS_URL: SETTINGS.redisUrl,
@@ -400,7 +422,12 @@ async function startAppender(stack: Stack): Promise<{ runs: RunServiceType; clos
     { logger: false },
   );
   const close = resources.add('append context', () => app.close());
-  return { runs: app.get(RuntimeOperations), close };
+  const appender: Appender = { runs: app.get(RuntimeOperations), envelopesInWakeups: true, close };
+  // the A/B switch of BENCH_WAKEUPS: the same stack, wake-ups with or without the committed envelopes
+  const notifier = app.get(RunNotifier);
+  const notify = notifier.notify.bind(notifier);
+  notifier.notify = (runId, lastSequence, state, committed) => notify(runId, lastSequence, state, appender.envelopesInWakeups ? committed : undefined);
+  return appender;
 }
 
 // ------------------------------------------------------------------------------------ scenarios
@@ -432,6 +459,8 @@ interface LatencyResult {
   /** Wake-up seen → frame received (per delivery): the API's re-read, projection, SSE write, client parse. */
   wakeToClient: LatencySummary | null;
   lost: number;
+  /** Of `lost`: not received yet when the drain (10 s) ended, no gap seen (a saturated API, not a hole in a stream). */
+  behind: number;
   duplicates: number;
   outOfOrder: number;
   /** Streams that ended or errored before the end of the scenario. */
@@ -507,6 +536,7 @@ async function redisBaseline(): Promise<LatencyResult> {
       wake: null,
       wakeToClient: null,
       lost: published - received,
+      behind: 0,
       duplicates: 0,
       outOfOrder: 0,
       streamsEnded: 0,
@@ -526,7 +556,7 @@ async function redisBaseline(): Promise<LatencyResult> {
  * appended from this thread at the steady rate for warm-up + duration, then drained (every
  * stream up to its run's last appended sequence) and checked.
  */
-async function latencyScenario(name: string, stack: Stack, appender: { runs: RunServiceType }, subscribers: number): Promise<LatencyResult> {
+async function latencyScenario(name: string, stack: Stack, appender: Appender, subscribers: number): Promise<LatencyResult> {
   const { rate, runs: runCount, durationS, warmupS } = SETTINGS;
   console.log(`[${name}] ${subscribers} subscribers over ${runCount} runs, ${rate} events/s, ${durationS}s (+${warmupS}s warm-up); load ${loadAverage().join(' ')}`);
   const runIds = await createRuns(stack, runCount);
@@ -615,6 +645,7 @@ async function latencyScenario(name: string, stack: Stack, appender: { runs: Run
       wake: Samples.from(report.wake).summary(),
       wakeToClient: Samples.from(report.wakeToClient).summary(),
       lost: report.lost,
+      behind: report.behind,
       duplicates: report.duplicates,
       outOfOrder: report.outOfOrder,
       streamsEnded: report.streamsEnded,
@@ -811,6 +842,7 @@ function printLatency(results: LatencyResult[]): string {
             .map(([k, v]) => `${k} ${Math.round((v * 1000) / (r.appendedPerS * (r.bench.windowMs / 1000)))} µs`)
             .join(', ')}`
         : null,
+      r.behind ? `of the ${r.lost} lost, ${r.behind} not received yet when the drain ended (no gap: behind, not missing)` : null,
       r.skipped || r.appendErrors || r.streamsEnded || r.errorFrames ? `skipped ${r.skipped}, append errors ${r.appendErrors}, streams ended ${r.streamsEnded}, error frames ${r.errorFrames}` : null,
       `load ${r.loadavg.join(' ')}`,
     ].filter(Boolean);
@@ -877,7 +909,11 @@ export async function main(): Promise<{ latency: LatencyResult[]; idle: IdleResu
       const appender = await startAppender(stack);
       try {
         for (const s of streamScenarios) {
-          latency.push(await latencyScenario(`ours (${s.key})`, stack, appender, s.subscribers));
+          for (const carried of SETTINGS.wakeups) {
+            appender.envelopesInWakeups = carried;
+            const label = SETTINGS.wakeups.length > 1 ? `ours (${s.key}, ${carried ? 'envelopes' : 'seq only'})` : `ours (${s.key})`;
+            latency.push(await latencyScenario(label, stack, appender, s.subscribers));
+          }
         }
       } finally {
         await appender.close();

@@ -42,7 +42,10 @@ export interface SubscriberReport {
   /** receive − wake-up seen, per frame, in the window. */
   wakeToClient: Float64Array;
   delivered: number;
+  /** Gaps in the streams plus `behind`. */
   lost: number;
+  /** Of `lost`: events after the last one a stream received when the drain ended (not received yet, no gap seen). */
+  behind: number;
   duplicates: number;
   outOfOrder: number;
   streamsEnded: number;
@@ -171,7 +174,12 @@ async function runThread(config: SubscriberConfig): Promise<void> {
   tap.on('pmessage', (_pattern: string, channel: string, message: string) => {
     const at = nowMs();
     const i = runIndex.get(channel.slice(config.channelPrefix.length));
-    if (i !== undefined) wakeAt[i]![Number(message)] = at;
+    if (i === undefined) return;
+    // `<last sequence>[|status|blocked[|{"orgId",…,"events":[{"sequence":<first>,…}]}]]` (RunNotifier):
+    // a wake-up announces every sequence its envelopes carry, or only the last one
+    const last = Number.parseInt(message, 10);
+    const first = /"events":\[\{"sequence":(\d+)/.exec(message);
+    for (let seq = first ? Number(first[1]) : last; seq <= last; seq++) wakeAt[i]![seq] = at;
   });
 
   const closeAll = () => {
@@ -198,11 +206,13 @@ async function runThread(config: SubscriberConfig): Promise<void> {
         const caughtUp = () => streams.every((s) => s.lastId >= (m.maxSeq[s.run] ?? 0));
         while (!caughtUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
         let lost = 0;
+        let behind = 0;
         let duplicates = 0;
         let outOfOrder = 0;
         let streamsEnded = 0;
         for (const s of streams) {
           lost += s.gaps + Math.max(0, (m.maxSeq[s.run] ?? 0) - s.lastId);
+          behind += Math.max(0, (m.maxSeq[s.run] ?? 0) - s.lastId);
           duplicates += s.duplicates;
           outOfOrder += s.outOfOrder;
           if (!s.client.open) streamsEnded += 1;
@@ -214,6 +224,7 @@ async function runThread(config: SubscriberConfig): Promise<void> {
           wakeToClient: wakeToClient.values(),
           delivered,
           lost,
+          behind,
           duplicates,
           outOfOrder,
           streamsEnded,

@@ -23,7 +23,7 @@ export { foldState, isStatusEvent, isUuid, type InteractionRecord, type RunLinkR
 export { ACTIVE_STATUSES, TERMINAL_STATUSES, canTransition, isSettled, isTerminal, statusUpdateSources, statusesLeadingTo } from './run-state.js';
 
 // wake-ups, live follow, dispatch
-export { RunNotifier, type WakeupListener, type WakeupState } from './run-notifier.js';
+export { RunNotifier, WAKEUP_PAYLOAD_MAX_BYTES, type CommittedEnvelopes, type WakeupListener, type WakeupState } from './run-notifier.js';
 export { RunStreamHub } from './run-stream.js';
 export { DispatchRelay } from './dispatch.relay.js';
 export { RunExecutionQueue, bullConnection, type RunExecutionJob } from './run-execution.queue.js';

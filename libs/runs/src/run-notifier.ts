@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { BlockedReasonSchema, RunStatusSchema, type BlockedReason, type RunStatus } from '#libs/contracts';
+import { BlockedReasonSchema, RunStatusSchema, type BlockedReason, type RunEvent, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
 
 /** The run state a wake-up may carry (the state after the commit it announces). */
 export interface WakeupState {
@@ -9,38 +9,133 @@ export interface WakeupState {
   blockedReason: BlockedReason | null;
 }
 
-/** `state` is absent when the publisher did not send it (readers then read the run). */
-export type WakeupListener = (lastSequence: number, state?: WakeupState) => void;
+/**
+ * The envelopes a commit wrote, as a wake-up carries them: contiguous by sequence, the last one
+ * at the wake-up's `lastSequence`, all of one run of `orgId`. Shared by every listener of the
+ * process: read-only.
+ */
+export interface CommittedEnvelopes {
+  orgId: string;
+  envelopes: readonly SequencedOutputEnvelope[];
+}
+
+/**
+ * `state` is absent when the publisher did not send it (readers then read the run); `committed`
+ * is absent when the wake-up carries no envelopes (a parent's `run.link_updated`, a commit above
+ * WAKEUP_PAYLOAD_MAX_BYTES, an older publisher, a payload that did not parse): readers then read
+ * the log after the sequence they have.
+ */
+export type WakeupListener = (lastSequence: number, state?: WakeupState, committed?: CommittedEnvelopes) => void;
+
+/**
+ * Largest serialized envelope payload a wake-up carries (bytes of its JSON, UTF-8); a commit (or a
+ * tick's coalesced commits of one run) above it is announced by its sequence (and state) only.
+ */
+export const WAKEUP_PAYLOAD_MAX_BYTES = 16 * 1024;
 
 /** Longest a listener waits for the subscription to be confirmed (ms); polling covers the rest. */
 const SUBSCRIBE_WAIT_MS = 1_000;
 
-function encode(seq: number, state?: WakeupState): string {
-  return state ? `${seq}|${state.status}|${state.blockedReason ?? ''}` : String(seq);
+interface PendingWakeup {
+  seq: number;
+  state?: WakeupState;
+  /** Contiguous, ending at `seq`; null once a tick's commits of the run could not be joined. */
+  committed: CommittedEnvelopes | null;
 }
 
-function decode(message: string): { seq: number; state?: WakeupState } {
-  const [seq, status, blocked] = message.split('|');
-  const out: { seq: number; state?: WakeupState } = { seq: Number(seq) };
-  const st = RunStatusSchema.safeParse(status);
-  if (st.success) {
-    const br = BlockedReasonSchema.safeParse(blocked);
-    out.state = { status: st.data, blockedReason: br.success ? br.data : null };
+/** `<seq>[|<status>|<blocked>[|<payload JSON>]]`; the payload is dropped above the size bound. */
+function encode(w: PendingWakeup): string {
+  const head = w.state ? `${w.seq}|${w.state.status}|${w.state.blockedReason ?? ''}` : String(w.seq);
+  const payload = w.committed ? encodePayload(w.committed) : null;
+  if (payload === null) return head;
+  return w.state ? `${head}|${payload}` : `${head}|||${payload}`;
+}
+
+/**
+ * `{"orgId","threadId","events":[{"sequence","occurredAt","event"}]}` (the run id is the
+ * channel's), or null when it would exceed WAKEUP_PAYLOAD_MAX_BYTES. Serialized event by event,
+ * so an oversized commit costs at most one event's serialization past the bound.
+ */
+function encodePayload(c: CommittedEnvelopes): string | null {
+  const first = c.envelopes[0];
+  if (!first) return null;
+  let out = `{"orgId":${JSON.stringify(c.orgId)},"threadId":${JSON.stringify(first.threadId)},"events":[`;
+  for (let i = 0; i < c.envelopes.length; i++) {
+    const e = c.envelopes[i]!;
+    out += (i ? ',' : '') + JSON.stringify({ sequence: e.sequence, occurredAt: e.occurredAt, event: e.event });
+    // UTF-16 length <= UTF-8 bytes <= 3 × UTF-16 length: count bytes only when it may matter
+    if (out.length * 3 > WAKEUP_PAYLOAD_MAX_BYTES && Buffer.byteLength(out) > WAKEUP_PAYLOAD_MAX_BYTES) return null;
+  }
+  return `${out}]}`;
+}
+
+/** Contiguous by sequence and ending at `lastSequence`. */
+function continuous(envelopes: readonly SequencedOutputEnvelope[], lastSequence: number): boolean {
+  if (envelopes.length === 0 || envelopes[envelopes.length - 1]!.sequence !== lastSequence) return false;
+  for (let i = 1; i < envelopes.length; i++) if (envelopes[i]!.sequence !== envelopes[i - 1]!.sequence + 1) return false;
+  return true;
+}
+
+/**
+ * Decode a wake-up of run `runId` (its envelopes only when `envelopes`). A payload that does not
+ * parse or check out is dropped (readers read).
+ */
+export function decodeWakeup(runId: string, message: string, envelopes = true): { seq: number; state?: WakeupState; committed?: CommittedEnvelopes } {
+  const a = message.indexOf('|');
+  const b = a < 0 ? -1 : message.indexOf('|', a + 1);
+  const c = b < 0 ? -1 : message.indexOf('|', b + 1);
+  const out: { seq: number; state?: WakeupState; committed?: CommittedEnvelopes } = { seq: Number(a < 0 ? message : message.slice(0, a)) };
+  if (a >= 0) {
+    const st = RunStatusSchema.safeParse(message.slice(a + 1, b < 0 ? undefined : b));
+    if (st.success) {
+      const br = BlockedReasonSchema.safeParse(b < 0 ? '' : message.slice(b + 1, c < 0 ? undefined : c));
+      out.state = { status: st.data, blockedReason: br.success ? br.data : null };
+    }
+  }
+  if (envelopes && c >= 0 && Number.isSafeInteger(out.seq)) {
+    const committed = decodePayload(runId, message.slice(c + 1));
+    if (committed && continuous(committed.envelopes, out.seq)) out.committed = committed;
   }
   return out;
 }
 
+function decodePayload(runId: string, json: string): CommittedEnvelopes | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  if (typeof raw !== 'object' || raw === null) return null;
+  const { orgId, threadId, events } = raw as { orgId?: unknown; threadId?: unknown; events?: unknown };
+  if (typeof orgId !== 'string' || typeof threadId !== 'string' || !Array.isArray(events)) return null;
+  const envelopes: SequencedOutputEnvelope[] = [];
+  for (const e of events as Array<{ sequence?: unknown; occurredAt?: unknown; event?: { type?: unknown } }>) {
+    if (typeof e !== 'object' || e === null || !Number.isSafeInteger(e.sequence) || typeof e.occurredAt !== 'string') return null;
+    if (typeof e.event !== 'object' || e.event === null || typeof e.event.type !== 'string') return null;
+    envelopes.push({ runId, threadId, sequence: e.sequence as number, occurredAt: e.occurredAt, event: e.event as RunEvent });
+  }
+  return { orgId, envelopes };
+}
+
 /**
- * Wake-up signals after commit: "run R has events up to sequence N (and is now in state S)".
- * Postgres stays the truth; a signal only tells readers to read `sequence > last seen` from the
- * log, or that a blocking wait may end. Signals may be lost (Redis restart, dropped connection):
- * every reader also polls, so a lost signal delays an event but never loses it.
+ * Wake-up signals after commit: "run R has events up to sequence N (and is now in state S), and
+ * these are the envelopes that commit wrote". Postgres stays the truth: a follower delivers the
+ * carried envelopes only when they continue exactly what it has (their sequences are the log's, the
+ * commit returned them), and reads `sequence > last seen` from the log on a gap, when none are
+ * carried, or on its poll; a blocking wait may end on the carried state. Signals may be lost,
+ * duplicated or reordered (Redis restart, dropped connection, two writers of one run racing to
+ * publish): every reader also polls and ignores what it has already, so a bad signal delays an
+ * event but never loses, repeats or invents one.
  *
- * Channel `<REDIS_PREFIX>:run:<runId>`, message `<lastSequence>[|<status>|<blockedReason>]`.
+ * Channel `<REDIS_PREFIX>:run:<runId>`, message `<lastSequence>[|<status>|<blockedReason>[|<payload>]]`,
+ * the payload `{"orgId","threadId","events":[{"sequence","occurredAt","event"}]}` at most
+ * WAKEUP_PAYLOAD_MAX_BYTES (a state-less wake-up with a payload: `<lastSequence>|||<payload>`).
  * One publisher and one subscriber connection per process. The subscriber holds ONE pattern
  * subscription (`<REDIS_PREFIX>:run:*`) for every run, so following a run costs no Redis round
  * trip (a blocking SendMessage or a stream starts without SUBSCRIBE / UNSUBSCRIBE); each process
- * receives every wake-up of the deployment, a few dozen bytes each.
+ * receives every wake-up of the deployment: a few dozen bytes, plus the committed envelopes up to
+ * WAKEUP_PAYLOAD_MAX_BYTES.
  */
 @Injectable()
 export class RunNotifier implements OnApplicationShutdown {
@@ -51,11 +146,13 @@ export class RunNotifier implements OnApplicationShutdown {
   private sub?: Redis;
   private patternReady?: Promise<unknown>;
   private readonly listeners = new Map<string, Set<WakeupListener>>();
+  /** Listeners that asked for the carried envelopes (the others are not worth parsing them for). */
+  private readonly wantEnvelopes = new WeakSet<WakeupListener>();
   private readonly cancelListeners = new Set<(runId: string) => void>();
   private readonly cancelChannel: string;
   private readonly pushChannel: string;
   private readonly pushListeners = new Set<(runId: string) => void>();
-  private pendingWakeups = new Map<string, { seq: number; state?: WakeupState }>();
+  private pendingWakeups = new Map<string, PendingWakeup>();
   private wakeupsScheduled = false;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
@@ -97,10 +194,14 @@ export class RunNotifier implements OnApplicationShutdown {
         else if (channel === this.pushChannel) for (const l of this.pushListeners) l(message);
       });
       sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
-        const set = this.listeners.get(channel.slice(this.prefix.length));
+        const runId = channel.slice(this.prefix.length);
+        const set = this.listeners.get(runId);
         if (!set) return;
-        const { seq, state } = decode(message);
-        for (const l of set) l(seq, state);
+        let envelopes = false;
+        for (const l of set) if (this.wantEnvelopes.has(l)) envelopes = true;
+        const { seq, state, committed } = decodeWakeup(runId, message, envelopes);
+        if (!Number.isSafeInteger(seq)) return;
+        for (const l of set) l(seq, state, committed);
       });
       this.sub = sub;
     }
@@ -151,14 +252,27 @@ export class RunNotifier implements OnApplicationShutdown {
   }
 
   /**
-   * Fire-and-forget: a failed publish is logged, never thrown (readers poll anyway). Wake-ups of
-   * one event-loop turn go out as one pipeline (one write), one per run with its newest sequence
-   * (and the state after it, when given).
+   * Announce a commit of run `runId` up to `lastSequence` (and the state after it, and the
+   * envelopes it wrote: `committed.envelopes` contiguous and ending at `lastSequence`, else they
+   * are not sent). Fire-and-forget: a failed publish is logged, never thrown (readers poll
+   * anyway). Wake-ups of one event-loop turn go out as one pipeline (one write), one per run with
+   * its newest sequence; the envelopes of that turn's commits of a run are joined when they follow
+   * each other, else only the newest commit's are sent (readers fill the gap from the log).
    */
-  notify(runId: string, lastSequence: number, state?: WakeupState): void {
+  notify(runId: string, lastSequence: number, state?: WakeupState, committed?: CommittedEnvelopes): void {
+    const carried = committed && continuous(committed.envelopes, lastSequence) ? committed : null;
     const seen = this.pendingWakeups.get(runId);
     if (seen === undefined || lastSequence > seen.seq) {
-      this.pendingWakeups.set(runId, { seq: lastSequence, state: state ? { status: state.status, blockedReason: state.blockedReason } : undefined });
+      let joined = carried;
+      const prev = seen?.committed;
+      if (carried && prev && prev.orgId === carried.orgId && carried.envelopes[0]!.sequence === seen!.seq + 1) {
+        joined = { orgId: carried.orgId, envelopes: [...prev.envelopes, ...carried.envelopes] };
+      }
+      this.pendingWakeups.set(runId, {
+        seq: lastSequence,
+        state: state ? { status: state.status, blockedReason: state.blockedReason } : undefined,
+        committed: joined,
+      });
     }
     if (this.wakeupsScheduled) return;
     this.wakeupsScheduled = true;
@@ -170,17 +284,19 @@ export class RunNotifier implements OnApplicationShutdown {
     const batch = this.pendingWakeups;
     this.pendingWakeups = new Map();
     const pipeline = this.publisher().pipeline();
-    for (const [runId, w] of batch) pipeline.publish(this.prefix + runId, encode(w.seq, w.state));
+    for (const [runId, w] of batch) pipeline.publish(this.prefix + runId, encode(w));
     pipeline.exec().catch((e: Error) => this.log.warn(`publishing ${batch.size} wake-up(s) failed: ${e.message}`));
   }
 
   /**
    * Listen for wake-ups of one run. Resolves once the process's wake-up subscription is confirmed
    * (so a signal sent after that is not missed), or after at most 1 s when Redis does not confirm
-   * it (readers poll); then adding a listener costs no round trip. Returns the function that
-   * removes the listener.
+   * it (readers poll); then adding a listener costs no round trip. The listener gets the carried
+   * envelopes (`committed`) only with `opts.envelopes` (a wait that needs only the state does not
+   * pay for parsing them). Returns the function that removes the listener.
    */
-  async listen(runId: string, listener: WakeupListener): Promise<() => void> {
+  async listen(runId: string, listener: WakeupListener, opts: { envelopes?: boolean } = {}): Promise<() => void> {
+    if (opts.envelopes) this.wantEnvelopes.add(listener);
     let set = this.listeners.get(runId);
     if (!set) {
       set = new Set();

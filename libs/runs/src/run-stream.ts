@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { EventLogRepository } from './event-log.repository.js';
-import { RunNotifier } from './run-notifier.js';
+import { RunNotifier, type CommittedEnvelopes } from './run-notifier.js';
 
 /** Page size of every read from the log (catch-up and live). */
 const PAGE = 500;
@@ -10,8 +10,10 @@ const PAGE = 500;
 /**
  * The process's view of one run's log tail, shared by all its local subscribers: one reader per
  * run per process, however many streams follow it. `ring` holds the newest envelopes, contiguous
- * by sequence, so live subscribers are served from memory; a subscriber that falls behind the
- * ring (slow reader, old cursor) reads its own pages from Postgres until it catches up.
+ * by sequence and ending at `lastSequence`, so live subscribers are served from memory; a
+ * subscriber that falls behind the ring (slow reader, old cursor) reads its own pages from
+ * Postgres until it catches up. The tail only ever grows by envelopes that continue it exactly
+ * (`extend`), whether they come from a read of the log or from a wake-up that carried them.
  */
 class RunTail {
   lastSequence = 0;
@@ -31,6 +33,37 @@ class RunTail {
     private readonly ringSize: number,
   ) {}
 
+  /**
+   * Deliver the envelopes a wake-up carried, when they continue the tail (the first one not yet
+   * held is `lastSequence + 1`; those already held are skipped: a duplicate or overlapping
+   * wake-up). False on a gap (a lost or reordered wake-up): the caller reads the log instead.
+   * Only envelopes of this tail's organization are taken.
+   */
+  offer(committed: CommittedEnvelopes): boolean {
+    if (committed.orgId !== this.orgId) return false;
+    const envs = committed.envelopes;
+    const first = envs[0]?.sequence;
+    if (first === undefined || first > this.lastSequence + 1) return false;
+    this.extend(envs);
+    return true;
+  }
+
+  /**
+   * Append contiguous envelopes (sequence order) to the ring: those at or below `lastSequence`
+   * are already held and skipped; the rest must start at `lastSequence + 1` (else nothing is
+   * taken). Wakes waiters when the tail grew.
+   */
+  private extend(envs: readonly SequencedOutputEnvelope[]): void {
+    const first = envs[0]?.sequence;
+    if (first === undefined) return;
+    const from = this.lastSequence + 1 - first;
+    if (from < 0 || from >= envs.length) return;
+    for (let i = from; i < envs.length; i++) this.ring.push(envs[i]!);
+    if (this.ring.length > this.ringSize) this.ring.splice(0, this.ring.length - this.ringSize);
+    this.lastSequence = envs[envs.length - 1]!.sequence;
+    this.wake();
+  }
+
   /** Read everything after `lastSequence` (coalescing concurrent calls), then wake waiters. */
   refresh(): Promise<void> {
     if (this.fetching) {
@@ -44,10 +77,8 @@ class RunTail {
           for (;;) {
             const page = await this.log.readAfter(this.orgId, this.runId, this.lastSequence, PAGE);
             if (page.length === 0) break;
-            this.ring.push(...page);
-            if (this.ring.length > this.ringSize) this.ring.splice(0, this.ring.length - this.ringSize);
-            this.lastSequence = page[page.length - 1]!.sequence;
-            this.wake();
+            // wake-ups may have extended the tail while the read was in flight: take the rest
+            this.extend(page);
             if (page.length < PAGE) break;
           }
         } while (this.again);
@@ -75,8 +106,13 @@ class RunTail {
  * sequence > `after`, in order, without gaps or duplicates, then live ones as they commit — from
  * any API instance, since Postgres is the truth and Redis only carries wake-ups.
  *
- * Delivery: a wake-up (RunNotifier) triggers one read per run per process; lost wake-ups are
- * covered by a poll of every followed run each STREAM_POLL_INTERVAL_MS. Backpressure: the
+ * Delivery: a wake-up (RunNotifier) that carries the committed envelopes and continues the tail
+ * exactly is delivered as is, with no read; any other (a gap: lost or reordered wake-ups; no
+ * envelopes: too big, a parent's link update, an older publisher; another organization's) triggers
+ * one read of the log after the tail per run per process. Duplicates and wake-ups older than the
+ * tail change nothing. Lost wake-ups are covered by a poll of every followed run each
+ * STREAM_POLL_INTERVAL_MS. The log stays the only truth: a sequence is delivered once, in order,
+ * whichever way it arrived. Backpressure: the
  * generator only advances when its consumer pulls, so a slow reader holds no queue — it falls
  * behind the shared ring and then pages from Postgres itself.
  */
@@ -162,9 +198,11 @@ export class RunStreamHub implements OnModuleDestroy {
       this.tails.set(key, t);
       t.ready = (async () => {
         // listen first, then read: a commit between the two is seen by the read or woken after it
-        t.unlisten = await this.notifier.listen(runId, (seq) => {
-          if (seq > t.lastSequence) void t.refresh().catch(() => undefined);
-        });
+        t.unlisten = await this.notifier.listen(runId, (seq, _state, committed) => {
+          if (seq <= t.lastSequence) return;
+          if (committed && t.offer(committed)) return;
+          void t.refresh().catch(() => undefined);
+        }, { envelopes: true });
         await t.refresh();
       })();
       tail = t;

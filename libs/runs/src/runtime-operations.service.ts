@@ -257,7 +257,7 @@ export class RuntimeOperations {
         if (expected !== undefined && run.lastSequence !== expected) {
           // the log moved: an earlier attempt of ours whose answer was lost, or another writer
           if (unsure !== undefined && (await this.recorded(orgId, runId, unsure, events))) {
-            this.notifier.notify(run.id, run.lastSequence);
+            this.notifier.notify(run.id, run.lastSequence, run);
             return run;
           }
           // any attempt still in flight expected less than the run is at now: it cannot commit

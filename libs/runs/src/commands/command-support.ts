@@ -84,12 +84,13 @@ export async function commitInput(append: () => Promise<AppendResult | null>, no
 }
 
 /**
- * After an append committed: wake the readers of the run and of the parents it updated
- * (`run.link_updated`), and hand the dispatches it recorded to the relay (the outbox rows are
- * there already; this is the fast path).
+ * After an append committed: wake the readers of the run (with its new state and the envelopes the
+ * append wrote, so followers deliver them without reading the log) and of the parents it updated
+ * (`run.link_updated`: the sequence only), and hand the dispatches it recorded to the relay (the
+ * outbox rows are there already; this is the fast path).
  */
 export function publish(result: AppendResult, notifier: RunNotifier, relay: DispatchRelay): void {
-  notifier.notify(result.run.id, result.run.lastSequence, result.run);
+  notifier.notify(result.run.id, result.run.lastSequence, result.run, { orgId: result.run.orgId, envelopes: result.envelopes });
   for (const p of result.parents) notifier.notify(p.runId, p.lastSequence);
   if (result.dispatch) relay.relay(result.dispatch);
   for (const d of result.parentDispatches) relay.relay(d);
