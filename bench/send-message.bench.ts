@@ -557,7 +557,7 @@ async function measureOnce(world: BenchWorld, target: BenchTarget, name: string,
   const t2 = Date.now();
   const sql = world.sql ? await world.sql.read(target.databases ? world.databasesOf(target.databases) : undefined) : null;
   const redis = world.redis ? await world.redis.read() : null;
-  const tasks = target.terminalRuns ? (await target.terminalRuns()) - terminalBefore : result.requests - result.non2xx - result.mismatches - result.errors;
+  const tasks = target.terminalRuns ? (await target.terminalRuns()) - terminalBefore : result.requests - result.non2xx - result.mismatches;
   const per = (n: number) => (tasks > 0 ? n / tasks : Number.NaN);
   const cpuMsPerTask = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, per(ms)]));
   const pgBacked = target.databases !== undefined;

@@ -223,17 +223,21 @@ export class SqlCounter {
     readonly available: boolean,
   ) {}
 
-  /** `adminUrl`: any database of the server, connected as a role allowed to read and reset the statistics. */
+  /**
+   * `adminUrl`: a database of the server where the pg_stat_statements extension is created,
+   * connected as a role allowed to read and reset the statistics.
+   */
   static async open(adminUrl: string): Promise<SqlCounter> {
     const client = new pg.Client({ connectionString: adminUrl });
     await client.connect();
     let available = false;
     try {
-      const { rows } = await client.query<{ loaded: boolean }>(`SELECT current_setting('shared_preload_libraries') ~ 'pg_stat_statements' AS loaded`);
-      if (rows[0]?.loaded) {
-        await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-        available = true;
-      }
+      // never installs anything on a server that is not the bench's own: the extension must be there
+      const { rows } = await client.query<{ ok: boolean }>(
+        `SELECT current_setting('shared_preload_libraries') ~ 'pg_stat_statements'
+                AND EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS ok`,
+      );
+      available = rows[0]?.ok === true;
     } catch {
       available = false;
     }
