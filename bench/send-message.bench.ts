@@ -67,8 +67,8 @@ export interface BenchTarget {
    * most `timeoutMs`; resolves with the runs left unfinished.
    */
   drain?(timeoutMs?: number): Promise<{ left: number; waitedMs: number }>;
-  /** Runs in a terminal status now (our targets): the tasks a window finished are its delta. */
-  terminalRuns?(): Promise<number>;
+  /** Runs in a terminal status now, and of them completed (our targets): a window's tasks are the completed delta. */
+  terminalRuns?(): Promise<{ terminal: number; completed: number }>;
   /** The target's databases (PostgreSQL-backed targets; their statements are the ones counted). */
   databases?: string[];
   /** Set for a target in front of an upstream: the upstream's URL, for the fixed-rate comparison. */
@@ -317,10 +317,12 @@ export interface Measured extends LoadResult {
   /** 1-based repeat index (0 for a median row). */
   repeat: number;
   /**
-   * Tasks the figures are divided by: for our targets the runs that became terminal between the
+   * Tasks the figures are divided by: for our targets the runs that completed between the
    * window's start and the end of the drain after it; for the others the answered requests.
    */
   tasks: number;
+  /** Our targets: runs that ended failed / canceled / rejected in the same span (0 for the others). */
+  notCompleted: number;
   /** Runs still not terminal when the drain gave up (0: every accepted run finished). */
   leftOver: number;
   /** Milliseconds from the end of the load until every accepted run was terminal. */
@@ -382,6 +384,7 @@ export function medianOf(runs: Measured[]): Measured {
     non2xx: sum((r) => r.non2xx),
     mismatches: sum((r) => r.mismatches),
     tasks: m((r) => r.tasks)!,
+    notCompleted: sum((r) => r.notCompleted),
     leftOver: sum((r) => r.leftOver),
     drainMs: m((r) => r.drainMs)!,
     completedPerS: m((r) => r.completedPerS)!,
@@ -545,7 +548,7 @@ async function measureOnce(world: BenchWorld, target: BenchTarget, name: string,
     postgres: () => world.postgresPids(),
     redis: () => world.redisPids(),
   });
-  const terminalBefore = (await target.terminalRuns?.()) ?? 0;
+  const before = (await target.terminalRuns?.()) ?? { terminal: 0, completed: 0 };
   await world.sql?.reset();
   await world.redis?.mark();
   const t0 = Date.now();
@@ -557,7 +560,9 @@ async function measureOnce(world: BenchWorld, target: BenchTarget, name: string,
   const t2 = Date.now();
   const sql = world.sql ? await world.sql.read(target.databases ? world.databasesOf(target.databases) : undefined) : null;
   const redis = world.redis ? await world.redis.read() : null;
-  const tasks = target.terminalRuns ? (await target.terminalRuns()) - terminalBefore : result.requests - result.non2xx - result.mismatches;
+  const after = target.terminalRuns ? await target.terminalRuns() : null;
+  const tasks = after ? after.completed - before.completed : result.requests - result.non2xx - result.mismatches;
+  const notCompleted = after ? after.terminal - before.terminal - tasks : 0;
   const per = (n: number) => (tasks > 0 ? n / tasks : Number.NaN);
   const cpuMsPerTask = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, per(ms)]));
   const pgBacked = target.databases !== undefined;
@@ -565,6 +570,7 @@ async function measureOnce(world: BenchWorld, target: BenchTarget, name: string,
     ...result,
     repeat,
     tasks,
+    notCompleted,
     leftOver: drained.left,
     drainMs: target.drain ? t2 - t1 : 0,
     completedPerS: tasks / ((t2 - t0) / 1000),
@@ -591,7 +597,9 @@ async function measureFixedRate(target: BenchTarget, load: LoadOptions, rate: nu
 
 function printRun(m: Measured): void {
   const cpu = Object.fromEntries(Object.entries(m.cpuMsPerTask).map(([k, v]) => [k, Number(v.toFixed(3))]));
-  const drain = m.drainMs ? `, drained in ${(m.drainMs / 1000).toFixed(1)} s${m.leftOver ? ` (${m.leftOver} runs NOT finished)` : ''}, ${m.completedPerS.toFixed(0)} tasks/s end to end` : '';
+  const drain = m.drainMs
+    ? `${m.notCompleted ? ` (+${m.notCompleted} runs ended NOT completed, e.g. failed)` : ''}, drained in ${(m.drainMs / 1000).toFixed(1)} s${m.leftOver ? ` (${m.leftOver} runs NOT finished: drain timed out)` : ''}, ${m.completedPerS.toFixed(0)} tasks/s end to end`
+    : '';
   console.log(
     `[${m.name} #${m.repeat}] ${m.rps} rps, p50 ${m.p50Ms} ms, p99 ${m.p99Ms} ms, ${m.tasks} tasks${drain}; per task: CPU ms ${JSON.stringify(cpu)} = ${fmt(m.cpuMsPerTaskTotal, 3)}, ` +
       `SQL ${fmt(m.sqlPerTask)}, Redis ${fmt(m.redisPerTask)}` +
@@ -605,9 +613,9 @@ function printReport(medians: Measured[], repeat: number): void {
   printTable(medians, ['sdk-mem', 'sdk-pg', 'sdk-grpc'].filter((b) => medians.some((r) => r.name === b)));
 
   console.log(`\nPer task${of}: CPU ms by process group over load + drain, SQL statements, Redis commands`);
-  console.log('(tasks: runs finished, for ours; answered requests, for the others. txn: of SQL, BEGIN/COMMIT/SET; scr: of Redis, script calls)');
+  console.log('(tasks: runs completed, for ours; answered requests, for the others. txn: of SQL, BEGIN/COMMIT/SET; scr: of Redis, script calls)');
   const groups = ['server', 'worker', 'upstream', 'postgres', 'redis'].filter((g) => medians.some((r) => r.cpuMsPerTask[g] !== undefined));
-  const header = ['target'.padEnd(20), 'tasks'.padStart(7), ...groups.map((g) => g.padStart(9)), 'CPU all'.padStart(8), 'SQL'.padStart(6), '(txn)'.padStart(6), 'Redis'.padStart(6), '(scr)'.padStart(6), 'drain s'.padStart(8)];
+  const header = ['target'.padEnd(20), 'tasks'.padStart(7), ...groups.map((g) => g.padStart(9)), 'CPU all'.padStart(8), 'SQL'.padStart(6), '(txn)'.padStart(6), 'Redis'.padStart(6), '(scr)'.padStart(6), 'drain s'.padStart(8), 'failed'.padStart(7), 'left'.padStart(6)];
   console.log(header.join(' '));
   for (const r of medians) {
     console.log(
@@ -621,6 +629,8 @@ function printReport(medians: Measured[], repeat: number): void {
         (r.redisPerTask === null ? 'n/a' : fmt(r.redisPerTask)).padStart(6),
         (r.redisScriptsPerTask === null ? 'n/a' : fmt(r.redisScriptsPerTask)).padStart(6),
         (r.drainMs ? (r.drainMs / 1000).toFixed(1) : '–').padStart(8),
+        String(r.notCompleted).padStart(7),
+        String(r.leftOver).padStart(6),
       ].join(' '),
     );
   }

@@ -67,8 +67,8 @@ export interface OursProcesses {
    * still not terminal (0 when drained) and the milliseconds waited; never rejects on timeout.
    */
   drain(timeoutMs?: number): Promise<{ left: number; waitedMs: number }>;
-  /** Runs in a terminal status (completed, failed, canceled, rejected) now. */
-  terminalRuns(): Promise<number>;
+  /** Runs in a terminal status (completed, failed, canceled, rejected) now, and of them the completed ones. */
+  terminalRuns(): Promise<{ terminal: number; completed: number }>;
   close(): Promise<void>;
 }
 
@@ -136,8 +136,10 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
       const client = new pg.Client({ connectionString: samplerUrl });
       await client.connect();
       try {
-        const { rows } = await client.query<{ n: number }>(`/* ${SAMPLER_TAG} */ SELECT count(*)::int AS n FROM runs WHERE status IN (${TERMINAL})`);
-        return rows[0]!.n;
+        const { rows } = await client.query<{ terminal: number; completed: number }>(
+          `/* ${SAMPLER_TAG} */ SELECT count(*)::int AS terminal, (count(*) FILTER (WHERE status = 'completed'))::int AS completed FROM runs WHERE status IN (${TERMINAL})`,
+        );
+        return rows[0]!;
       } finally {
         await client.end();
       }
