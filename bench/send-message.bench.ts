@@ -17,12 +17,21 @@
  * one HTTP/2 channel) instead of autocannon; their rows are compared with `sdk-grpc`.
  *
  * The A2A targets run in two modes: `returnImmediately: true` (durable accept) and blocking (the
- * answer is the completed task). For every target it prints req/s, p50/p99, ratios, and CPU ms per
- * request of each process group (server, worker, postgres, redis — from /proc, over the measured
- * window; postgres and redis are machine-wide, so other load on the machine shows there).
+ * answer is the completed task). Each target and mode runs BENCH_REPEAT times (`npm run bench`: 3);
+ * every run prints req/s, p50/p99 and, per task, CPU ms of each process group (server, worker,
+ * upstream, postgres, redis — /proc), SQL statements (pg_stat_statements) and Redis commands
+ * (INFO commandstats). PostgreSQL and Redis are the bench's own (lib/own-services.ts), so both
+ * are counted for the target alone; with BENCH_DATABASE_URL the given server is used instead
+ * (SQL counted only if it preloads pg_stat_statements, postgres CPU machine-wide).
+ * For our targets a run's figures cover the load AND the drain after it (until every accepted
+ * run is terminal), divided by the runs that finished. The tables and the issue-19 goals
+ * (PASS/MISS) use the medians. The `proxy` target also reports its latency at a fixed offered
+ * load (BENCH_FIXED_RATE, default 200 req/s) beside the same upstream called directly.
  *
  *   npm run bench          (BENCH_DURATION_S, BENCH_WARMUP_S, BENCH_CONNECTIONS, BENCH_TARGETS,
- *                           BENCH_MODES=immediate,blocking, BENCH_OUT, BENCH_PROFILE_DIR)
+ *                           BENCH_MODES=immediate,blocking, BENCH_REPEAT, BENCH_DRAIN_TIMEOUT_S,
+ *                           BENCH_FIXED_RATE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_OUT,
+ *                           BENCH_PROFILE_DIR)
  *
  * Requests carry `A2A-Version: 1.0` (the SDK server treats a missing header as 0.3 and rejects it).
  */
@@ -37,10 +46,11 @@ import { startSdkGrpc } from './baselines/sdk-grpc.js';
 import { runGrpcLoad } from './lib/grpc-load.js';
 import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { startFastifyPg, startSdkPostgres } from './baselines/sdk-postgres.js';
-import { CpuWindow, pidsByName } from './lib/proc-cpu.js';
+import { CpuWindow, pidsByName, processTree } from './lib/proc-cpu.js';
+import { BenchPostgres, BenchRedis, RedisCounter, SAMPLER_ROLE, SqlCounter, stopOwnServices, withUser, type RedisCount, type SqlCount } from './lib/own-services.js';
 import { repoPath } from './lib/child-server.js';
 import { startOursProcesses } from './ours/ours.js';
-import { printTable, runLoad, type JsonBody, type LoadResult } from './lib/load.js';
+import { printTable, runLoad, type JsonBody, type LoadOptions, type LoadResult } from './lib/load.js';
 import { envNumber } from './lib/stats.js';
 
 /** One thing to benchmark. `url` is the endpoint the SendMessage body is POSTed to. */
@@ -52,8 +62,17 @@ export interface BenchTarget {
   headers?: Record<string, string>;
   /** Set for a gRPC target: SendMessage is a unary gRPC call to `address` with this `tenant` (`url` is unused). */
   grpc?: { address: string; tenant: string };
-  /** Wait until the work a measured load left behind is done (so the next mode starts clean). */
-  drain?(): Promise<void>;
+  /**
+   * Wait until the work a measured load left behind is done (every accepted run terminal), at
+   * most `timeoutMs`; resolves with the runs left unfinished.
+   */
+  drain?(timeoutMs?: number): Promise<{ left: number; waitedMs: number }>;
+  /** Runs in a terminal status now, and of them completed (our targets): a window's tasks are the completed delta. */
+  terminalRuns?(): Promise<{ terminal: number; completed: number }>;
+  /** The target's databases (PostgreSQL-backed targets; their statements are the ones counted). */
+  databases?: string[];
+  /** Set for a target in front of an upstream: the upstream's URL, for the fixed-rate comparison. */
+  fixedRateDirectUrl?: string;
   close(): Promise<void>;
 }
 
@@ -120,12 +139,74 @@ async function smokeCheck(target: BenchTarget, blocking: boolean): Promise<void>
   console.log(`[${target.name}${blocking ? ' blocking' : ''}] smoke OK, ${Buffer.byteLength(text)} B: ${text.slice(0, 120)}…`);
 }
 
+/** Where the PostgreSQL-backed targets keep their data, and how statements and commands are counted. */
+interface BenchWorld {
+  /** Database URL for a target's database `name` (the bench's own cluster, or the shared server). */
+  databaseUrl(name: string): string;
+  /** The same database as the sampler role (own cluster) or as is (shared). */
+  samplerUrl(name: string): string;
+  /** Databases whose statements count (null: every one of the own cluster). */
+  databasesOf(names: string[]): string[] | undefined;
+  redisUrl: string | undefined;
+  sql: SqlCounter | null;
+  redis: RedisCounter | null;
+  /** CPU groups of the shared services. */
+  postgresPids(): number[];
+  redisPids(): number[];
+  /** One line saying where PostgreSQL and Redis are and how they are counted. */
+  describe: string;
+  close(): Promise<void>;
+}
+
+async function startWorld(needsPg: boolean): Promise<BenchWorld> {
+  const givenDb = process.env.BENCH_DATABASE_URL;
+  const givenRedis = process.env.BENCH_REDIS_URL;
+  const ownPg = needsPg && !givenDb ? await BenchPostgres.start() : null;
+  const ownRedis = givenRedis ? null : await BenchRedis.start();
+  const redisUrl = givenRedis ?? ownRedis!.url;
+  let sql: SqlCounter | null = null;
+  if (ownPg) sql = await SqlCounter.open(withUser(ownPg.url('postgres'), SAMPLER_ROLE));
+  else if (givenDb) sql = await SqlCounter.open(withUser(givenDb, new URL(givenDb).username || 'postgres', 'postgres')).catch(() => null);
+  const redis = await RedisCounter.open(redisUrl);
+  const sharedDb = (name: string) => {
+    // with BENCH_DATABASE_URL: ours uses it as is; the baselines their own databases beside it
+    if (name === 'aaas_bench') return givenDb!;
+    const u = new URL(givenDb!);
+    u.pathname = `/${new URL(givenDb!).pathname.slice(1)}_${name.replace(/^aaas_bench_/, '')}`;
+    return u.toString();
+  };
+  return {
+    databaseUrl: (name) => (ownPg ? ownPg.url(name) : givenDb ? sharedDb(name) : `postgresql://postgres@127.0.0.1:5432/${name}`),
+    samplerUrl: (name) => (ownPg ? withUser(ownPg.url(name), SAMPLER_ROLE) : givenDb ? sharedDb(name) : `postgresql://postgres@127.0.0.1:5432/${name}`),
+    databasesOf: (names) => (ownPg ? undefined : names.map((n) => new URL(sharedDb(n)).pathname.slice(1))),
+    redisUrl,
+    sql: sql?.available ? sql : null,
+    redis,
+    postgresPids: () => (ownPg ? processTree(ownPg.pid) : pidsByName('postgres')),
+    redisPids: () => (ownRedis ? [ownRedis.pid] : pidsByName('redis-server')),
+    describe:
+      (ownPg
+        ? `PostgreSQL: the bench's own cluster on 127.0.0.1:${ownPg.port} (fsync on, pg_stat_statements; CPU of its process tree)`
+        : `PostgreSQL: ${givenDb ?? 'shared 127.0.0.1:5432'} (${sql?.available ? 'pg_stat_statements' : 'no pg_stat_statements: SQL n/a'}; CPU of every postgres process on the machine)`) +
+      `; Redis: ${ownRedis ? `the bench's own redis-server on ${ownRedis.port} (no persistence)` : `${givenRedis} (commands and CPU machine-wide)`}`,
+    async close() {
+      await sql?.close().catch(() => undefined);
+      await redis.close();
+      stopOwnServices();
+    },
+  };
+}
+
 interface Starter {
   key: 'bare' | 'lean' | 'sdk' | 'sdkpg' | 'ours' | 'proxy' | 'grpc' | 'sdkgrpc';
   /** Modes this target supports (bare servers only answer a submitted task). */
   modes: Array<'immediate' | 'blocking'>;
-  start(): Promise<BenchTarget>;
+  /** Uses PostgreSQL (the bench starts its own cluster when one of these is wanted). */
+  pg?: boolean;
+  start(world: BenchWorld): Promise<BenchTarget>;
 }
+
+const oursOptions = (world: BenchWorld) => ({ databaseUrl: world.databaseUrl('aaas_bench'), samplerDatabaseUrl: world.samplerUrl('aaas_bench'), redisUrl: world.redisUrl });
 
 const STARTERS: Starter[] = [
   {
@@ -139,9 +220,10 @@ const STARTERS: Starter[] = [
   {
     key: 'lean',
     modes: ['immediate'],
-    start: async () => {
-      const s = await startFastifyPg();
-      return { name: 'fastify+pg', url: s.url, pids: { server: s.pid ?? 0 }, close: s.close };
+    pg: true,
+    start: async (world) => {
+      const s = await startFastifyPg(world.databaseUrl('aaas_bench_lean'));
+      return { name: 'fastify+pg', url: s.url, pids: { server: s.pid ?? 0 }, databases: ['aaas_bench_lean'], close: s.close };
     },
   },
   {
@@ -155,17 +237,19 @@ const STARTERS: Starter[] = [
   {
     key: 'sdkpg',
     modes: ['immediate', 'blocking'],
-    start: async () => {
-      const s = await startSdkPostgres();
-      return { name: 'sdk-pg', url: s.url, pids: { server: s.pid ?? 0 }, close: s.close };
+    pg: true,
+    start: async (world) => {
+      const s = await startSdkPostgres(world.databaseUrl('aaas_bench_sdk'));
+      return { name: 'sdk-pg', url: s.url, pids: { server: s.pid ?? 0 }, databases: ['aaas_bench_sdk'], close: s.close };
     },
   },
   {
     key: 'ours',
     modes: ['immediate', 'blocking'],
-    start: async () => {
-      const o = await startOursProcesses();
-      return { name: 'ours', url: o.url, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, drain: () => o.drain(), close: o.close };
+    pg: true,
+    start: async (world) => {
+      const o = await startOursProcesses(oursOptions(world));
+      return { name: 'ours', url: o.url, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, databases: ['aaas_bench'], drain: (t) => o.drain(t), terminalRuns: () => o.terminalRuns(), close: o.close };
     },
   },
   {
@@ -180,29 +264,34 @@ const STARTERS: Starter[] = [
     // our API with the gRPC binding on (GRPC_PORT=0: a free port, read back from the agent card)
     key: 'grpc',
     modes: ['immediate', 'blocking'],
-    start: async () => {
-      const o = await startOursProcesses({ transports: ['JSONRPC', 'GRPC'], apiEnv: { GRPC_PORT: '0' } });
+    pg: true,
+    start: async (world) => {
+      const o = await startOursProcesses({ ...oursOptions(world), transports: ['JSONRPC', 'GRPC'], apiEnv: { GRPC_PORT: '0' } });
       const card = (await (await fetch(`${o.url}/.well-known/agent-card.json`)).json()) as { supportedInterfaces: Array<{ url: string; protocolBinding: string; tenant?: string }> };
       const iface = card.supportedInterfaces.find((i) => i.protocolBinding === 'GRPC');
       if (!iface) {
         await o.close();
         throw new Error('ours-grpc: the agent card lists no GRPC interface');
       }
-      return { name: 'ours-grpc', url: '', grpc: { address: iface.url, tenant: iface.tenant ?? '' }, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, drain: () => o.drain(), close: o.close };
+      return { name: 'ours-grpc', url: '', grpc: { address: iface.url, tenant: iface.tenant ?? '' }, pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0 }, databases: ['aaas_bench'], drain: (t) => o.drain(t), terminalRuns: () => o.terminalRuns(), close: o.close };
     },
   },
   {
     // the price of durability: the same in-memory SDK agent, called through us (a2a runtime)
     key: 'proxy',
     modes: ['immediate', 'blocking'],
-    start: async () => {
+    pg: true,
+    start: async (world) => {
       const upstream = await startSdkInMemory();
-      const o = await startOursProcesses({ runtime: { kind: 'a2a', cardUrl: upstream.cardUrl }, env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8' } });
+      const o = await startOursProcesses({ ...oursOptions(world), runtime: { kind: 'a2a', cardUrl: upstream.cardUrl }, env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8' } });
       return {
         name: 'proxy',
         url: o.url,
         pids: { server: o.api.pid ?? 0, worker: o.worker?.pid ?? 0, upstream: upstream.pid ?? 0 },
-        drain: () => o.drain(),
+        databases: ['aaas_bench'],
+        fixedRateDirectUrl: upstream.url,
+        drain: (t) => o.drain(t),
+        terminalRuns: () => o.terminalRuns(),
         close: async () => {
           await o.close();
           await upstream.close();
@@ -212,106 +301,228 @@ const STARTERS: Starter[] = [
   },
 ];
 
-interface Measured extends LoadResult {
-  /** CPU ms per request by process group (server, worker, postgres, redis). */
-  cpuMsPerRequest: Record<string, number>;
+/** Latency at a fixed offered load (autocannon `overallRate`), through the target and straight to its upstream. */
+export interface FixedRateLatency {
+  /** Offered requests per second. */
+  rate: number;
+  through: { rps: number; p50Ms: number; p99Ms: number; bad: number };
+  direct: { rps: number; p50Ms: number; p99Ms: number; bad: number };
+  /** through − direct, ms. */
+  addedP50Ms: number;
+  addedP99Ms: number;
 }
 
-const fmt = (n: number | undefined, digits = 2) => (n === undefined ? '–' : n.toFixed(digits));
+/** One measured run of one target and mode. */
+export interface Measured extends LoadResult {
+  /** 1-based repeat index (0 for a median row). */
+  repeat: number;
+  /**
+   * Tasks the figures are divided by: for our targets the runs that completed between the
+   * window's start and the end of the drain after it; for the others the answered requests.
+   */
+  tasks: number;
+  /** Our targets: runs that ended failed / canceled / rejected in the same span (0 for the others). */
+  notCompleted: number;
+  /** Runs still not terminal when the drain gave up (0: every accepted run finished). */
+  leftOver: number;
+  /** Milliseconds from the end of the load until every accepted run was terminal. */
+  drainMs: number;
+  /** Tasks per second over load + drain (the rate the whole system finishes them at). */
+  completedPerS: number;
+  /** CPU ms per task by process group (server, worker, postgres, redis, upstream), load + drain. */
+  cpuMsPerTask: Record<string, number>;
+  /** Sum of cpuMsPerTask. */
+  cpuMsPerTaskTotal: number;
+  /** @deprecated name of earlier results: the same figures as cpuMsPerTask. */
+  cpuMsPerRequest: Record<string, number>;
+  /** SQL statements per task (pg_stat_statements; null: not countable). */
+  sqlPerTask: number | null;
+  /** Of sqlPerTask, transaction control and SET statements. */
+  sqlUtilityPerTask: number | null;
+  /** Redis commands per task (INFO commandstats; commands inside scripts included). */
+  redisPerTask: number | null;
+  /** Of redisPerTask, EVAL/EVALSHA/FCALL invocations. */
+  redisScriptsPerTask: number | null;
+  /** Totals over the window: statements (with the most called ones) and commands per name. */
+  sql: SqlCount | null;
+  redis: RedisCount | null;
+  fixedRate?: FixedRateLatency;
+}
+
+const fmt = (n: number | null | undefined, digits = 2) => (n === undefined || n === null || !Number.isFinite(n) ? '–' : n.toFixed(digits));
+
+function median(values: number[]): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return Number.NaN;
+  const mid = Math.floor(v.length / 2);
+  return v.length % 2 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
+}
+
+/** Per-figure medians of repeated runs of one target and mode (errors, non2xx, bad bodies and leftovers summed). */
+export function medianOf(runs: Measured[]): Measured {
+  const first = runs[0]!;
+  const m = (f: (r: Measured) => number | null | undefined) => {
+    const xs = runs.map(f).filter((x): x is number => typeof x === 'number');
+    return xs.length ? median(xs) : null;
+  };
+  const sum = (f: (r: Measured) => number) => runs.reduce((a, r) => a + f(r), 0);
+  const groups = [...new Set(runs.flatMap((r) => Object.keys(r.cpuMsPerTask)))];
+  const cpuMsPerTask = Object.fromEntries(groups.map((g) => [g, m((r) => r.cpuMsPerTask[g]) ?? 0]));
+  const fr = runs.filter((r) => r.fixedRate).map((r) => r.fixedRate!);
+  return {
+    ...first,
+    repeat: 0,
+    requests: m((r) => r.requests)!,
+    rps: m((r) => r.rps)!,
+    p50Ms: m((r) => r.p50Ms)!,
+    p90Ms: m((r) => r.p90Ms)!,
+    p99Ms: m((r) => r.p99Ms)!,
+    avgMs: m((r) => r.avgMs)!,
+    maxMs: m((r) => r.maxMs)!,
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+    non2xx: sum((r) => r.non2xx),
+    mismatches: sum((r) => r.mismatches),
+    tasks: m((r) => r.tasks)!,
+    notCompleted: sum((r) => r.notCompleted),
+    leftOver: sum((r) => r.leftOver),
+    drainMs: m((r) => r.drainMs)!,
+    completedPerS: m((r) => r.completedPerS)!,
+    cpuMsPerTask,
+    cpuMsPerRequest: cpuMsPerTask,
+    cpuMsPerTaskTotal: m((r) => r.cpuMsPerTaskTotal)!,
+    sqlPerTask: m((r) => r.sqlPerTask),
+    sqlUtilityPerTask: m((r) => r.sqlUtilityPerTask),
+    redisPerTask: m((r) => r.redisPerTask),
+    redisScriptsPerTask: m((r) => r.redisScriptsPerTask),
+    sql: null,
+    redis: null,
+    ...(fr.length
+      ? {
+          fixedRate: {
+            rate: fr[0]!.rate,
+            through: { rps: median(fr.map((f) => f.through.rps)), p50Ms: median(fr.map((f) => f.through.p50Ms)), p99Ms: median(fr.map((f) => f.through.p99Ms)), bad: fr.reduce((a, f) => a + f.through.bad, 0) },
+            direct: { rps: median(fr.map((f) => f.direct.rps)), p50Ms: median(fr.map((f) => f.direct.p50Ms)), p99Ms: median(fr.map((f) => f.direct.p99Ms)), bad: fr.reduce((a, f) => a + f.direct.bad, 0) },
+            addedP50Ms: median(fr.map((f) => f.addedP50Ms)),
+            addedP99Ms: median(fr.map((f) => f.addedP99Ms)),
+          },
+        }
+      : {}),
+  };
+}
+
+/** One goal of issue 19, evaluated on the medians. */
+export interface GoalCheck {
+  goal: string;
+  figure: number | null;
+  want: string;
+  pass: boolean | null;
+}
+
+function evaluateGoals(by: (name: string) => Measured | undefined): GoalCheck[] {
+  const out: GoalCheck[] = [];
+  const ratio = (goal: string, a: string, b: string, min: number) => {
+    const ra = by(a);
+    const rb = by(b);
+    if (!ra || !rb) return;
+    const f = ra.rps / rb.rps;
+    out.push({ goal, figure: f, want: `>= ${min.toFixed(1)}x`, pass: f >= min });
+  };
+  const atMost = (goal: string, name: string, pick: (r: Measured) => number | null, max: number, unit: string) => {
+    const r = by(name);
+    if (!r) return;
+    const f = pick(r);
+    out.push({ goal, figure: f, want: `<= ${max} ${unit}`, pass: f === null ? null : f <= max });
+  };
+  ratio('returnImmediately req/s vs sdk-mem', 'ours', 'sdk-mem', 1.0);
+  ratio('blocking req/s vs sdk-mem blocking', 'ours blocking', 'sdk-mem blocking', 0.5);
+  atMost('CPU per accepted echo task, all-in', 'ours', (r) => r.cpuMsPerTaskTotal, 0.8, 'ms');
+  atMost('CPU per blocking task, all-in', 'ours blocking', (r) => r.cpuMsPerTaskTotal, 1.2, 'ms');
+  atMost('SQL statements per task (immediate)', 'ours', (r) => r.sqlPerTask, 4, 'stmts');
+  atMost('SQL statements per task (blocking)', 'ours blocking', (r) => r.sqlPerTask, 4, 'stmts');
+  atMost('Redis commands per task (immediate)', 'ours', (r) => r.redisPerTask, 3, 'cmds');
+  atMost('Redis commands per task (blocking)', 'ours blocking', (r) => r.redisPerTask, 3, 'cmds');
+  return out;
+}
 
 export async function main(): Promise<Measured[]> {
   const durationSeconds = envNumber('BENCH_DURATION_S', 10);
   const warmupSeconds = envNumber('BENCH_WARMUP_S', 2);
   const connections = envNumber('BENCH_CONNECTIONS', 32);
+  const repeat = Math.max(1, Math.floor(envNumber('BENCH_REPEAT', 1)));
+  const drainTimeoutMs = envNumber('BENCH_DRAIN_TIMEOUT_S', 300) * 1000;
+  const fixedRate = envNumber('BENCH_FIXED_RATE', 200);
   const list = (v: string | undefined, d: string) => new Set((v ?? d).split(',').map((x) => x.trim()).filter(Boolean));
   const wanted = list(process.env.BENCH_TARGETS, 'bare,lean,sdk,sdkpg,ours,proxy,grpc,sdkgrpc');
   const modes = list(process.env.BENCH_MODES, 'immediate,blocking');
 
+  const world = await startWorld(STARTERS.some((s) => s.pg && wanted.has(s.key)));
   console.log(
-    `SendMessage bench: ${durationSeconds}s measured (+${warmupSeconds}s warm-up) per target and mode, ` +
-      `${connections} connections, node ${process.version}, ${cpus().length} CPUs, targets=${[...wanted].join(',')}, modes=${[...modes].join(',')}`,
+    `SendMessage bench: ${durationSeconds}s measured (+${warmupSeconds}s warm-up) per target and mode, x${repeat}, ` +
+      `${connections} connections, node ${process.version}, ${cpus().length} CPUs, targets=${[...wanted].join(',')}, modes=${[...modes].join(',')}\n${world.describe}`,
   );
 
-  const results: Measured[] = [];
-  for (const starter of STARTERS) {
-    if (!wanted.has(starter.key)) continue;
-    const target = await starter.start();
-    try {
-      for (const mode of starter.modes) {
-        if (!modes.has(mode)) continue;
-        const blocking = mode === 'blocking';
-        const name = blocking ? `${target.name} blocking` : target.name;
-        await smokeCheck(target, blocking);
-        const load = {
-          name,
-          url: target.url,
-          method: 'POST' as const,
-          headers: { ...A2A_HEADERS, ...target.headers },
-          bodyFactory: () => sendMessageBody(blocking),
-          verifyBody: blocking ? isCompletedTask : isJsonRpcSuccess,
-          connections,
-        };
-        if (warmupSeconds > 0) {
-          await (target.grpc
-            ? runGrpcLoad({ name, address: target.grpc.address, requestFactory: () => grpcSendMessage(target.grpc!.tenant, blocking), verify: grpcVerifier(blocking), metadata: { 'a2a-version': '1.0' }, concurrency: connections, durationSeconds: warmupSeconds })
-            : runLoad({ ...load, durationSeconds: warmupSeconds }));
-          await target.drain?.();
+  const runs: Measured[] = [];
+  const medians: Measured[] = [];
+  try {
+    for (const starter of STARTERS) {
+      if (!wanted.has(starter.key)) continue;
+      const target = await starter.start(world);
+      try {
+        for (const mode of starter.modes) {
+          if (!modes.has(mode)) continue;
+          const blocking = mode === 'blocking';
+          const name = blocking ? `${target.name} blocking` : target.name;
+          await smokeCheck(target, blocking);
+          const load = {
+            name,
+            url: target.url,
+            method: 'POST' as const,
+            headers: { ...A2A_HEADERS, ...target.headers },
+            bodyFactory: () => sendMessageBody(blocking),
+            verifyBody: blocking ? isCompletedTask : isJsonRpcSuccess,
+            connections,
+          };
+          const runOnce = (seconds: number) =>
+            target.grpc
+              ? runGrpcLoad({ name, address: target.grpc.address, requestFactory: () => grpcSendMessage(target.grpc!.tenant, blocking), verify: grpcVerifier(blocking), metadata: { 'a2a-version': '1.0' }, concurrency: connections, durationSeconds: seconds })
+              : runLoad({ ...load, durationSeconds: seconds });
+          if (warmupSeconds > 0) {
+            await runOnce(warmupSeconds);
+            await target.drain?.(drainTimeoutMs);
+          }
+          const mine: Measured[] = [];
+          for (let i = 1; i <= repeat; i++) {
+            const m = await measureOnce(world, target, name, () => runOnce(durationSeconds), drainTimeoutMs, i);
+            if (target.fixedRateDirectUrl) m.fixedRate = await measureFixedRate(target, load, fixedRate, durationSeconds, drainTimeoutMs);
+            printRun(m);
+            mine.push(m);
+            runs.push(m);
+          }
+          const med = medianOf(mine);
+          if (repeat > 1) console.log(`[${name}] median of ${repeat}: ${med.rps} rps, p50 ${fmt(med.p50Ms)} ms, p99 ${fmt(med.p99Ms)} ms, CPU ${fmt(med.cpuMsPerTaskTotal, 3)} ms/task, SQL ${fmt(med.sqlPerTask)}/task, Redis ${fmt(med.redisPerTask)}/task`);
+          medians.push(med);
         }
-        const runOnce = (seconds: number) =>
-          target.grpc
-            ? runGrpcLoad({ name, address: target.grpc.address, requestFactory: () => grpcSendMessage(target.grpc!.tenant, blocking), verify: grpcVerifier(blocking), metadata: { 'a2a-version': '1.0' }, concurrency: connections, durationSeconds: seconds })
-            : runLoad({ ...load, durationSeconds: seconds });
-        const cpu = new CpuWindow({
-          ...Object.fromEntries(Object.entries(target.pids).map(([k, pid]) => [k, () => (pid ? [pid] : [])])),
-          postgres: () => pidsByName('postgres'),
-          redis: () => pidsByName('redis-server'),
-        });
-        cpu.start();
-        const result = await runOnce(durationSeconds);
-        const used = cpu.stop();
-        const cpuMsPerRequest = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, result.requests > 0 ? ms / result.requests : 0]));
-        results.push({ ...result, cpuMsPerRequest });
-        console.log(`[${name}] ${result.rps} rps, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms, CPU ms/req ${JSON.stringify(Object.fromEntries(Object.entries(cpuMsPerRequest).map(([k, v]) => [k, Number(v.toFixed(3))])))}`);
-        // accepted-but-not-yet-executed runs would slow the next mode down: let the worker finish them
-        await target.drain?.();
+      } finally {
+        await target.close();
       }
-    } finally {
-      await target.close();
     }
+  } finally {
+    await world.close();
   }
 
-  console.log('');
-  printTable(results, ['sdk-mem', 'sdk-pg', 'sdk-grpc'].filter((b) => results.some((r) => r.name === b)));
+  printReport(medians, repeat);
+  console.log(world.describe);
 
-  console.log('\nCPU ms per request (measured window; postgres and redis are machine-wide):');
-  const groups = ['server', 'worker', 'postgres', 'redis'];
-  console.log(['target'.padEnd(20), ...groups.map((g) => g.padStart(9)), 'total'.padStart(9)].join(' '));
-  for (const r of results) {
-    const total = Object.values(r.cpuMsPerRequest).reduce((a, b) => a + b, 0);
-    console.log([r.name.padEnd(20), ...groups.map((g) => fmt(r.cpuMsPerRequest[g], 3).padStart(9)), fmt(total, 3).padStart(9)].join(' '));
+  const by = (n: string) => medians.find((r) => r.name === n);
+  const goals = evaluateGoals(by);
+  console.log(`\nTargets (issue 19; medians of ${repeat} run${repeat > 1 ? 's' : ''}):`);
+  for (const g of goals) {
+    const figure = g.figure === null ? 'n/a' : g.want.endsWith('x') ? `${g.figure.toFixed(2)}x` : g.figure.toFixed(2);
+    console.log(`  ${g.goal.padEnd(40)} ${figure.padStart(7)}  (goal ${g.want}): ${g.pass === null ? 'n/a' : g.pass ? 'PASS' : 'MISS'}`);
   }
-
-  const by = (n: string) => results.find((r) => r.name === n);
-  const targets: Array<[string, string, string, number]> = [
-    ['returnImmediately vs in-memory SDK', 'ours', 'sdk-mem', 1.0],
-    ['blocking vs in-memory SDK', 'ours blocking', 'sdk-mem blocking', 0.5],
-    ['blocking vs SDK on Postgres', 'ours blocking', 'sdk-pg blocking', 1.2],
-  ];
-  // through us vs calling the same upstream directly: what durability costs (no target, a figure)
-  for (const [a, b] of [['proxy blocking', 'sdk-mem blocking'], ['proxy', 'sdk-mem']] as const) {
-    const ra = by(a);
-    const rb = by(b);
-    if (ra && rb) console.log(`  price of durability: ${`${a} / ${b}`.padEnd(34)} ${(ra.rps / rb.rps).toFixed(2)}x req/s, p50 ${fmt(ra.p50Ms, 1)} vs ${fmt(rb.p50Ms, 1)} ms`);
-  }
-  console.log('\nTargets (req/s ratio):');
-  for (const [label, a, b, want] of targets) {
-    const ra = by(a);
-    const rb = by(b);
-    if (!ra || !rb) continue;
-    const ratio = ra.rps / rb.rps;
-    console.log(`  ${label.padEnd(38)} ${ratio.toFixed(2)}x (target >= ${want.toFixed(1)}x): ${ratio >= want ? 'MET' : `NOT MET (${((want - ratio) / want * 100).toFixed(0)}% short)`}`);
-  }
-  for (const [a, b] of [['ours', 'fastify+pg'], ['ours', 'sdk-pg'], ['ours', 'bare'], ['ours-grpc', 'sdk-grpc'], ['ours-grpc blocking', 'sdk-grpc blocking'], ['ours-grpc', 'ours'], ['ours-grpc blocking', 'ours blocking']] as const) {
+  console.log('\nOther ratios (req/s):');
+  for (const [a, b] of [['ours blocking', 'sdk-pg blocking'], ['ours', 'sdk-pg'], ['ours', 'fastify+pg'], ['ours', 'bare'], ['proxy', 'sdk-mem'], ['proxy blocking', 'sdk-mem blocking'], ['ours-grpc', 'sdk-grpc'], ['ours-grpc blocking', 'sdk-grpc blocking'], ['ours-grpc', 'ours'], ['ours-grpc blocking', 'ours blocking']] as const) {
     const ra = by(a);
     const rb = by(b);
     if (ra && rb) console.log(`  ${`${a} / ${b}`.padEnd(38)} ${(ra.rps / rb.rps).toFixed(2)}x`);
@@ -320,10 +531,122 @@ export async function main(): Promise<Measured[]> {
   const out = process.env.BENCH_OUT ?? repoPath(`bench/results/send-message-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   if (out) {
     mkdirSync(path.dirname(out), { recursive: true });
-    writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), node: process.version, cpus: cpus().length, durationSeconds, warmupSeconds, connections, results }, null, 2));
+    writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), node: process.version, cpus: cpus().length, durationSeconds, warmupSeconds, connections, repeat, world: world.describe, goals, results: medians, runs }, null, 2));
     console.log(`\nresults written to ${out}`);
   }
-  return results;
+  return runs;
+}
+
+/**
+ * One measured window: statements, commands and CPU are zeroed/snapshotted, the load runs, then
+ * (our targets) the bench waits until every accepted run is terminal before reading them, and
+ * divides by the tasks that finished.
+ */
+async function measureOnce(world: BenchWorld, target: BenchTarget, name: string, load: () => Promise<LoadResult>, drainTimeoutMs: number, repeat: number): Promise<Measured> {
+  const cpu = new CpuWindow({
+    ...Object.fromEntries(Object.entries(target.pids).map(([k, pid]) => [k, () => (pid ? [pid] : [])])),
+    postgres: () => world.postgresPids(),
+    redis: () => world.redisPids(),
+  });
+  const before = (await target.terminalRuns?.()) ?? { terminal: 0, completed: 0 };
+  await world.sql?.reset();
+  await world.redis?.mark();
+  const t0 = Date.now();
+  cpu.start();
+  const result = await load();
+  const t1 = Date.now();
+  const drained = (await target.drain?.(drainTimeoutMs)) ?? { left: 0, waitedMs: 0 };
+  const used = cpu.stop();
+  const t2 = Date.now();
+  const sql = world.sql ? await world.sql.read(target.databases ? world.databasesOf(target.databases) : undefined) : null;
+  const redis = world.redis ? await world.redis.read() : null;
+  const after = target.terminalRuns ? await target.terminalRuns() : null;
+  const tasks = after ? after.completed - before.completed : result.requests - result.non2xx - result.mismatches;
+  const notCompleted = after ? after.terminal - before.terminal - tasks : 0;
+  const per = (n: number) => (tasks > 0 ? n / tasks : Number.NaN);
+  const cpuMsPerTask = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, per(ms)]));
+  const pgBacked = target.databases !== undefined;
+  return {
+    ...result,
+    repeat,
+    tasks,
+    notCompleted,
+    leftOver: drained.left,
+    drainMs: target.drain ? t2 - t1 : 0,
+    completedPerS: tasks / ((t2 - t0) / 1000),
+    cpuMsPerTask,
+    cpuMsPerRequest: cpuMsPerTask,
+    cpuMsPerTaskTotal: Object.values(cpuMsPerTask).reduce((a, b) => a + b, 0),
+    sqlPerTask: sql ? per(sql.calls) : pgBacked ? null : 0,
+    sqlUtilityPerTask: sql ? per(sql.utilityCalls) : pgBacked ? null : 0,
+    redisPerTask: redis ? per(redis.calls) : null,
+    redisScriptsPerTask: redis ? per(redis.scriptCalls) : null,
+    sql,
+    redis,
+  };
+}
+
+/** Fixed offered load through the target, then straight to its upstream, each for `seconds`. */
+async function measureFixedRate(target: BenchTarget, load: LoadOptions, rate: number, seconds: number, drainTimeoutMs: number): Promise<FixedRateLatency> {
+  const pick = (r: LoadResult) => ({ rps: r.rps, p50Ms: r.p50Ms, p99Ms: r.p99Ms, bad: r.errors + r.non2xx + r.mismatches });
+  const through = pick(await runLoad({ ...load, name: `${load.name} @${rate}/s`, overallRate: rate, durationSeconds: seconds }));
+  await target.drain?.(drainTimeoutMs);
+  const direct = pick(await runLoad({ ...load, name: `${load.name} direct @${rate}/s`, url: target.fixedRateDirectUrl!, overallRate: rate, durationSeconds: seconds }));
+  return { rate, through, direct, addedP50Ms: through.p50Ms - direct.p50Ms, addedP99Ms: through.p99Ms - direct.p99Ms };
+}
+
+function printRun(m: Measured): void {
+  const cpu = Object.fromEntries(Object.entries(m.cpuMsPerTask).map(([k, v]) => [k, Number(v.toFixed(3))]));
+  const drain = m.drainMs
+    ? `${m.notCompleted ? ` (+${m.notCompleted} runs ended NOT completed, e.g. failed)` : ''}, drained in ${(m.drainMs / 1000).toFixed(1)} s${m.leftOver ? ` (${m.leftOver} runs NOT finished: drain timed out)` : ''}, ${m.completedPerS.toFixed(0)} tasks/s end to end`
+    : '';
+  console.log(
+    `[${m.name} #${m.repeat}] ${m.rps} rps, p50 ${m.p50Ms} ms, p99 ${m.p99Ms} ms, ${m.tasks} tasks${drain}; per task: CPU ms ${JSON.stringify(cpu)} = ${fmt(m.cpuMsPerTaskTotal, 3)}, ` +
+      `SQL ${fmt(m.sqlPerTask)}, Redis ${fmt(m.redisPerTask)}` +
+      (m.fixedRate ? `; @${m.fixedRate.rate}/s p50/p99 ${fmt(m.fixedRate.through.p50Ms)}/${fmt(m.fixedRate.through.p99Ms)} ms vs direct ${fmt(m.fixedRate.direct.p50Ms)}/${fmt(m.fixedRate.direct.p99Ms)} ms` : ''),
+  );
+}
+
+function printReport(medians: Measured[], repeat: number): void {
+  const of = repeat > 1 ? ` (medians of ${repeat} runs)` : '';
+  console.log(`\nThroughput and latency${of}:`);
+  printTable(medians, ['sdk-mem', 'sdk-pg', 'sdk-grpc'].filter((b) => medians.some((r) => r.name === b)));
+
+  console.log(`\nPer task${of}: CPU ms by process group over load + drain, SQL statements, Redis commands`);
+  console.log('(tasks: runs completed, for ours; answered requests, for the others. txn: of SQL, BEGIN/COMMIT/SET; scr: of Redis, script calls)');
+  const groups = ['server', 'worker', 'upstream', 'postgres', 'redis'].filter((g) => medians.some((r) => r.cpuMsPerTask[g] !== undefined));
+  const header = ['target'.padEnd(20), 'tasks'.padStart(7), ...groups.map((g) => g.padStart(9)), 'CPU all'.padStart(8), 'SQL'.padStart(6), '(txn)'.padStart(6), 'Redis'.padStart(6), '(scr)'.padStart(6), 'drain s'.padStart(8), 'failed'.padStart(7), 'left'.padStart(6)];
+  console.log(header.join(' '));
+  for (const r of medians) {
+    console.log(
+      [
+        r.name.padEnd(20),
+        String(Math.round(r.tasks)).padStart(7),
+        ...groups.map((g) => fmt(r.cpuMsPerTask[g], 3).padStart(9)),
+        fmt(r.cpuMsPerTaskTotal, 3).padStart(8),
+        (r.sqlPerTask === null ? 'n/a' : fmt(r.sqlPerTask)).padStart(6),
+        (r.sqlUtilityPerTask === null ? 'n/a' : fmt(r.sqlUtilityPerTask)).padStart(6),
+        (r.redisPerTask === null ? 'n/a' : fmt(r.redisPerTask)).padStart(6),
+        (r.redisScriptsPerTask === null ? 'n/a' : fmt(r.redisScriptsPerTask)).padStart(6),
+        (r.drainMs ? (r.drainMs / 1000).toFixed(1) : '–').padStart(8),
+        String(r.notCompleted).padStart(7),
+        String(r.leftOver).padStart(6),
+      ].join(' '),
+    );
+  }
+
+  const fixed = medians.filter((r) => r.fixedRate);
+  if (fixed.length) {
+    console.log(`\nLatency at a fixed offered load${of} (autocannon overallRate), through us vs straight to the upstream:`);
+    for (const r of fixed) {
+      const f = r.fixedRate!;
+      console.log(
+        `  ${r.name.padEnd(16)} @${f.rate}/s (answered ${fmt(f.through.rps, 0)}/s): p50 ${fmt(f.through.p50Ms)} ms, p99 ${fmt(f.through.p99Ms)} ms; direct (${fmt(f.direct.rps, 0)}/s) ${fmt(f.direct.p50Ms)} / ${fmt(f.direct.p99Ms)} ms; adds ${fmt(f.addedP50Ms)} ms p50, ${fmt(f.addedP99Ms)} ms p99` +
+          (f.through.rps < f.rate * 0.95 ? ' (the offered rate was above what it sustained: queueing included)' : '') +
+          (f.through.bad || f.direct.bad ? `; ${f.through.bad}/${f.direct.bad} bad answers` : ''),
+      );
+    }
+  }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {

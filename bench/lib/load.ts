@@ -34,6 +34,7 @@ interface AutocannonOptions {
   duration?: number;
   pipelining?: number;
   timeout?: number;
+  overallRate?: number;
   verifyBody?: (body: string) => boolean;
   title?: string;
 }
@@ -78,6 +79,11 @@ export interface LoadOptions {
   warmupSeconds?: number;
   /** Default 1 (no pipelining). */
   pipelining?: number;
+  /**
+   * Fixed offered load: at most this many requests per second over all connections (autocannon's
+   * `overallRate`); default none (closed loop, every connection sends as soon as answered).
+   */
+  overallRate?: number;
   /** Per-request timeout, seconds. Default 10. */
   timeoutSeconds?: number;
   /**
@@ -129,6 +135,7 @@ function toAutocannonOptions(opts: LoadOptions, durationSeconds: number): Autoca
     pipelining: opts.pipelining ?? 1,
     timeout: opts.timeoutSeconds ?? 10,
   };
+  if (opts.overallRate) ac.overallRate = opts.overallRate;
   if (opts.verifyBody) ac.verifyBody = opts.verifyBody;
   const factory = opts.bodyFactory;
   if (factory) {

@@ -2,6 +2,10 @@ import { execFileSync } from 'node:child_process';
 import pg from 'pg';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { repoPath, startChildServer, type ChildServer } from '../lib/child-server.js';
+import { SAMPLER_TAG } from '../lib/own-services.js';
+
+/** The terminal run statuses, as SQL literals. */
+const TERMINAL = `'completed', 'failed', 'canceled', 'rejected'`;
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const alnum = (n: number) => Array.from(randomBytes(n), (b) => ALNUM[b % ALNUM.length]).join('');
@@ -24,6 +28,13 @@ export interface OursOptions {
   worker?: boolean;
   /** Database to reset and use (default: BENCH_DATABASE_URL, else `aaas_bench`). */
   databaseUrl?: string;
+  /**
+   * Database URL `drain()` and `terminalRuns()` poll with (default `databaseUrl`): the bench
+   * passes its sampler role's, whose statements it leaves out of the counts.
+   */
+  samplerDatabaseUrl?: string;
+  /** Redis of both children (default: REDIS_URL of this process, else the config's default). */
+  redisUrl?: string;
   /** Extra environment for the API child only (e.g. SSE_HEARTBEAT_MS). */
   apiEnv?: Record<string, string>;
   /** Repo-relative script of the API child (default `bench/ours/api-server.mjs`). */
@@ -50,8 +61,14 @@ export interface OursProcesses {
   env: Record<string, string>;
   api: ChildServer;
   worker: ChildServer | null;
-  /** Wait until no run is active (the worker has executed the backlog a load left), at most `timeoutMs`. */
-  drain(timeoutMs?: number): Promise<void>;
+  /**
+   * Wait until every run is terminal (the worker has executed the backlog a load left), polling
+   * the database every 100 ms, at most `timeoutMs` (default 120 000). Resolves with the runs
+   * still not terminal (0 when drained) and the milliseconds waited; never rejects on timeout.
+   */
+  drain(timeoutMs?: number): Promise<{ left: number; waitedMs: number }>;
+  /** Runs in a terminal status (completed, failed, canceled, rejected) now, and of them the completed ones. */
+  terminalRuns(): Promise<{ terminal: number; completed: number }>;
   close(): Promise<void>;
 }
 
@@ -70,6 +87,7 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
     BOOTSTRAP_ORG_SLUG: 'bench',
     BOOTSTRAP_ADMIN_KEY: key,
     DATABASE_POOL_MAX: process.env.BENCH_POOL_MAX ?? '20',
+    ...(opts.redisUrl ? { REDIS_URL: opts.redisUrl } : {}),
     ...opts.env,
   };
   const nodeArgs = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
@@ -89,6 +107,7 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
   await admin(base, key, 'POST', `/v1/agents/echo/revisions/${rev.id}/publish`);
   await admin(base, key, 'PUT', '/v1/agents/echo/active-revision', { revisionId: rev.id });
   await admin(base, key, 'PUT', '/v1/agents/echo/bindings/a2a', { transports: opts.transports ?? ['JSONRPC'] });
+  const samplerUrl = opts.samplerDatabaseUrl ?? databaseUrl;
   return {
     url: `${base}/a2a/bench/echo`,
     base,
@@ -97,14 +116,30 @@ export async function startOursProcesses(opts: OursOptions = {}): Promise<OursPr
     api,
     worker,
     async drain(timeoutMs = 120_000) {
-      const client = new pg.Client({ connectionString: databaseUrl });
+      const started = Date.now();
+      const client = new pg.Client({ connectionString: samplerUrl });
       await client.connect();
       try {
-        for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
-          const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM runs WHERE status IN ('submitted', 'working')`);
-          if (rows[0]!.n === 0) return;
-          await new Promise((r) => setTimeout(r, 250));
+        let left = 0;
+        for (const deadline = started + timeoutMs; ; ) {
+          const { rows } = await client.query<{ n: number }>(`/* ${SAMPLER_TAG} */ SELECT count(*)::int AS n FROM runs WHERE status NOT IN (${TERMINAL})`);
+          left = rows[0]!.n;
+          if (left === 0 || Date.now() >= deadline) break;
+          await new Promise((r) => setTimeout(r, 100));
         }
+        return { left, waitedMs: Date.now() - started };
+      } finally {
+        await client.end();
+      }
+    },
+    async terminalRuns() {
+      const client = new pg.Client({ connectionString: samplerUrl });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ terminal: number; completed: number }>(
+          `/* ${SAMPLER_TAG} */ SELECT count(*)::int AS terminal, (count(*) FILTER (WHERE status = 'completed'))::int AS completed FROM runs WHERE status IN (${TERMINAL})`,
+        );
+        return rows[0]!;
       } finally {
         await client.end();
       }
