@@ -84,7 +84,9 @@ describe('wake-ups carry the committed envelopes', () => {
     tap = new Redis(TEST_REDIS_URL);
     tap.on('pmessage', (_p: string, channel: string, message: string) => {
       const runId = channel.slice(`${PA}:run:`.length);
-      heard.set(runId, [...(heard.get(runId) ?? []), message]);
+      // A's wake-ups of one turn come batched on `<prefix>:run:+`, one `<runId> <wake-up>` line per run
+      const lines = runId === '+' ? message.split('\n').map((l) => [l.slice(0, l.indexOf(' ')), l.slice(l.indexOf(' ') + 1)] as const) : [[runId, message] as const];
+      for (const [id, m] of lines) heard.set(id, [...(heard.get(id) ?? []), m]);
     });
     await tap.psubscribe(`${PA}:run:*`);
     // observe (not replace) B's statements: count the log reads

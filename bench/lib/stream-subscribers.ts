@@ -173,13 +173,18 @@ async function runThread(config: SubscriberConfig): Promise<void> {
   tap.on('error', () => undefined);
   tap.on('pmessage', (_pattern: string, channel: string, message: string) => {
     const at = nowMs();
-    const i = runIndex.get(channel.slice(config.channelPrefix.length));
-    if (i === undefined) return;
-    // `<last sequence>[|status|blocked[|{"orgId",…,"events":[{"sequence":<first>,…}]}]]` (RunNotifier):
-    // a wake-up announces every sequence its envelopes carry, or only the last one
-    const last = Number.parseInt(message, 10);
-    const first = /"events":\[\{"sequence":(\d+)/.exec(message);
-    for (let seq = first ? Number(first[1]) : last; seq <= last; seq++) wakeAt[i]![seq] = at;
+    const suffix = channel.slice(config.channelPrefix.length);
+    // a turn's wake-ups come batched on `<prefix>:run:+`, one `<runId> <wake-up>` line per run
+    const lines = suffix === '+' ? message.split('\n').map((l) => [l.slice(0, l.indexOf(' ')), l.slice(l.indexOf(' ') + 1)] as const) : [[suffix, message] as const];
+    for (const [runId, m] of lines) {
+      const i = runIndex.get(runId);
+      if (i === undefined) continue;
+      // `<last sequence>[|status|blocked[|{"orgId",…,"events":[{"sequence":<first>,…}]}]]` (RunNotifier):
+      // a wake-up announces every sequence its envelopes carry, or only the last one
+      const last = Number.parseInt(m, 10);
+      const first = /"events":\[\{"sequence":(\d+)/.exec(m);
+      for (let seq = first ? Number(first[1]) : last; seq <= last; seq++) wakeAt[i]![seq] = at;
+    }
   });
 
   const closeAll = () => {

@@ -36,6 +36,12 @@ export const WAKEUP_PAYLOAD_MAX_BYTES = 16 * 1024;
 /** Longest a listener waits for the subscription to be confirmed (ms); polling covers the rest. */
 const SUBSCRIBE_WAIT_MS = 1_000;
 
+/** The channel suffix of batched wake-ups (`<REDIS_PREFIX>:run:+`; no run id contains `+`). */
+export const BATCH_CHANNEL = '+';
+
+/** Largest batched wake-up message (UTF-16 length, ~bytes): past it, the turn's wake-ups go out in several. */
+const WAKEUP_BATCH_MAX_BYTES = 256 * 1024;
+
 interface PendingWakeup {
   seq: number;
   state?: WakeupState;
@@ -128,7 +134,10 @@ function decodePayload(runId: string, json: string): CommittedEnvelopes | null {
  * publish): every reader also polls and ignores what it has already, so a bad signal delays an
  * event but never loses, repeats or invents one.
  *
- * Channel `<REDIS_PREFIX>:run:<runId>`, message `<lastSequence>[|<status>|<blockedReason>[|<payload>]]`,
+ * Channel `<REDIS_PREFIX>:run:+`: the wake-ups of one event-loop turn of a process, one PUBLISH
+ * (one Redis command per turn, not per run), one line per run `<runId> <wake-up>`, at most
+ * WAKEUP_BATCH_MAX_BYTES per message; a single run's wake-up on `<REDIS_PREFIX>:run:<runId>` is
+ * understood too. A wake-up is `<lastSequence>[|<status>|<blockedReason>[|<payload>]]`,
  * the payload `{"orgId","threadId","events":[{"sequence","occurredAt","event"}]}` at most
  * WAKEUP_PAYLOAD_MAX_BYTES (a state-less wake-up with a payload: `<lastSequence>|||<payload>`).
  * One publisher and one subscriber connection per process. The subscriber holds ONE pattern
@@ -195,17 +204,30 @@ export class RunNotifier implements OnApplicationShutdown {
       });
       sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
         const runId = channel.slice(this.prefix.length);
-        const set = this.listeners.get(runId);
-        if (!set) return;
-        let envelopes = false;
-        for (const l of set) if (this.wantEnvelopes.has(l)) envelopes = true;
-        const { seq, state, committed } = decodeWakeup(runId, message, envelopes);
-        if (!Number.isSafeInteger(seq)) return;
-        for (const l of set) l(seq, state, committed);
+        if (runId !== BATCH_CHANNEL) return this.deliver(runId, message);
+        // a batch: one line per run, `<runId> <wake-up>`
+        for (let at = 0; at < message.length; ) {
+          let end = message.indexOf('\n', at);
+          if (end < 0) end = message.length;
+          const space = message.indexOf(' ', at);
+          if (space > at && space < end) this.deliver(message.slice(at, space), message.slice(space + 1, end));
+          at = end + 1;
+        }
       });
       this.sub = sub;
     }
     return this.sub;
+  }
+
+  /** Hand one run's wake-up to its listeners (if this process has any). */
+  private deliver(runId: string, message: string): void {
+    const set = this.listeners.get(runId);
+    if (!set) return;
+    let envelopes = false;
+    for (const l of set) if (this.wantEnvelopes.has(l)) envelopes = true;
+    const { seq, state, committed } = decodeWakeup(runId, message, envelopes);
+    if (!Number.isSafeInteger(seq)) return;
+    for (const l of set) l(seq, state, committed);
   }
 
   /** Subscribe to every run's wake-ups once per process; waits at most SUBSCRIBE_WAIT_MS. */
@@ -283,9 +305,20 @@ export class RunNotifier implements OnApplicationShutdown {
     this.wakeupsScheduled = false;
     const batch = this.pendingWakeups;
     this.pendingWakeups = new Map();
-    const pipeline = this.publisher().pipeline();
-    for (const [runId, w] of batch) pipeline.publish(this.prefix + runId, encode(w));
-    pipeline.exec().catch((e: Error) => this.log.warn(`publishing ${batch.size} wake-up(s) failed: ${e.message}`));
+    // one PUBLISH for the whole turn (one line per run), at most WAKEUP_BATCH_MAX_BYTES each
+    const messages: string[] = [];
+    let current = '';
+    for (const [runId, w] of batch) {
+      const line = `${runId} ${encode(w)}`;
+      if (current && current.length + line.length + 1 > WAKEUP_BATCH_MAX_BYTES) {
+        messages.push(current);
+        current = '';
+      }
+      current = current ? `${current}\n${line}` : line;
+    }
+    if (current) messages.push(current);
+    const pub = this.publisher();
+    for (const m of messages) pub.publish(this.prefix + BATCH_CHANNEL, m).catch((e: Error) => this.log.warn(`publishing ${batch.size} wake-up(s) failed: ${e.message}`));
   }
 
   /**
