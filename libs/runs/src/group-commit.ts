@@ -4,28 +4,35 @@
  * every item goes out at once (no timer, no added latency); under load, one round trip and one
  * commit serve many items.
  *
+ * With `key`, items of one key are serialized: a batch never holds two items of a key, and an
+ * item waits while a batch holding its key is in flight (items of a key go out in submission
+ * order, one batch after another). Items of other keys pass it.
+ *
  * `write(batch)` resolves to one settled result per item, in order (so one bad item can fail
  * alone); if `write` itself rejects, every item of the batch rejects with that error.
  */
 export class GroupCommit<T, R> {
-  private queue: Array<{ item: T; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
+  private queue: Array<{ item: T; key: string | undefined; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
   private inFlight = 0;
+  /** Keys held by the batches in flight. */
+  private readonly busy = new Set<string>();
 
   constructor(
     private readonly write: (batch: readonly T[]) => Promise<ReadonlyArray<PromiseSettledResult<R>>>,
-    private readonly opts: { maxInFlight: number; maxBatch: number },
+    private readonly opts: { maxInFlight: number; maxBatch: number; key?: (item: T) => string },
   ) {}
 
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, key: this.opts.key?.(item), resolve, reject });
       this.pump();
     });
   }
 
   private pump(): void {
     while (this.queue.length > 0 && this.inFlight < this.opts.maxInFlight) {
-      const batch = this.queue.splice(0, this.opts.maxBatch);
+      const batch = this.opts.key ? this.takeKeyed() : this.queue.splice(0, this.opts.maxBatch);
+      if (batch.length === 0) return;
       this.inFlight++;
       this.write(batch.map((b) => b.item))
         .then(
@@ -39,8 +46,29 @@ export class GroupCommit<T, R> {
         )
         .finally(() => {
           this.inFlight--;
-          this.pump();
+              this.pump();
         });
     }
+  }
+
+  /** Up to maxBatch queued items, in order, of keys not in flight, one per key (marked busy). */
+  private takeKeyed(): typeof this.queue {
+    const batch: typeof this.queue = [];
+    const rest: typeof this.queue = [];
+    // a key skipped once stays skipped for the rest of the scan, so its items keep their order
+    const skipped = new Set<string>();
+    const taken = new Set<string>();
+    for (const entry of this.queue) {
+      const k = entry.key!;
+      if (batch.length < this.opts.maxBatch && !taken.has(k) && !skipped.has(k)) {
+        taken.add(k);
+        batch.push(entry);
+      } else {
+        skipped.add(k);
+        rest.push(entry);
+      }
+    }
+    this.queue = rest;
+    return batch;
   }
 }
