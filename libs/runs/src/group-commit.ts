@@ -4,9 +4,10 @@
  * every item goes out at once (no timer, no added latency); under load, one round trip and one
  * commit serve many items.
  *
- * With `key`, items of one key are serialized: a batch never holds two items of a key, and an
- * item waits while a batch holding its key is in flight (items of a key go out in submission
- * order, one batch after another). Items of other keys pass it.
+ * With `key`, a batch never holds two items of one key: the second waits for a later batch (so
+ * items of a key go out in submission order, each batch taking the oldest), while items of other
+ * keys pass it. Batches in flight together may hold the same key (the database orders them, as it
+ * would two single writes).
  *
  * `write(batch)` resolves to one settled result per item, in order (so one bad item can fail
  * alone); if `write` itself rejects, every item of the batch rejects with that error.
@@ -14,8 +15,6 @@
 export class GroupCommit<T, R> {
   private queue: Array<{ item: T; key: string | undefined; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
   private inFlight = 0;
-  /** Keys held by the batches in flight. */
-  private readonly busy = new Set<string>();
 
   constructor(
     private readonly write: (batch: readonly T[]) => Promise<ReadonlyArray<PromiseSettledResult<R>>>,
@@ -51,20 +50,16 @@ export class GroupCommit<T, R> {
     }
   }
 
-  /** Up to maxBatch queued items, in order, of keys not in flight, one per key (marked busy). */
+  /** Up to maxBatch queued items, in order, at most one per key (the oldest of each). */
   private takeKeyed(): typeof this.queue {
     const batch: typeof this.queue = [];
     const rest: typeof this.queue = [];
-    // a key skipped once stays skipped for the rest of the scan, so its items keep their order
-    const skipped = new Set<string>();
     const taken = new Set<string>();
     for (const entry of this.queue) {
-      const k = entry.key!;
-      if (batch.length < this.opts.maxBatch && !taken.has(k) && !skipped.has(k)) {
-        taken.add(k);
+      if (batch.length < this.opts.maxBatch && !taken.has(entry.key!)) {
+        taken.add(entry.key!);
         batch.push(entry);
       } else {
-        skipped.add(k);
         rest.push(entry);
       }
     }
