@@ -125,6 +125,34 @@ describe('appends are group-committed (real Postgres)', () => {
     expect(await sequences(targets[2]!.id)).toEqual([1, 2, 3]);
   });
 
+  it('a batch that deadlocks with another transaction is retried item by item: every append commits once', async () => {
+    const [a, b] = (await Promise.all([newRun(), newRun()])).sort((x, y) => (x.id < y.id ? -1 : 1));
+    let letGo!: () => void;
+    const done = new Promise<void>((r) => (letGo = r));
+    let tookB!: () => void;
+    const hasB = new Promise<void>((r) => (tookB = r));
+    // another transaction holds b, and (once the batch holds a and waits for b) asks for a: a cycle
+    // PostgreSQL breaks by aborting the statement that waited first, the batch
+    const other = db.transaction(async (q) => {
+      await q('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [b!.id]);
+      tookB();
+      await done;
+      await q('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [a!.id]);
+    });
+    await hasB;
+    const { outcomes, statements } = await batched(() => {
+      const appends = [a!, b!].map((r) => runs.emitMessage(seed.orgId, r.id, { parts: [{ text: 'once' }] }));
+      setTimeout(letGo, 300);
+      return appends;
+    });
+    await other;
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(statements[0]).toEqual([a!.id, b!.id]);
+    expect(statements.slice(1).flat().sort()).toEqual([a!.id, b!.id]);
+    expect(await sequences(a!.id)).toEqual([1, 2, 3]);
+    expect(await sequences(b!.id)).toEqual([1, 2, 3]);
+  });
+
   it('appends to one run never share a statement, and keep their order', async () => {
     const [x, y] = await Promise.all([newRun(), newRun()]);
     const { outcomes, statements } = await batched(() =>

@@ -387,6 +387,9 @@ function toRecord(raw: Record<string, unknown>): RunRecord {
 
 type Query = DatabaseService['query'];
 
+/** SQLSTATE of a deadlock PostgreSQL broke by aborting this statement (nothing of it committed). */
+const PG_DEADLOCK = '40P01';
+
 /** The repository's translation of a unique violation on messages (org, agent, sender, messageId). */
 function duplicateMessage(e: unknown): AppError {
   return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause: e });
@@ -501,7 +504,9 @@ export class EventLogRepository {
   /**
    * One group-commit batch of appends (distinct runs): one statement. When it fails for another
    * reason than an unreachable database (a duplicate messageId, a deadlock, a bad item), the items
-   * are appended alone so only the bad one fails; a `held` item is appended alone after it.
+   * are appended alone so only the bad one fails (a deadlock victim is sent again); a `held` item
+   * is appended alone after it. An unreachable database fails every item (RuntimeOperations.apply
+   * retries each by its expected sequence).
    */
   private async appendBatch(batch: readonly AppendInput[]): Promise<Array<PromiseSettledResult<AppendResult | null>>> {
     // runs locked in id order: concurrent batches (this process's, other processes') do not deadlock
@@ -510,7 +515,7 @@ export class EventLogRepository {
     try {
       sorted = await this.appendRows(order.map((i) => batch[i]!));
     } catch (e) {
-      if (batch.length === 1 || isDependencyUnavailable(e)) throw e;
+      if (isDependencyUnavailable(e) || (batch.length === 1 && sqlState(e) !== PG_DEADLOCK)) throw e;
       return Promise.allSettled(batch.map((item) => this.appendAlone(item)));
     }
     const rows: AppendRow[] = [];
@@ -518,8 +523,18 @@ export class EventLogRepository {
     return Promise.allSettled(batch.map((item, i) => (rows[i]!.held ? this.appendAlone(item) : Promise.resolve(this.appended(item, rows[i]!)))));
   }
 
+  /**
+   * One item in its own statement. A deadlock (a batch locks several runs, then their parents, so
+   * two statements can wait on each other; PostgreSQL aborts one) rolled it back: it is sent again.
+   */
   private async appendAlone(item: AppendInput): Promise<AppendResult | null> {
-    return this.appended(item, (await this.appendRows([item]))[0]!);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return this.appended(item, (await this.appendRows([item]))[0]!);
+      } catch (e) {
+        if (sqlState(e) !== PG_DEADLOCK || attempt >= 3) throw e;
+      }
+    }
   }
 
   /** The append statement for `batch`; a unique violation of a batch of one is `run.duplicate_message`. */
