@@ -36,7 +36,9 @@ export interface RuntimeContextWrites {
 /**
  * The RuntimeContext an execution hands a runtime. Operations a runtime makes back to back (with no
  * wait between them) are committed together as one append — one statement, one commit — while
- * each still becomes its own event with its own sequence. The batch is flushed before any wait
+ * each still becomes its own event with its own sequence. A short runtime's whole output (e.g.
+ * echo: `working`, its message, `completed`) is thus one append, and the appends of the executions
+ * running in this process share statements (EventLogRepository group-commits them). The batch is flushed before any wait
  * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, before a
  * second artifact chunk, and when the execution ends (`flush`). So a stream sees exactly the
  * same events; only events with no time between them share a commit.

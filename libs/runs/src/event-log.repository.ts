@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { AppError } from '#libs/common';
+import { AppError, isDependencyUnavailable } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { JOB_INLINE_INPUT_MAX_BYTES, type BlockedReason, type RunEvent, type RunExecuteJob, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
 import { DatabaseService, PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
@@ -119,127 +119,6 @@ const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id A
   interaction_version AS "interactionVersion", created_by AS "createdBy"`;
 
 /*
- * The tail shared by create and append: given CTE `r` (the run row after the change, with its new
- * last_sequence) and $events (a JSON array of {type, payload}), insert the events with sequences
- * last_sequence-n+1 .. last_sequence, then derive the projections from exactly those events.
- * Everything is one statement, so one round trip and one transaction: either the state change,
- * its events and their projections all commit, or none does.
- */
-const TAIL = `
-, ev AS (
-  INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
-  SELECT r.id, r.last_sequence - $EVN::int + e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
-  FROM r CROSS JOIN LATERAL jsonb_array_elements($EVJ::jsonb) WITH ORDINALITY AS e(item, ord)
-  RETURNING run_id, sequence, type, payload, created_at
-), msg AS (
-  -- sent_by: the caller for a user message ($SB; not given: the run's owner), 'agent' for the agent's
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
-  SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
-         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE($SB::text, r.created_by, '') ELSE '${AGENT_SENDER}' END,
-         ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
-         ev.sequence, ev.created_at
-  FROM ev, r WHERE ev.payload ? 'message'
-  RETURNING 1
-), art_new AS (
-  INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
-  SELECT gen_random_uuid(), r.org_id, r.id, ev.payload->>'artifactId', ev.payload->>'name', ev.payload->>'description',
-         ev.payload->'parts', ev.payload->'metadata',
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'extensions', '[]'::jsonb))),
-         COALESCE((ev.payload->>'lastChunk')::boolean, false), ev.sequence, ev.sequence, ev.created_at
-  FROM ev, r WHERE ev.type = 'artifact.updated'
-  ON CONFLICT (run_id, artifact_id) DO UPDATE SET
-    parts = CASE WHEN (SELECT (e2.payload->>'append')::boolean FROM ev e2 WHERE e2.type = 'artifact.updated' LIMIT 1)
-                 THEN a.parts || EXCLUDED.parts ELSE EXCLUDED.parts END,
-    name = COALESCE(EXCLUDED.name, a.name),
-    description = COALESCE(EXCLUDED.description, a.description),
-    metadata = COALESCE(EXCLUDED.metadata, a.metadata),
-    complete = EXCLUDED.complete,
-    updated_sequence = EXCLUDED.updated_sequence
-  RETURNING 1
-), ir_new AS (
-  INSERT INTO interaction_requests (id, org_id, run_id, kind, blocked_reason, blocking, expires_at, status, request, sequence, created_at)
-  SELECT (ev.payload->>'interactionId')::uuid, r.org_id, r.id, ev.payload->>'kind', ev.payload->>'blockedReason',
-         COALESCE((ev.payload->>'blocking')::boolean, true), (ev.payload->>'expiresAt')::timestamptz,
-         'open', ev.payload, ev.sequence, ev.created_at
-  FROM ev, r WHERE ev.type = 'interaction.requested'
-  RETURNING 1
-), ir_close AS MATERIALIZED (
-  -- closing events first (a separate CTE, so each closes its row by primary key)
-  SELECT (ev.payload->>'interactionId')::uuid AS iid, ev.run_id, ev.type, ev.payload, ev.created_at
-  FROM ev WHERE ev.type IN ('interaction.responded', 'interaction.expired', 'interaction.canceled')
-), ir_done AS (
-  UPDATE interaction_requests ir
-  SET status = CASE c.type WHEN 'interaction.responded' THEN
-                 CASE WHEN c.payload->>'decision' = 'rejected' THEN 'rejected' ELSE 'resolved' END
-               WHEN 'interaction.expired' THEN 'expired' ELSE 'canceled' END,
-      response = c.payload || jsonb_build_object('type', c.type, 'at', c.created_at), resolved_at = c.created_at
-  FROM ir_close c WHERE ir.id = c.iid AND ir.run_id = c.run_id AND ir.status = 'open'
-  RETURNING 1
-), link_new AS (
-  INSERT INTO run_links (id, org_id, parent_run_id, child_run_id, kind, awaiting, sequence, created_at)
-  SELECT (ev.payload->>'linkId')::uuid, r.org_id, r.id, (ev.payload->>'childRunId')::uuid, ev.payload->>'kind',
-         COALESCE((ev.payload->>'awaiting')::boolean, false), ev.sequence, ev.created_at
-  FROM ev, r WHERE ev.type = 'run.linked'
-  RETURNING 1
-), outbox AS (
-  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
-  SELECT r.org_id, r.id, ev.sequence,
-         $DJ::jsonb
-           || CASE WHEN ev.payload ? 'message' THEN jsonb_build_object('inputMessageId', ev.payload->'message'->>'messageId') ELSE '{}'::jsonb END
-           || CASE WHEN ev.type LIKE 'interaction.%' THEN jsonb_build_object('interactionId', ev.payload->>'interactionId') ELSE '{}'::jsonb END
-           || CASE WHEN ev.payload ? 'message' AND octet_length((ev.payload->'message')::text) <= ${JOB_INLINE_INPUT_MAX_BYTES}
-                   THEN jsonb_build_object('context', jsonb_build_object('threadId', r.thread_id, 'agentId', r.agent_id,
-                          'revisionId', r.revision_id, 'input', ev.payload->'message'))
-                   ELSE '{}'::jsonb END
-  FROM ev, r
-  WHERE $DJ::jsonb IS NOT NULL AND r.blocked_reason IS NULL
-    AND (ev.payload->'message'->>'role' = 'user' OR ev.type IN ('interaction.expired', 'run.execution_resumed'))
-  RETURNING id, trigger_sequence, job
-), lk AS MATERIALIZED (
-  -- a status change of a linked child is recorded on its parent (run.link_updated), in this
-  -- statement: the parent's log tells the child's story in step with the child's own log
-  SELECT l.id AS link_id, l.parent_run_id, l.kind, l.awaiting, r.id AS child_id, r.org_id,
-         r.status AS child_status, r.blocked_reason AS child_blocked
-  FROM r JOIN run_links l ON l.child_run_id = r.id
-  WHERE $SC::boolean
-), lp AS (
-  UPDATE runs p SET last_sequence = p.last_sequence + 1, updated_at = now()
-  FROM lk
-  WHERE p.id = lk.parent_run_id AND p.org_id = lk.org_id AND p.status IN ('submitted', 'working')
-  RETURNING p.id, p.org_id, p.last_sequence, lk.link_id, lk.kind, lk.awaiting, lk.child_id,
-            lk.child_status, lk.child_blocked
-), lev AS (
-  INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
-  SELECT lp.id, lp.last_sequence, lp.org_id, 'run.link_updated',
-         jsonb_build_object('linkId', lp.link_id, 'childRunId', lp.child_id, 'kind', lp.kind,
-                            'status', lp.child_status, 'blockedReason', lp.child_blocked), now()
-  FROM lp
-  RETURNING run_id
-), ldisp AS (
-  -- a child the parent awaits settled: the parent's runtime continues (outbox, same statement)
-  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
-  SELECT lp.org_id, lp.id, lp.last_sequence,
-         jsonb_build_object('orgId', lp.org_id, 'runId', lp.id, 'trigger', 'link_settled', 'linkId', lp.link_id, 'childRunId', lp.child_id)
-  FROM lp WHERE lp.awaiting AND lp.child_status IN ('completed', 'failed', 'canceled', 'rejected')
-  RETURNING id, trigger_sequence, job
-)
-SELECT (SELECT row_to_json(x) FROM (SELECT ${RUN_COLUMNS} FROM r) x) AS run,
-       (SELECT json_build_object('id', o.id::text, 'triggerSequence', o.trigger_sequence, 'job', o.job) FROM outbox o LIMIT 1) AS dispatch,
-       (SELECT json_agg(json_build_object('runId', lp.id, 'lastSequence', lp.last_sequence)) FROM lp) AS parents,
-       (SELECT json_agg(json_build_object('id', d.id::text, 'triggerSequence', d.trigger_sequence, 'job', d.job)) FROM ldisp d) AS "parentDispatches",
-       (SELECT COALESCE(json_agg(json_build_object('sequence', ev.sequence, 'type', ev.type, 'payload', ev.payload, 'createdAt', ev.created_at) ORDER BY ev.sequence), '[]'::json) FROM ev) AS events`;
-
-function tail(evnParam: number, evjParam: number, djParam: number, scParam: number, sbParam: number): string {
-  return TAIL.replaceAll('$EVN', `$${evnParam}`)
-    .replaceAll('$EVJ', `$${evjParam}`)
-    .replaceAll('$DJ', `$${djParam}`)
-    .replaceAll('$SC', `$${scParam}`)
-    .replaceAll('$SB', `$${sbParam}`);
-}
-
-/*
  * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
  * array), each with its events (sequences 1..n), the message projection and its outbox row.
  * A run whose (org, agent, owner, originMessageId) exists is skipped (ON CONFLICT DO NOTHING on
@@ -288,31 +167,201 @@ WITH input AS (
 SELECT c.*, o.id AS "dispatchId", o.trigger_sequence AS "triggerSequence"
 FROM (SELECT ${RUN_COLUMNS} FROM r) c LEFT JOIN outbox o ON o.run_id = c.id`;
 
+/** Most appends one statement takes (group commit). */
+const APPEND_BATCH_MAX = 64;
+
+/*
+ * The append path, group-committed: one statement appends to every run of a batch ($1: a JSON
+ * array, one element per append — see AppendInput), each with its own guard, events, dispatch
+ * and sender; a single append is a batch of one. Per item: the guarded state change of its run
+ * (`r`, one row when the guard holds, none otherwise) allocates the sequences
+ * last_sequence-n+1 .. last_sequence of its events, and the projections are derived from exactly
+ * those events. Everything is one statement, so one round trip and one transaction: either every
+ * item's state change, events and projections commit, or none does.
+ *
+ * A batch never holds two appends to one run (EventLogRepository serializes them): of two changes
+ * to one row in one statement PostgreSQL applies only the first. For the same reason:
+ * - children of one parent changing status together: the parent gets one `run.link_updated` per
+ *   child, the sequences allocated once for all of them (`lg`, `lpl`);
+ * - an item whose run is the parent of another item's status-changing run is `held`: nothing of
+ *   it is written here and the repository appends it alone right after.
+ * Runs are locked in the order of $1 (sorted by run id), so concurrent batches do not deadlock.
+ */
 const APPEND_SQL = `
-WITH r AS (
+WITH input AS MATERIALIZED (
+  SELECT t.ord::int AS ord, (x->>'runId')::uuid AS id, (x->>'orgId')::uuid AS org_id,
+         jsonb_array_length(x->'events') AS n, x->'events' AS events, NULLIF(x->'dispatch', 'null'::jsonb) AS dispatch,
+         (x->>'status')::run_status AS new_status, (x->>'setBlocked')::boolean AS set_blocked, x->>'blockedReason' AS new_blocked,
+         ARRAY(SELECT jsonb_array_elements_text(x->'from'))::run_status[] AS from_statuses, (x->>'blocked')::boolean AS blocked,
+         x->>'threadId' AS thread_id, (x->>'openInteractionId')::uuid AS open_interaction_id, (x->>'agentId')::uuid AS agent_id,
+         (x->>'interactionVersion')::int AS interaction_version, (x->>'openInteractions')::int AS open_interactions,
+         (x->>'lastSequence')::int AS last_sequence, (x->>'openDelta')::int AS open_delta, (x->>'versionDelta')::int AS version_delta,
+         (x->>'storedBytes')::bigint AS stored_bytes, (x->>'statusChange')::boolean AS status_change, x->>'sentBy' AS sent_by
+  FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)
+  -- always true (a batch has at most APPEND_BATCH_MAX items), and it makes the planner expect one
+  -- item (0.005 of jsonb_array_elements' 100 rows), as for a single-run append: the cached plan then
+  -- reaches runs and run_links by their indexes even when it was made while the tables were empty
+  WHERE t.ord BETWEEN 1 AND ${APPEND_BATCH_MAX}
+), links AS MATERIALIZED (
+  -- the links of the runs whose status (or overlay) changes: their parents hear about it
+  SELECT l.id AS link_id, l.parent_run_id, l.child_run_id, l.kind, l.awaiting
+  FROM input i JOIN run_links l ON l.child_run_id = i.id
+  WHERE i.status_change
+), todo AS MATERIALIZED (
+  SELECT i.*, EXISTS (SELECT 1 FROM links WHERE links.parent_run_id = i.id) AS held,
+         (i.open_interaction_id IS NULL OR EXISTS (SELECT 1 FROM interaction_requests ir
+                                                    WHERE ir.id = i.open_interaction_id AND ir.run_id = i.id AND ir.status = 'open')) AS interaction_open
+  FROM input i
+), r AS (
   UPDATE runs SET
-    last_sequence = last_sequence + $3,
-    status = COALESCE($4::run_status, status),
-    blocked_reason = CASE WHEN $5::boolean THEN $6::text ELSE blocked_reason END,
+    last_sequence = runs.last_sequence + i.n,
+    status = COALESCE(i.new_status, runs.status),
+    blocked_reason = CASE WHEN i.set_blocked THEN i.new_blocked ELSE runs.blocked_reason END,
     updated_at = now(),
-    status_at = CASE WHEN $4::run_status IS NOT NULL OR $5::boolean THEN now() ELSE status_at END,
-    ended_at = CASE WHEN $4::run_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE ended_at END,
-    open_interactions = open_interactions + $16::int,
-    interaction_version = interaction_version + $17::int,
-    stored_bytes = stored_bytes + $21::bigint
-  WHERE id = $1 AND ${ORG_MATCHES} AND status = ANY($7::run_status[])
-    AND ($8::boolean IS NULL OR (blocked_reason IS NOT NULL) = $8::boolean)
-    AND ($11::text IS NULL OR thread_id = $11::text)
-    AND ($12::uuid IS NULL OR EXISTS (SELECT 1 FROM interaction_requests ir
-                                       WHERE ir.id = $12::uuid AND ir.run_id = $1 AND ir.status = 'open'))
-    AND ($13::uuid IS NULL OR agent_id = $13::uuid)
-    AND ($15::int IS NULL OR interaction_version = $15::int)
-    AND ($18::int IS NULL OR open_interactions = $18::int)
-    AND ($19::int IS NULL OR last_sequence = $19::int)
-  RETURNING *
-)${tail(3, 9, 10, 14, 20)}`;
+    status_at = CASE WHEN i.new_status IS NOT NULL OR i.set_blocked THEN now() ELSE runs.status_at END,
+    ended_at = CASE WHEN i.new_status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() ELSE runs.ended_at END,
+    open_interactions = runs.open_interactions + i.open_delta,
+    interaction_version = runs.interaction_version + i.version_delta,
+    stored_bytes = runs.stored_bytes + i.stored_bytes
+  FROM todo i
+  WHERE runs.id = i.id AND NOT i.held AND i.interaction_open AND (runs.org_id = i.org_id) IS TRUE
+    AND runs.status = ANY(i.from_statuses)
+    AND (i.blocked IS NULL OR (runs.blocked_reason IS NOT NULL) = i.blocked)
+    AND (i.thread_id IS NULL OR runs.thread_id = i.thread_id)
+    AND (i.agent_id IS NULL OR runs.agent_id = i.agent_id)
+    AND (i.interaction_version IS NULL OR runs.interaction_version = i.interaction_version)
+    AND (i.open_interactions IS NULL OR runs.open_interactions = i.open_interactions)
+    AND (i.last_sequence IS NULL OR runs.last_sequence = i.last_sequence)
+  RETURNING runs.*, i.n AS in_n, i.events AS in_events, i.dispatch AS in_dispatch, i.sent_by AS in_sent_by
+), ev AS (
+  INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
+  SELECT r.id, r.last_sequence - r.in_n + e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
+  FROM r CROSS JOIN LATERAL jsonb_array_elements(r.in_events) WITH ORDINALITY AS e(item, ord)
+  RETURNING run_id, sequence, type, payload, created_at
+), msg AS (
+  -- sent_by: the caller for a user message (not given: the run's owner), 'agent' for the agent's
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
+  SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
+         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(r.in_sent_by, r.created_by, '') ELSE '${AGENT_SENDER}' END,
+         ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
+         ev.sequence, ev.created_at
+  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
+  RETURNING 1
+), art_new AS (
+  -- at most one artifact.updated per item, one item per run: (run_id, artifact_id) is hit once
+  INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
+  SELECT gen_random_uuid(), r.org_id, r.id, ev.payload->>'artifactId', ev.payload->>'name', ev.payload->>'description',
+         ev.payload->'parts', ev.payload->'metadata',
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'extensions', '[]'::jsonb))),
+         COALESCE((ev.payload->>'lastChunk')::boolean, false), ev.sequence, ev.sequence, ev.created_at
+  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.type = 'artifact.updated'
+  ON CONFLICT (run_id, artifact_id) DO UPDATE SET
+    parts = CASE WHEN (SELECT (e2.payload->>'append')::boolean FROM ev e2 WHERE e2.type = 'artifact.updated' AND e2.run_id = a.run_id LIMIT 1)
+                 THEN a.parts || EXCLUDED.parts ELSE EXCLUDED.parts END,
+    name = COALESCE(EXCLUDED.name, a.name),
+    description = COALESCE(EXCLUDED.description, a.description),
+    metadata = COALESCE(EXCLUDED.metadata, a.metadata),
+    complete = EXCLUDED.complete,
+    updated_sequence = EXCLUDED.updated_sequence
+  RETURNING 1
+), ir_new AS (
+  INSERT INTO interaction_requests (id, org_id, run_id, kind, blocked_reason, blocking, expires_at, status, request, sequence, created_at)
+  SELECT (ev.payload->>'interactionId')::uuid, r.org_id, r.id, ev.payload->>'kind', ev.payload->>'blockedReason',
+         COALESCE((ev.payload->>'blocking')::boolean, true), (ev.payload->>'expiresAt')::timestamptz,
+         'open', ev.payload, ev.sequence, ev.created_at
+  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.type = 'interaction.requested'
+  RETURNING 1
+), ir_close AS MATERIALIZED (
+  -- closing events first (a separate CTE, so each closes its row by primary key)
+  SELECT (ev.payload->>'interactionId')::uuid AS iid, ev.run_id, ev.type, ev.payload, ev.created_at
+  FROM ev WHERE ev.type IN ('interaction.responded', 'interaction.expired', 'interaction.canceled')
+), ir_done AS (
+  UPDATE interaction_requests ir
+  SET status = CASE c.type WHEN 'interaction.responded' THEN
+                 CASE WHEN c.payload->>'decision' = 'rejected' THEN 'rejected' ELSE 'resolved' END
+               WHEN 'interaction.expired' THEN 'expired' ELSE 'canceled' END,
+      response = c.payload || jsonb_build_object('type', c.type, 'at', c.created_at), resolved_at = c.created_at
+  FROM ir_close c WHERE ir.id = c.iid AND ir.run_id = c.run_id AND ir.status = 'open'
+  RETURNING 1
+), link_new AS (
+  INSERT INTO run_links (id, org_id, parent_run_id, child_run_id, kind, awaiting, sequence, created_at)
+  SELECT (ev.payload->>'linkId')::uuid, r.org_id, r.id, (ev.payload->>'childRunId')::uuid, ev.payload->>'kind',
+         COALESCE((ev.payload->>'awaiting')::boolean, false), ev.sequence, ev.created_at
+  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.type = 'run.linked'
+  RETURNING 1
+), outbox AS (
+  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
+  SELECT r.org_id, r.id, ev.sequence,
+         r.in_dispatch
+           || CASE WHEN ev.payload ? 'message' THEN jsonb_build_object('inputMessageId', ev.payload->'message'->>'messageId') ELSE '{}'::jsonb END
+           || CASE WHEN ev.type LIKE 'interaction.%' THEN jsonb_build_object('interactionId', ev.payload->>'interactionId') ELSE '{}'::jsonb END
+           || CASE WHEN ev.payload ? 'message' AND octet_length((ev.payload->'message')::text) <= ${JOB_INLINE_INPUT_MAX_BYTES}
+                   THEN jsonb_build_object('context', jsonb_build_object('threadId', r.thread_id, 'agentId', r.agent_id,
+                          'revisionId', r.revision_id, 'input', ev.payload->'message'))
+                   ELSE '{}'::jsonb END
+  FROM ev JOIN r ON r.id = ev.run_id
+  WHERE r.in_dispatch IS NOT NULL AND r.blocked_reason IS NULL
+    AND (ev.payload->'message'->>'role' = 'user' OR ev.type IN ('interaction.expired', 'run.execution_resumed'))
+  RETURNING id, run_id, trigger_sequence, job
+), lk AS MATERIALIZED (
+  -- a status change of a linked child is recorded on its parent (run.link_updated), in this
+  -- statement: the parent's log tells the child's story in step with the child's own log
+  SELECT links.link_id, links.parent_run_id, links.kind, links.awaiting, r.id AS child_id, r.org_id,
+         r.status AS child_status, r.blocked_reason AS child_blocked,
+         row_number() OVER (PARTITION BY links.parent_run_id ORDER BY r.id, links.link_id)::int AS k
+  FROM r JOIN links ON links.child_run_id = r.id
+), lg AS (
+  SELECT parent_run_id, org_id, count(*)::int AS n FROM lk GROUP BY parent_run_id, org_id
+), lp AS (
+  UPDATE runs p SET last_sequence = p.last_sequence + lg.n, updated_at = now()
+  FROM lg
+  WHERE p.id = lg.parent_run_id AND (p.org_id = lg.org_id) IS TRUE AND p.status IN ('submitted', 'working')
+  RETURNING p.id, p.org_id, p.last_sequence, lg.n
+), lpl AS MATERIALIZED (
+  SELECT lp.id, lp.org_id, lp.last_sequence - lp.n + lk.k AS sequence, lk.link_id, lk.kind, lk.awaiting, lk.child_id,
+         lk.child_status, lk.child_blocked
+  FROM lp JOIN lk ON lk.parent_run_id = lp.id
+), lev AS (
+  INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
+  SELECT lpl.id, lpl.sequence, lpl.org_id, 'run.link_updated',
+         jsonb_build_object('linkId', lpl.link_id, 'childRunId', lpl.child_id, 'kind', lpl.kind,
+                            'status', lpl.child_status, 'blockedReason', lpl.child_blocked), now()
+  FROM lpl
+  RETURNING run_id
+), ldisp AS (
+  -- a child the parent awaits settled: the parent's runtime continues (outbox, same statement)
+  INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
+  SELECT lpl.org_id, lpl.id, lpl.sequence,
+         jsonb_build_object('orgId', lpl.org_id, 'runId', lpl.id, 'trigger', 'link_settled', 'linkId', lpl.link_id, 'childRunId', lpl.child_id)
+  FROM lpl WHERE lpl.awaiting AND lpl.child_status IN ('completed', 'failed', 'canceled', 'rejected')
+  RETURNING id, trigger_sequence, job
+), rj AS (
+  SELECT x.id, row_to_json(x) AS run FROM (SELECT ${RUN_COLUMNS} FROM r) x
+), evj AS (
+  SELECT run_id, json_agg(json_build_object('sequence', sequence, 'type', type, 'payload', payload, 'createdAt', created_at) ORDER BY sequence) AS events
+  FROM ev GROUP BY run_id
+), oj AS (
+  SELECT DISTINCT ON (run_id) run_id, json_build_object('id', id::text, 'triggerSequence', trigger_sequence, 'job', job) AS dispatch
+  FROM outbox ORDER BY run_id, trigger_sequence
+), pj AS (
+  SELECT child_id, json_agg(json_build_object('runId', id, 'lastSequence', sequence) ORDER BY sequence) AS parents FROM lpl GROUP BY child_id
+), dj AS (
+  SELECT (job->>'childRunId')::uuid AS child_id, json_agg(json_build_object('id', id::text, 'triggerSequence', trigger_sequence, 'job', job)) AS dispatches
+  FROM ldisp GROUP BY 1
+)
+SELECT i.ord, i.held, rj.run, oj.dispatch, pj.parents,
+       dj.dispatches AS "parentDispatches", COALESCE(evj.events, '[]'::json) AS events
+FROM todo i LEFT JOIN rj ON rj.id = i.id LEFT JOIN evj ON evj.run_id = i.id LEFT JOIN oj ON oj.run_id = i.id
+  LEFT JOIN pj ON pj.child_id = i.id LEFT JOIN dj ON dj.child_id = i.id
+ORDER BY i.ord`;
+
 
 interface AppendRow {
+  ord: number;
+  /** The item was not written: its run is the parent of another item's run (append it alone). */
+  held: boolean;
   run: Record<string, unknown> | null;
   events: RawEvent[];
   dispatch: (RecordedDispatch & { job: RunExecuteJob }) | null;
@@ -336,6 +385,11 @@ function toRecord(raw: Record<string, unknown>): RunRecord {
   };
 }
 
+type Query = DatabaseService['query'];
+
+/** SQLSTATE of a deadlock PostgreSQL broke by aborting this statement (nothing of it committed). */
+const PG_DEADLOCK = '40P01';
+
 /** The repository's translation of a unique violation on messages (org, agent, sender, messageId). */
 function duplicateMessage(e: unknown): AppError {
   return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause: e });
@@ -356,6 +410,7 @@ function duplicateMessage(e: unknown): AppError {
 @Injectable()
 export class EventLogRepository {
   private readonly creates: GroupCommit<NewRunWithEvents, CreatedRun | null>;
+  private readonly appends: GroupCommit<AppendInput, AppendResult | null>;
 
   constructor(
     private readonly db: DatabaseService,
@@ -365,6 +420,12 @@ export class EventLogRepository {
     this.creates = new GroupCommit((batch) => this.createBatch(batch), {
       maxInFlight: Math.min(config.DATABASE_GROUP_COMMIT_IN_FLIGHT, config.DATABASE_POOL_MAX),
       maxBatch: 64,
+    });
+    // one batch holds at most one append per run, and a run's appends go out one after another
+    this.appends = new GroupCommit((batch) => this.appendBatch(batch), {
+      maxInFlight: Math.min(config.DATABASE_GROUP_COMMIT_IN_FLIGHT, config.DATABASE_POOL_MAX),
+      maxBatch: APPEND_BATCH_MAX,
+      key: (item) => item.runId,
     });
   }
 
@@ -417,13 +478,15 @@ export class EventLogRepository {
    * Append `events` to a run and apply the guarded state change, in one statement; with
    * `dispatch`, the outbox row for the user message among `events` too (its `inputMessageId` and
    * inline `context` are filled in from the run row and the message).
+   * Group-committed: appends to other runs arriving while earlier ones are in flight share the
+   * statement (each keeps its own guard and result); appends to one run go out one after another.
    * Returns null when the run does not exist in the org or the guard does not hold (the caller
    * reads the run to say which). At most one `artifact.updated` per call.
    * `sentBy`: who sends the user messages among `events` (`key:<api key id>`, `jwt:<iss>|<sub>`,
    * null = anonymous); absent: the run's owner. A messageId is unique per (org, agent, sender).
    * Errors: `run.duplicate_message` when a message id in `events` is already recorded for its sender.
    */
-  async append(
+  append(
     orgId: string,
     runId: string,
     guard: AppendGuard,
@@ -431,21 +494,67 @@ export class EventLogRepository {
     dispatch?: Pick<RunExecuteJob, 'orgId' | 'runId' | 'trigger'> & Partial<RunExecuteJob>,
     sentBy?: string | null,
   ): Promise<AppendResult | null> {
-    if (events.length === 0) throw new Error('append needs at least one event');
+    if (events.length === 0) return Promise.reject(new Error('append needs at least one event'));
     if (events.filter((e) => e.type === 'artifact.updated').length > 1) {
-      throw new Error('append takes at most one artifact.updated event');
+      return Promise.reject(new Error('append takes at most one artifact.updated event'));
     }
-    let rows: AppendRow[];
+    return this.appends.submit(appendInput(orgId, runId, guard, events, dispatch && injectTrace(dispatch), sentBy));
+  }
+
+  /**
+   * One group-commit batch of appends (distinct runs): one statement. When it fails for another
+   * reason than an unreachable database (a duplicate messageId, a deadlock, a bad item), the items
+   * are appended alone so only the bad one fails (a deadlock victim is sent again); a `held` item
+   * is appended alone after it. An unreachable database fails every item (RuntimeOperations.apply
+   * retries each by its expected sequence).
+   */
+  private async appendBatch(batch: readonly AppendInput[]): Promise<Array<PromiseSettledResult<AppendResult | null>>> {
+    // runs locked in id order: concurrent batches (this process's, other processes') do not deadlock
+    const order = batch.map((_, i) => i).sort((a, b) => (batch[a]!.runId < batch[b]!.runId ? -1 : 1));
+    let sorted: AppendRow[];
+    try {
+      sorted = await this.appendRows(order.map((i) => batch[i]!));
+    } catch (e) {
+      if (isDependencyUnavailable(e) || (batch.length === 1 && sqlState(e) !== PG_DEADLOCK)) throw e;
+      return Promise.allSettled(batch.map((item) => this.appendAlone(item)));
+    }
+    const rows: AppendRow[] = [];
+    order.forEach((i, k) => (rows[i] = sorted[k]!));
+    return Promise.allSettled(batch.map((item, i) => (rows[i]!.held ? this.appendAlone(item) : Promise.resolve(this.appended(item, rows[i]!)))));
+  }
+
+  /**
+   * One item in its own statement. A deadlock (a batch locks several runs, then their parents, so
+   * two statements can wait on each other; PostgreSQL aborts one) rolled it back: it is sent again.
+   */
+  private async appendAlone(item: AppendInput): Promise<AppendResult | null> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return this.appended(item, (await this.appendRows([item]))[0]!);
+      } catch (e) {
+        if (sqlState(e) !== PG_DEADLOCK || attempt >= 3) throw e;
+      }
+    }
+  }
+
+  /** The append statement for `batch`; a unique violation of a batch of one is `run.duplicate_message`. */
+  private async appendRows(batch: readonly AppendInput[], q: Query = this.db.query.bind(this.db)): Promise<AppendRow[]> {
     const t0 = process.hrtime.bigint();
     try {
-      rows = await this.db.query<AppendRow>(APPEND_SQL, appendParams(orgId, runId, guard, events, dispatch && injectTrace(dispatch), sentBy), 'runs.append');
+      const rows = await q<AppendRow>(APPEND_SQL, [JSON.stringify(batch)], 'runs.append');
       this.metrics.appendDuration.observe({ kind: 'append' }, Metrics.since(t0));
+      if (rows.length !== batch.length) throw new Error(`append: ${rows.length} rows for ${batch.length} items`);
+      return rows;
     } catch (e) {
-      if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
+      if (batch.length === 1 && sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
       throw e;
     }
-    const result = this.result(rows[0]);
-    if (result) this.count(events);
+  }
+
+  /** An item's result from its row (null: its guard did not hold), its events counted. */
+  private appended(item: AppendInput, row: AppendRow): AppendResult | null {
+    const result = this.result(row);
+    if (result) this.count(item.events);
     return result;
   }
 
@@ -472,7 +581,7 @@ export class EventLogRepository {
           run: toRecord(row),
           dispatch: dispatchId != null ? { id: String(dispatchId), triggerSequence: Number(triggerSequence) } : null,
         };
-        const appended = this.result((await q<AppendRow>(APPEND_SQL, appendParams(parent.orgId, parent.runId, parent.guard, parent.events)))[0]);
+        const appended = this.result((await this.appendRows([appendInput(parent.orgId, parent.runId, parent.guard, parent.events)], q))[0]);
         if (!appended) throw rollback;
         this.count(child.events);
         this.count(parent.events);
@@ -536,32 +645,59 @@ export class EventLogRepository {
 
 const CLOSING = new Set<string>(['interaction.responded', 'interaction.expired', 'interaction.canceled']);
 
-function appendParams(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Partial<RunExecuteJob>, sentBy?: string | null): unknown[] {
-  return [
+/**
+ * One element of the append statement's input ($1): the run, its guard, the change and what it
+ * carries. Deltas: open interactions (requested minus closed) and the interaction version (one
+ * per interaction event).
+ */
+interface AppendInput {
+  runId: string;
+  orgId: string;
+  status: RunStatus | null;
+  setBlocked: boolean;
+  blockedReason: BlockedReason | null;
+  from: readonly RunStatus[];
+  blocked: boolean | null;
+  threadId: string | null;
+  openInteractionId: string | null;
+  agentId: string | null;
+  interactionVersion: number | null;
+  openInteractions: number | null;
+  lastSequence: number | null;
+  openDelta: number;
+  versionDelta: number;
+  /** The change is one a parent hears about (status or overlay). */
+  statusChange: boolean;
+  /** The sender of user messages: '' = anonymous, null = not given (the run's owner). */
+  sentBy: string | null;
+  storedBytes: number;
+  events: RunEvent[];
+  dispatch: Partial<RunExecuteJob> | null;
+}
+
+function appendInput(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[], dispatch?: Partial<RunExecuteJob>, sentBy?: string | null): AppendInput {
+  return {
     runId,
     orgId,
-    events.length,
-    guard.status ?? null,
-    guard.blockedReason !== undefined,
-    guard.blockedReason ?? null,
-    guard.from,
-    guard.blocked ?? null,
-    JSON.stringify(events),
-    dispatch ? JSON.stringify(dispatch) : null,
-    guard.threadId ?? null,
-    guard.openInteractionId ?? null,
-    guard.agentId ?? null,
-    // the change is one a parent hears about (status or overlay)
-    guard.status !== undefined || guard.blockedReason !== undefined,
-    guard.interactionVersion ?? null,
-    events.filter((e) => e.type === 'interaction.requested').length - events.filter((e) => CLOSING.has(e.type)).length,
-    events.filter((e) => e.type.startsWith('interaction.')).length,
-    guard.openInteractions ?? null,
-    guard.lastSequence ?? null,
-    // the sender of user messages: '' = anonymous, NULL = not given (the run's owner)
-    sentBy === undefined ? null : (sentBy ?? ''),
-    storedBytes(events),
-  ];
+    status: guard.status ?? null,
+    setBlocked: guard.blockedReason !== undefined,
+    blockedReason: guard.blockedReason ?? null,
+    from: guard.from,
+    blocked: guard.blocked ?? null,
+    threadId: guard.threadId ?? null,
+    openInteractionId: guard.openInteractionId ?? null,
+    agentId: guard.agentId ?? null,
+    interactionVersion: guard.interactionVersion ?? null,
+    openInteractions: guard.openInteractions ?? null,
+    lastSequence: guard.lastSequence ?? null,
+    openDelta: events.filter((e) => e.type === 'interaction.requested').length - events.filter((e) => CLOSING.has(e.type)).length,
+    versionDelta: events.filter((e) => e.type.startsWith('interaction.')).length,
+    statusChange: guard.status !== undefined || guard.blockedReason !== undefined,
+    sentBy: sentBy === undefined ? null : (sentBy ?? ''),
+    storedBytes: storedBytes(events),
+    events,
+    dispatch: dispatch ?? null,
+  };
 }
 
 /**

@@ -4,28 +4,34 @@
  * every item goes out at once (no timer, no added latency); under load, one round trip and one
  * commit serve many items.
  *
+ * With `key`, a batch never holds two items of one key: the second waits for a later batch (so
+ * items of a key go out in submission order, each batch taking the oldest), while items of other
+ * keys pass it. Batches in flight together may hold the same key (the database orders them, as it
+ * would two single writes).
+ *
  * `write(batch)` resolves to one settled result per item, in order (so one bad item can fail
  * alone); if `write` itself rejects, every item of the batch rejects with that error.
  */
 export class GroupCommit<T, R> {
-  private queue: Array<{ item: T; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
+  private queue: Array<{ item: T; key: string | undefined; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
   private inFlight = 0;
 
   constructor(
     private readonly write: (batch: readonly T[]) => Promise<ReadonlyArray<PromiseSettledResult<R>>>,
-    private readonly opts: { maxInFlight: number; maxBatch: number },
+    private readonly opts: { maxInFlight: number; maxBatch: number; key?: (item: T) => string },
   ) {}
 
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, key: this.opts.key?.(item), resolve, reject });
       this.pump();
     });
   }
 
   private pump(): void {
     while (this.queue.length > 0 && this.inFlight < this.opts.maxInFlight) {
-      const batch = this.queue.splice(0, this.opts.maxBatch);
+      const batch = this.opts.key ? this.takeKeyed() : this.queue.splice(0, this.opts.maxBatch);
+      if (batch.length === 0) return;
       this.inFlight++;
       this.write(batch.map((b) => b.item))
         .then(
@@ -39,8 +45,25 @@ export class GroupCommit<T, R> {
         )
         .finally(() => {
           this.inFlight--;
-          this.pump();
+              this.pump();
         });
     }
+  }
+
+  /** Up to maxBatch queued items, in order, at most one per key (the oldest of each). */
+  private takeKeyed(): typeof this.queue {
+    const batch: typeof this.queue = [];
+    const rest: typeof this.queue = [];
+    const taken = new Set<string>();
+    for (const entry of this.queue) {
+      if (batch.length < this.opts.maxBatch && !taken.has(entry.key!)) {
+        taken.add(entry.key!);
+        batch.push(entry);
+      } else {
+        rest.push(entry);
+      }
+    }
+    this.queue = rest;
+    return batch;
   }
 }

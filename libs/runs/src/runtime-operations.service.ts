@@ -156,8 +156,9 @@ export class RuntimeOperations {
   }
 
   /**
-   * Apply several runtime operations in order as ONE append (one statement, one commit): each op
-   * becomes one event with its own sequence. The guard is the batch's: the run must be active
+   * Apply several runtime operations in order as ONE append (one statement, one commit, shared
+   * with concurrent appends to other runs by the repository's group commit): each op becomes one
+   * event with its own sequence. The guard is the batch's: the run must be active
    * (and not blocked on its caller, when the batch changes the status or opens an interaction:
    * a blocked run moves only through its interaction); the final status / blocked reason are
    * the last ones the batch sets. Ops after a terminal status or an interaction are refused
