@@ -104,8 +104,9 @@ export const ConfigSchema = z.object({
    */
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   /**
-   * Group commit: run creations in flight at once per process; creations arriving meanwhile wait
-   * and go out together in the next statement (fewer, larger commits under load).
+   * Group commit: run creation statements (and, separately, append statements) in flight at once
+   * per process; creations (appends) arriving meanwhile wait and go out together in the next
+   * statement (fewer, larger commits under load).
    */
   DATABASE_GROUP_COMMIT_IN_FLIGHT: z.coerce.number().int().min(1).max(100).default(2),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
