@@ -31,10 +31,10 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
     this.worker = new Worker<RunExecuteBatch>(RUN_EXECUTION_QUEUE, (job) => this.process(job), {
       connection: bullConnection(this.config.REDIS_URL),
       prefix: this.config.REDIS_PREFIX,
-      // a batch job stays active while its executions run (at most WORKER_CONCURRENCY in all, the
-      // executor's own bound); the spare jobs take new batches meanwhile, so those that must wait
-      // go back to the queue in their turn instead of sitting unseen behind running ones
-      concurrency: this.config.WORKER_CONCURRENCY * 2,
+      // a batch job stays active while its dispatches run or wait parked for a slot (the executor
+      // bounds both); the spare jobs keep taking new batches meanwhile, so a newcomer organization's
+      // dispatch is seen at once instead of queuing unseen behind waiting ones
+      concurrency: this.executor.jobConcurrency,
       maxStalledCount: 0,
     });
     this.worker.on('failed', (job, err) => {

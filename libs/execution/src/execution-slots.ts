@@ -77,9 +77,10 @@ return 1`;
  *       running, agent running, org's waiting line, org's waiting line last seen.
  * ARGV: 1 now, 2 slot expiresAt, 3 orgMax, 4 agentMax, 5 key ttl ms, 6 this worker's member,
  *       7 when a waiting member that stopped coming back is dropped, 8 grants at most (the
- *       worker's own room: items past it only take their place in their org's line), then per
- *       item i (from 9 + 5(i-1)): executionId, orgId, agentId, waiting member ('' = not ordered),
- *       enqueue time.
+ *       worker's own room: items past it only take their place in their org's line), 9 '1' to do
+ *       the global housekeeping (expire dead slots, active orgs and workers, renew this worker's
+ *       entry: every HOUSEKEEPING_MS per process, not every call), then per item i (from
+ *       10 + 5(i-1)): executionId, orgId, agentId, waiting member ('' = not ordered), enqueue time.
  * The rules are ACQUIRE's, with one difference that keeps a busy organization from convoying: the
  * oldest members of an org's line that are in this batch may start together, up to `room` (how
  * many more the org may run now) and up to the first one that is not here or must wait — not only
@@ -93,10 +94,13 @@ local orgMax = tonumber(ARGV[3])
 local agentMax = tonumber(ARGV[4])
 local ttl = ARGV[5]
 local n = (#KEYS - 3) / 4
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-redis.call('ZADD', KEYS[3], exp, ARGV[6])
+local housekeeping = ARGV[9] == '1'
+if housekeeping then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  redis.call('ZADD', KEYS[3], exp, ARGV[6])
+end
 local slots = 0
 for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do slots = slots + (tonumber(string.match(w, '|(%d+)$')) or 0) end
 local reserve = 0
@@ -105,7 +109,7 @@ local total = redis.call('ZCARD', KEYS[1])
 local orgs, agents, orgOrder, agentOrder = {}, {}, {}, {}
 for i = 1, n do
   local k = 3 + (i - 1) * 4
-  local a = 8 + (i - 1) * 5
+  local a = 9 + (i - 1) * 5
   local ok = KEYS[k + 1]
   if not orgs[ok] then
     orgs[ok] = { id = ARGV[a + 2], line = KEYS[k + 3], seen = KEYS[k + 4], add = {}, seenAdd = {}, granted = {}, leave = {}, present = {} }
@@ -159,7 +163,7 @@ local all = {}
 local budget = tonumber(ARGV[8])
 local function grant(i)
   local k = 3 + (i - 1) * 4
-  local a = 8 + (i - 1) * 5
+  local a = 9 + (i - 1) * 5
   local o = orgs[KEYS[k + 1]]
   local ag = agents[KEYS[k + 2]]
   if budget <= 0 or (agentMax > 0 and ag.running >= agentMax) then return false end
@@ -192,7 +196,7 @@ if orgMax ~= 0 then
 end
 -- executions not ordered within their org
 for i = 1, n do
-  local a = 8 + (i - 1) * 5
+  local a = 9 + (i - 1) * 5
   if ARGV[a + 4] == '' or orgMax == 0 then grant(i) end
 end
 if #all > 0 then redis.call('ZADD', KEYS[1], unpack(all)) end
@@ -213,7 +217,9 @@ for _, ak in ipairs(agentOrder) do
   if #agents[ak].granted > 0 then redis.call('ZADD', ak, unpack(agents[ak].granted)) end
   redis.call('PEXPIRE', ak, ttl)
 end
-for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
+if housekeeping then
+  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
 return out`;
 
 /*
@@ -248,6 +254,12 @@ for i = 1, n do
 end
 return 1`;
 
+
+/** Slots given back within this window (ms) go out in one round trip. */
+export const RELEASE_WINDOW_MS = 5;
+
+/** How often (ms) a process does the global housekeeping of the slots (see ACQUIRE_BATCH). */
+const HOUSEKEEPING_MS = 500;
 
 /** Where an execution stands in its organization's line: its job, and when that was enqueued (ms). */
 export interface SlotTicket {
@@ -362,7 +374,9 @@ export class ExecutionSlots implements OnApplicationShutdown {
     if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return requests.map((_, i) => i < maxGrants);
     const now = Date.now();
     const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`, `${this.prefix}:workers`];
-    const args: Array<string | number> = [now, now + ttlMs, this.maxPerOrg, this.maxPerAgent, ttlMs * 4, this.worker, now + ttlMs * 2, maxGrants];
+    const housekeeping = now - this.lastHousekeeping >= HOUSEKEEPING_MS;
+    if (housekeeping) this.lastHousekeeping = now;
+    const args: Array<string | number> = [now, now + ttlMs, this.maxPerOrg, this.maxPerAgent, ttlMs * 4, this.worker, now + ttlMs * 2, maxGrants, housekeeping ? '1' : '0'];
     for (const r of requests) {
       const [org, agent, , line, seen] = this.keys(r.orgId, r.agentId);
       keys.push(org!, agent!, line!, seen!);
@@ -389,13 +403,13 @@ export class ExecutionSlots implements OnApplicationShutdown {
 
   /**
    * Give the slot back (fire-and-forget; an unreleased slot expires on its own). The slots given
-   * back in one event-loop turn go out together (one round trip).
+   * back within RELEASE_WINDOW_MS go out together (one round trip).
    */
   release(orgId: string, agentId: string, executionId: string): void {
     if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return;
     this.releasing.push({ orgId, agentId, executionId });
     if (this.releasing.length > 1) return;
-    setImmediate(() => {
+    setTimeout(() => {
       const all = this.releasing.splice(0);
       for (let i = 0; i < all.length; i += 500) {
         const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`];
@@ -407,9 +421,10 @@ export class ExecutionSlots implements OnApplicationShutdown {
         }
         (this.redis as unknown as SlotCommands).aaasReleaseSlots(keys.length, ...keys, ...args).catch(() => undefined);
       }
-    });
+    }, RELEASE_WINDOW_MS);
   }
   private releasing: Array<{ orgId: string; agentId: string; executionId: string }> = [];
+  private lastHousekeeping = 0;
 
   onApplicationShutdown(): void {
     this.redis.disconnect();

@@ -7,7 +7,7 @@ import { DispatchRelay, RunNotifier, RunQueries, RuntimeOperations, isTerminal, 
 import { Metrics } from '#libs/metrics';
 import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
-import { ExecutionSlots, type SlotTicket } from './execution-slots.js';
+import { ExecutionSlots, RELEASE_WINDOW_MS, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
 import { randomUUID } from 'node:crypto';
@@ -30,6 +30,21 @@ interface Prepared {
   ticket: SlotTicket;
   executionId: string;
 }
+
+/** A dispatch parked until it gets a slot, and how to settle its batch's wait. */
+interface ParkedEntry {
+  p: Prepared;
+  slotTtl: number;
+  around?: ExecutionWrapper;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+/** Dispatches parked per process, at most this many times WORKER_CONCURRENCY (the rest go back to the queue). */
+const PARK_FACTOR = 4;
+
+/** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
+const PARK_RETRY_MS = 100;
 
 /**
  * Why an execution did not complete, for the transport to map (BullMQ: `UnrecoverableError`
@@ -75,6 +90,12 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly concurrency: number;
   /** Executions admitted and not ended (a slot held), in this process. */
   private admitted = 0;
+  /** Dispatches waiting here for a slot (their batch job stays active meanwhile). */
+  private parked: ParkedEntry[] = [];
+  private parkTimer?: NodeJS.Timeout;
+  private parkRetryScheduled = false;
+  private parkRetrying = false;
+  private parkRetryAgain = false;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -115,6 +136,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.stopCancelListener?.();
     this.stopCancelListener = undefined;
     for (const set of this.inFlight.values()) for (const c of set) c.abort();
+    // parked dispatches go back to the queue (another worker takes them)
+    if (this.parked.length > 0) this.retryParkedSoon();
+  }
+
+  /** How many BullMQ jobs a transport should run at once: running and parked dispatches each may hold one. */
+  get jobConcurrency(): number {
+    return this.concurrency * (PARK_FACTOR + 1);
   }
 
   /** Executions in progress in this process. */
@@ -192,39 +220,142 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       room,
     );
     const admitted = prepared.filter((_, i) => granted[i]);
-    const deferred = prepared.filter((_, i) => !granted[i]);
+    const waiting = prepared.filter((_, i) => !granted[i]);
     this.admitted += admitted.length;
-    let started = false;
+    // 3. the ones that must wait are parked here, in this process, and retried as slots free (a
+    // local execution ending, or every PARK_RETRY_MS for the others'), all parked ones in one round
+    // trip; past the parking's capacity they go back to the queue, delayed
+    const parkable = this.stopping ? 0 : Math.max(0, this.concurrency * PARK_FACTOR - this.parked.length);
+    const parked = waiting.slice(0, parkable).map((p) => this.park(p, slotTtl, opts.around));
+    const overflow = waiting.slice(parkable);
+    if (overflow.length > 0) {
+      this.metrics.executions.inc({ outcome: 'deferred' }, overflow.length);
+      await this.relay.requeue(overflow.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), 100 + Math.floor(Math.random() * 150)).catch((e: unknown) => {
+        this.log.warn(`deferring ${overflow.length} dispatch(es) failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
+      });
+    }
+    // 4. claim what runs (and what was dropped, in the same statement), then run the admitted ones together
+    await Promise.all([this.claimAndRun(admitted, drop, slotTtl, opts.around), ...parked]);
+    if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
+  }
+
+  /**
+   * Claim admitted dispatches (and drop `drop`: rows with nothing to run) in one statement, then run
+   * the claimed ones concurrently. One whose claim another delivery won gives its slot back. If the
+   * claim itself fails, every admitted one gives its slot back (the rows stay for the relay).
+   */
+  private async claimAndRun(admitted: readonly Prepared[], drop: readonly string[], slotTtl: number, around?: ExecutionWrapper): Promise<void> {
+    if (admitted.length === 0 && drop.length === 0) return;
+    let claimed: Set<string>;
     try {
-      // 3. claim what runs (and what was dropped): one statement
       const ids = [...admitted.flatMap((p) => (p.item.id ? [p.item.id] : [])), ...drop];
-      const claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Set<string>();
-      const runs = admitted.filter((p) => !p.item.id || claimed.has(p.item.id));
-      for (const p of admitted) {
-        if (p.item.id && !claimed.has(p.item.id)) {
-          // delivered twice: the other delivery claimed it
-          this.admitted--;
-          this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
-        }
+      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Set<string>();
+    } catch (e) {
+      for (const p of admitted) this.giveBack(p);
+      throw e;
+    }
+    const runs: Prepared[] = [];
+    for (const p of admitted) {
+      // delivered twice: the other delivery claimed it
+      if (p.item.id && !claimed.has(p.item.id)) this.giveBack(p);
+      else runs.push(p);
+    }
+    await Promise.all(runs.map((p) => this.runOne(p, slotTtl, around)));
+  }
+
+  /** An admitted dispatch that will not run here: its slot back. */
+  private giveBack(p: Prepared): void {
+    this.admitted--;
+    this.releaseSlot(p);
+  }
+
+  private releaseSlot(p: Prepared): void {
+    this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
+    // a slot freed here: the parked ones may start
+    if (this.parked.length > 0) this.retryParkedSoon();
+  }
+
+  /** Park a dispatch until it gets a slot; resolves once it has run (or was handed back to the queue). */
+  private park(p: Prepared, slotTtl: number, around?: ExecutionWrapper): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.parked.push({ p, slotTtl, around, resolve, reject });
+      this.metrics.executions.inc({ outcome: 'deferred' });
+      this.parkTimer ??= setInterval(() => this.retryParkedSoon(), PARK_RETRY_MS);
+    });
+  }
+
+  /** Retry the parked ones once the slots freed meanwhile went back (coalesced: one round trip for many releases). */
+  private retryParkedSoon(): void {
+    if (this.parkRetryScheduled) return;
+    this.parkRetryScheduled = true;
+    setTimeout(() => {
+      this.parkRetryScheduled = false;
+      void this.retryParked();
+    }, RELEASE_WINDOW_MS);
+  }
+
+  /** One round trip for every parked dispatch (in enqueue order); the granted ones are claimed and run. */
+  private async retryParked(): Promise<void> {
+    if (this.parkRetrying) {
+      this.parkRetryAgain = true;
+      return;
+    }
+    this.parkRetrying = true;
+    try {
+      const entries = this.parked.splice(0).sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
+      if (entries.length === 0) return;
+      if (this.stopping) {
+        // hand them back to the queue: another worker takes them (their rows are unclaimed)
+        await this.relay.requeue(entries.map((e) => ({ ...e.p.item, enqueuedAt: e.p.ticket.enqueuedAt }))).catch(() => undefined);
+        for (const e of entries) e.resolve();
+        return;
       }
-      // 4. the rest waits its turn: back to the queue, retried soon (jittered: a slot usually frees
-      // within one short execution)
-      if (deferred.length > 0) {
-        this.metrics.executions.inc({ outcome: 'deferred' }, deferred.length);
-        await this.relay.requeue(deferred.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), 50 + Math.floor(Math.random() * 100)).catch((e: unknown) => {
-          this.log.warn(`deferring ${deferred.length} dispatch(es) failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
-        });
+      const room = Math.max(0, this.concurrency - this.admitted);
+      const granted = await this.slots.acquireBatch(
+        entries.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
+        entries[0]!.slotTtl,
+        room,
+      );
+      const go = entries.filter((_, i) => granted[i]);
+      this.parked.unshift(...entries.filter((_, i) => !granted[i]));
+      this.admitted += go.length;
+      if (go.length > 0) {
+        // one claim for all of them; each parked promise settles when its own execution ends
+        void this.claimAndRunEach(go);
       }
-      started = true;
-      // 5. run the admitted ones together
-      await Promise.all(runs.map((p) => this.runOne(p, slotTtl, opts.around)));
     } finally {
-      if (!started) {
-        for (const p of admitted) this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
-        this.admitted -= admitted.length;
+      this.parkRetrying = false;
+      if (this.parked.length === 0 && this.parkTimer) {
+        clearInterval(this.parkTimer);
+        this.parkTimer = undefined;
+      }
+      if (this.parkRetryAgain) {
+        this.parkRetryAgain = false;
+        this.retryParkedSoon();
       }
     }
-    if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
+  }
+
+  private async claimAndRunEach(go: readonly ParkedEntry[]): Promise<void> {
+    let claimed: Set<string>;
+    try {
+      const ids = go.flatMap((e) => (e.p.item.id ? [e.p.item.id] : []));
+      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Set<string>();
+    } catch (err) {
+      for (const e of go) {
+        this.giveBack(e.p);
+        e.reject(err);
+      }
+      return;
+    }
+    for (const e of go) {
+      if (e.p.item.id && !claimed.has(e.p.item.id)) {
+        this.giveBack(e.p);
+        e.resolve();
+      } else {
+        this.runOne(e.p, e.slotTtl, e.around).then(e.resolve, e.reject);
+      }
+    }
   }
 
   /** One admitted execution: its metrics, its span, its failure handled alone; releases its slot. */
@@ -240,7 +371,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       if (!(e instanceof ExecutionError)) void this.lost(p.job, e instanceof Error ? e.message : String(e));
     } finally {
       this.admitted--;
-      this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
+      this.releaseSlot(p);
       this.metrics.executions.inc({ outcome });
       this.metrics.executionDuration.observe(Metrics.since(t0));
     }
