@@ -1,11 +1,10 @@
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { Webhook } from 'standardwebhooks';
 import { TtlLruCache } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { Metrics } from '#libs/metrics';
-import { webhookHeaders } from '#libs/outbound';
+import { WebhookSigner, webhookHeaders } from '#libs/outbound';
 import { OutboundSender, PushConfigRepository, PushConfigService, type ClaimedPushConfig, type PushAttemptRow, type PushConfigRow, type PushOutcome, type PushTarget } from '#libs/push';
 import { RunNotifier, foldState, isTerminal } from '#libs/runs';
 import { projectEnvelope, type ProjectionState } from '../stream-projection.js';
@@ -379,11 +378,11 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   }
 
   /** Standard Webhooks signers by secret (a secret's key is decoded once). */
-  private readonly signers = new TtlLruCache<string, Webhook>(10_000, 0);
-  private signer(secret: string): Webhook {
+  private readonly signers = new TtlLruCache<string, WebhookSigner>(10_000, 0);
+  private signer(secret: string): WebhookSigner {
     let w = this.signers.get(secret);
     if (!w) {
-      w = new Webhook(secret);
+      w = new WebhookSigner(secret);
       this.signers.set(secret, w);
     }
     return w;
