@@ -84,6 +84,8 @@ export interface PushOutcome {
   failure?: { error: string; delayMs: number; gone: boolean };
   /** The run ended and its log is fully delivered. */
   done: boolean;
+  /** Keep the lease (renewed for the batch's `ttlMs`) instead of freeing it; ignored on a failure or `done`. */
+  keep?: boolean;
 }
 
 /** One delivery attempt to record. */
@@ -190,18 +192,24 @@ export class PushConfigRepository {
   }
 
   /**
-   * Configs with something to deliver now: active, due, not leased (or the lease expired), and
-   * behind their run's log or finished with it (then marked done by their loop).
+   * Configs with something to deliver now: active, due, not leased (or the lease expired, or
+   * `owner` holds it), and behind their run's log or finished with it (then marked done).
    */
-  due(limit: number): Promise<Array<{ id: string; runId: string }>> {
+  due(limit: number, owner: string | null = null): Promise<Array<{ id: string; runId: string }>> {
     return this.db.query(
       `SELECT pc.id, pc.run_id AS "runId" FROM push_configs pc JOIN runs r ON r.id = pc.run_id
         WHERE pc.deleted_at IS NULL AND pc.status = 'active' AND pc.next_attempt_at <= now()
-          AND (pc.lease_until IS NULL OR pc.lease_until < now())
+          AND (pc.lease_until IS NULL OR pc.lease_until < now() OR pc.lease_owner = $2)
           AND (pc.cursor < r.last_sequence OR r.status IN ('completed', 'failed', 'canceled', 'rejected'))
         ORDER BY pc.next_attempt_at LIMIT $1`,
-      [limit],
+      [limit, owner],
     );
+  }
+
+  /** Free the leases `owner` holds on these configs (a worker shutting down). */
+  async releaseMany(ids: readonly string[], owner: string): Promise<void> {
+    if (ids.length === 0) return;
+    await this.db.query(`UPDATE push_configs SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2`, [ids, owner]);
   }
 
   /**
@@ -250,14 +258,15 @@ export class PushConfigRepository {
    * into push_deliveries; per config the cursor (never backwards), the failure state (reset on
    * progress; on a failure counted, `next_attempt_at` = now + delay, 410 → `gone`, failing since
    * longer than `budgetMs` → `failing`), `done` when the run ended and all was delivered, and the
-   * lease released. Only configs whose lease `owner` still holds (and not deleted) change; the
-   * result lists those, with their status after it.
+   * lease released — or, with `keep` (no failure, not done), renewed for `ttlMs`. Only configs
+   * whose lease `owner` still holds (and not deleted) change; the result lists those, with their
+   * status after it.
    */
-  async recordBatch(owner: string, outcomes: readonly PushOutcome[], attempts: readonly PushAttemptRow[], budgetMs: number): Promise<Array<{ id: string; status: string }>> {
+  async recordBatch(owner: string, outcomes: readonly PushOutcome[], attempts: readonly PushAttemptRow[], budgetMs: number, ttlMs: number): Promise<Array<{ id: string; status: string }>> {
     if (outcomes.length === 0 && attempts.length === 0) return [];
     return this.db.query<{ id: string; status: string }>(
       `WITH i AS (
-         SELECT * FROM jsonb_to_recordset($2::jsonb) AS t(id uuid, cursor int, progressed boolean, failed boolean, gone boolean, error text, delay_ms int, done boolean)
+         SELECT *, keep AND NOT failed AND NOT done AS held FROM jsonb_to_recordset($2::jsonb) AS t(id uuid, cursor int, progressed boolean, failed boolean, gone boolean, error text, delay_ms int, done boolean, keep boolean)
        ), d AS (
          INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, error, latency_ms)
          SELECT (a->>'configRowId')::uuid, (a->>'orgId')::uuid, (a->>'runId')::uuid, (a->>'sequence')::int, a->>'webhookId',
@@ -275,14 +284,16 @@ export class PushConfigRepository {
                             WHEN i.failed AND NOT i.progressed AND COALESCE(pc.first_failure_at, now()) < now() - $4 * interval '1 millisecond' THEN 'failing'
                             WHEN NOT i.failed AND i.done THEN 'done'
                             ELSE pc.status END,
-              lease_owner = NULL, lease_until = NULL, updated_at = now()
+              lease_owner = CASE WHEN i.held THEN pc.lease_owner END,
+              lease_until = CASE WHEN i.held THEN now() + $5 * interval '1 millisecond' END, updated_at = now()
          FROM i WHERE pc.id = i.id AND pc.lease_owner = $1 AND pc.deleted_at IS NULL
        RETURNING pc.id, pc.status`,
       [
         owner,
-        JSON.stringify(outcomes.map((o) => ({ id: o.id, cursor: o.cursor, progressed: o.progressed, failed: o.failure !== undefined, gone: o.failure?.gone ?? false, error: o.failure?.error ?? null, delay_ms: o.failure?.delayMs ?? 0, done: o.done }))),
+        JSON.stringify(outcomes.map((o) => ({ id: o.id, cursor: o.cursor, progressed: o.progressed, failed: o.failure !== undefined, gone: o.failure?.gone ?? false, error: o.failure?.error ?? null, delay_ms: o.failure?.delayMs ?? 0, done: o.done, keep: o.keep ?? false }))),
         JSON.stringify(attempts),
         budgetMs,
+        ttlMs,
       ],
       'push.record_batch',
     );

@@ -29,7 +29,24 @@ type Attempt = PushAttemptRow;
 interface PendingRecord {
   outcome: PushOutcome;
   attempts: Attempt[];
-  resolve: (status: string | null) => void;
+  /** `at`: when the statement was sent (performance.now()), i.e. no later than the lease renewal. */
+  resolve: (r: { status: string | null; at: number }) => void;
+}
+
+/** What this process knows of a config between passes (see PushDeliveryService.known). */
+interface Known {
+  runId: string;
+  cursor: number;
+  /** Consecutive failed attempts as recorded (the backoff's exponent). */
+  failures: number;
+  state: ProjectionState;
+  leaseAt: number;
+}
+
+/** The entries a wake-up carries (the committed envelopes of one run, contiguous, ending at its sequence). */
+interface CarriedEntries {
+  orgId?: string;
+  envelopes: readonly SequencedOutputEnvelope[];
 }
 
 /**
@@ -89,8 +106,14 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   private readonly queued = new Set<string>();
   /** Per in-flight config, the newest sequence its claim read. */
   private readonly seen = new Map<string, number>();
-  /** Per config, the cursor this process last recorded and the projection state at it. */
-  private readonly known = new Map<string, { cursor: number; state: ProjectionState }>();
+  /**
+   * Per config, the cursor this process last recorded, the projection state at it, and — when the
+   * record kept the lease — when that lease was renewed (performance.now(), taken before the
+   * statement, so never later than the database's); 0 when the lease was freed.
+   */
+  private readonly known = new Map<string, Known>();
+  /** Entries carried by wake-ups of in-flight configs, for their next pass (bounded per config). */
+  private readonly buffered = new Map<string, SequencedOutputEnvelope[]>();
   private claims = 0;
   private records = 0;
   private pending: PendingRecord[] = [];
@@ -117,19 +140,30 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.configs.enabled) return;
-    this.stopPushSignal = await this.notifier.onPushConfigured((runId) => void this.followRuns([runId]).catch(() => undefined));
+    // a config of the run was set or deleted: kept leases of its configs are not trusted any more
+    // (a deleted config must not get a pass from carried entries), then the active ones are followed
+    this.stopPushSignal = await this.notifier.onPushConfigured((runId) => {
+      for (const id of this.byRun.get(runId)?.configs ?? []) {
+        const k = this.known.get(id);
+        if (k) k.leaseAt = 0;
+      }
+      void this.followRuns([runId]).catch(() => undefined);
+    });
     this.timer = setInterval(() => void this.sweep(), this.config.PUSH_SWEEP_INTERVAL_MS);
     this.timer.unref();
     void this.sweep();
   }
 
-  onModuleDestroy(): void {
+  async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     this.stopPushSignal?.();
     for (const f of this.byRun.values()) f.unlisten?.();
     this.byRun.clear();
     this.sender.close();
+    // leases kept between passes are freed, so another worker takes over at once (else they expire)
+    const held = [...this.known].filter(([id, k]) => k.leaseAt > 0 && !this.inFlight.has(id)).map(([id]) => id);
+    await this.repo.releaseMany(held, this.owner).catch(() => undefined);
   }
 
   /** Configs claimed, sending or being recorded in this process. */
@@ -141,7 +175,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   async sweep(): Promise<void> {
     if (this.stopped) return;
     try {
-      const due = await this.repo.due(SWEEP_LIMIT);
+      const due = await this.repo.due(SWEEP_LIMIT, this.owner);
       this.track(due);
       for (const c of due) this.kick(c.id);
     } catch (e) {
@@ -164,8 +198,8 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
         this.byRun.set(runId, follow);
         f = follow;
         void this.notifier
-          .listen(runId, (lastSequence) => {
-            for (const c of follow.configs) this.wake(c, lastSequence);
+          .listen(runId, (lastSequence: number, _state?: unknown, committed?: CarriedEntries) => {
+            for (const c of follow.configs) this.wake(c, lastSequence, committed);
           })
           .then((unlisten) => {
             if (this.byRun.get(runId) === follow) follow.unlisten = unlisten;
@@ -178,6 +212,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
 
   private untrack(id: string, runId: string): void {
     this.known.delete(id);
+    this.buffered.delete(id);
     this.targets.delete(id);
     const f = this.byRun.get(runId);
     if (!f) return;
@@ -189,16 +224,57 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   }
 
   /**
-   * A wake-up of the config's run says its log reaches `sequence`: nothing to do when this
-   * process has read (in flight) or delivered (recorded) that far already; else claim it.
+   * A wake-up of the config's run says its log reaches `sequence`, and may carry the entries that
+   * commit wrote. Nothing to do when this process has read (in flight) or delivered (recorded)
+   * that far already. Else, when this process still holds the config's lease and the carried
+   * entries continue its cursor exactly, they are delivered without reading the log; otherwise
+   * the config is claimed (its log read).
    */
-  private wake(id: string, sequence: number): void {
+  private wake(id: string, sequence: number, committed?: CarriedEntries): void {
+    if (this.stopped) return;
     if (this.inFlight.has(id)) {
-      if ((this.seen.get(id) ?? -1) < sequence) this.dirty.add(id);
+      if ((this.seen.get(id) ?? -1) >= sequence) return;
+      this.dirty.add(id);
+      if (committed) this.buffer(id, committed.envelopes);
       return;
     }
     const k = this.known.get(id);
     if (k && k.cursor >= sequence) return;
+    if (committed) this.buffer(id, committed.envelopes);
+    this.resume(id);
+  }
+
+  /** Keep carried entries for the config's next pass (at most PAGE; beyond, the pass reads the log). */
+  private buffer(id: string, envelopes: readonly SequencedOutputEnvelope[]): void {
+    const list = this.buffered.get(id) ?? [];
+    for (const e of envelopes) {
+      const last = list.at(-1);
+      if (last && e.sequence <= last.sequence) continue;
+      list.push(e);
+    }
+    if (list.length > PAGE) this.buffered.delete(id);
+    else this.buffered.set(id, list);
+  }
+
+  /**
+   * Another pass for an idle config: from the buffered entries when they continue its recorded
+   * cursor exactly and its kept lease leaves time to send them; else with the next claim.
+   */
+  private resume(id: string): void {
+    const k = this.known.get(id);
+    const list = this.buffered.get(id);
+    this.buffered.delete(id);
+    const target = this.targets.get(id)?.target;
+    const startedAt = performance.now();
+    if (k && list && target && k.leaseAt > 0 && startedAt - k.leaseAt < this.sendWindowMs && this.inFlight.size < this.config.PUSH_CONCURRENCY) {
+      const events = list.filter((e) => e.sequence > k.cursor);
+      if (events.length > 0 && events[0]!.sequence === k.cursor + 1 && events.every((e) => e.runId === k.runId)) {
+        this.inFlight.add(id);
+        this.seen.set(id, events.at(-1)!.sequence);
+        void this.pass({ id, runId: k.runId, target, cursor: k.cursor, state: k.state, failuresSoFar: k.failures, events, startedAt: k.leaseAt, complete: true }).catch((e: unknown) => this.passFailed(id, e));
+        return;
+      }
+    }
     this.kick(id);
   }
 
@@ -250,40 +326,48 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     // the next wake-up tries again
     for (const id of ids) if (!got.has(id)) this.settle(id);
     for (const c of claimed) {
-      void this.deliverClaimed(c, claimedAt).catch((e: unknown) => {
-        this.log.warn(`push config ${c.row.id}: ${e instanceof Error ? e.message : String(e)}`);
-        this.known.delete(c.row.id);
-        this.settle(c.row.id);
-      });
+      const id = c.row.id;
+      const last = c.events.at(-1);
+      this.seen.set(id, last ? last.sequence : c.row.cursor);
+      const state = c.stateEvent !== undefined ? foldState(c.stateEvent ?? undefined) : (this.known.get(id)?.state ?? foldState(undefined));
+      // a short page is the end of the log for now
+      const complete = c.events.length < PAGE;
+      void this.pass({ id, runId: c.row.runId, target: this.target(c.row), cursor: c.row.cursor, state, failuresSoFar: c.row.attempts, events: c.events, startedAt: claimedAt, complete }).catch((e: unknown) => this.passFailed(id, e));
     }
+  }
+
+  private passFailed(id: string, e: unknown): void {
+    this.log.warn(`push config ${id}: ${e instanceof Error ? e.message : String(e)}`);
+    this.known.delete(id);
+    this.settle(id);
   }
 
   /** The config's pass is over: another one follows if it was woken meanwhile. */
   private settle(id: string): void {
     this.inFlight.delete(id);
     this.seen.delete(id);
-    if (this.dirty.delete(id)) this.queued.add(id);
+    if (this.dirty.delete(id)) this.resume(id);
+    else this.buffered.delete(id);
     this.pump();
   }
 
   /**
-   * Send a claimed config's entries in order, then record the outcome (group commit). The cursor
-   * moves over the 2xx answers and over entries without an A2A projection; the first failure
-   * ends the pass (the attempts before it are recorded with it). A config whose run ended and
-   * whose log is fully delivered is marked done.
+   * One pass of a config under its lease: send `events` (the log after `cursor`) in order, then
+   * record the outcome (group commit), keeping the lease for the next pass. The cursor moves over
+   * the 2xx answers and over entries without an A2A projection; the first failure ends the pass
+   * (the attempts before it are recorded with it); no attempt starts once the lease, renewed at
+   * `startedAt`, could run out before the record. A config whose run ended and whose log is
+   * fully delivered (`complete`: nothing after `events` yet) is marked done: nothing follows a
+   * terminal status.
    */
-  private async deliverClaimed(c: ClaimedPushConfig, claimedAt: number): Promise<void> {
-    const id = c.row.id;
-    const target = this.target(c.row);
-    const last = c.events.at(-1);
-    this.seen.set(id, last ? last.sequence : c.row.cursor);
-    let state: ProjectionState = c.stateEvent !== undefined ? foldState(c.stateEvent ?? undefined) : (this.known.get(id)?.state ?? foldState(undefined));
-    let cursor = c.row.cursor;
+  private async pass(p: { id: string; runId: string; target: PushTarget; cursor: number; state: ProjectionState; failuresSoFar: number; events: readonly SequencedOutputEnvelope[]; startedAt: number; complete: boolean }): Promise<void> {
+    const { id, target } = p;
+    let { state, cursor } = p;
     const attempts: Attempt[] = [];
     let failure: PushOutcome['failure'];
     let cut = false;
-    for (const env of c.events) {
-      if (this.stopped || performance.now() - claimedAt > this.sendWindowMs) {
+    for (const env of p.events) {
+      if (this.stopped || performance.now() - p.startedAt > this.sendWindowMs) {
         cut = true;
         break;
       }
@@ -292,7 +376,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
         const { attempt, ok, retryAfterMs } = await this.post(target, env, body);
         attempts.push(attempt);
         if (!ok) {
-          const failuresSoFar = cursor > c.row.cursor ? 0 : c.row.attempts;
+          const failuresSoFar = cursor > p.cursor ? 0 : p.failuresSoFar;
           failure = { error: attempt.error ?? `HTTP ${attempt.statusCode}`, delayMs: this.backoff(failuresSoFar + 1, retryAfterMs), gone: attempt.statusCode === 410 };
           break;
         }
@@ -300,23 +384,21 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
       state = after;
       cursor = env.sequence;
     }
-    // a short page is the end of the log for now: later entries wake the config again (or the
-    // sweep finds them); nothing follows a terminal status, so the config is then done
-    const more = !failure && (cut || c.events.length >= PAGE);
+    const more = !failure && (cut || !p.complete);
     const done = !failure && !more && isTerminal(state.status);
-    const status = await this.record({ id, cursor, progressed: cursor > c.row.cursor, done, ...(failure && { failure }) }, attempts);
-    if (status === 'active') this.known.set(id, { cursor, state });
+    const { status, at } = await this.record({ id, cursor, progressed: cursor > p.cursor, done, keep: !this.stopped, ...(failure && { failure }) }, attempts);
+    if (status === 'active') this.known.set(id, { runId: p.runId, cursor, state, failures: failure ? p.failuresSoFar + 1 : cursor > p.cursor ? 0 : p.failuresSoFar, leaseAt: !failure && !this.stopped ? at : 0 });
     else this.known.delete(id);
     if (status !== null && status !== 'active') {
       if (status !== 'done') this.log.warn(`push config ${target.configId} of task ${target.runId} is ${status}: ${failure?.error ?? ''}`);
-      this.untrack(id, c.row.runId);
+      this.untrack(id, p.runId);
     }
     if (more && status === 'active') this.dirty.add(id);
     this.settle(id);
   }
 
   /** Queue an outcome for the next record statement; resolves to the config's status after it (null: not recorded). */
-  private record(outcome: PushOutcome, attempts: Attempt[]): Promise<string | null> {
+  private record(outcome: PushOutcome, attempts: Attempt[]): Promise<{ status: string | null; at: number }> {
     return new Promise((resolve) => {
       this.pending.push({ outcome, attempts, resolve });
       this.flushRecords();
@@ -327,17 +409,18 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     while (this.pending.length > 0 && this.records < RECORDS_IN_FLIGHT) {
       const batch = this.pending.splice(0, RECORD_BATCH);
       this.records++;
+      const at = performance.now();
       this.repo
-        .recordBatch(this.owner, batch.map((b) => b.outcome), batch.flatMap((b) => b.attempts), this.config.PUSH_RETRY_BUDGET_MS)
+        .recordBatch(this.owner, batch.map((b) => b.outcome), batch.flatMap((b) => b.attempts), this.config.PUSH_RETRY_BUDGET_MS, this.leaseMs)
         .then(
           (rows) => {
             const status = new Map(rows.map((r) => [r.id, r.status]));
-            for (const b of batch) b.resolve(status.get(b.outcome.id) ?? null);
+            for (const b of batch) b.resolve({ status: status.get(b.outcome.id) ?? null, at });
           },
           (e: unknown) => {
             // not recorded: the leases expire (or this owner claims again) and the deliveries are re-sent
             this.log.warn(`recording ${batch.length} push outcome(s) failed: ${e instanceof Error ? e.message : String(e)}`);
-            for (const b of batch) b.resolve(null);
+            for (const b of batch) b.resolve({ status: null, at });
           },
         )
         .finally(() => {
