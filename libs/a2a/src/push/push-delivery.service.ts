@@ -16,11 +16,11 @@ const SWEEP_LIMIT = 500;
 /** Configs claimed (leases taken and logs read) per statement. */
 const CLAIM_BATCH = 256;
 /** Claim statements in flight at once; configs woken meanwhile wait for the next one. */
-const CLAIMS_IN_FLIGHT = 2;
+const CLAIMS_IN_FLIGHT = 4;
 /** Claims recorded per statement. */
 const RECORD_BATCH = 512;
 /** Record statements in flight at once; outcomes arriving meanwhile go in the next one. */
-const RECORDS_IN_FLIGHT = 2;
+const RECORDS_IN_FLIGHT = 4;
 
 /** A delivery attempt as recorded. */
 type Attempt = PushAttemptRow;
@@ -47,6 +47,15 @@ interface Known {
 interface CarriedEntries {
   orgId?: string;
   envelopes: readonly SequencedOutputEnvelope[];
+}
+
+/**
+ * `RunNotifier.listen` asking for the entries a wake-up carries (`{ envelopes: true }`); a notifier
+ * that carries none ignores the option and calls the listener with the sequence (and state) only.
+ */
+function listenWithEntries(notifier: RunNotifier, runId: string, listener: (lastSequence: number, state?: unknown, committed?: CarriedEntries) => void): Promise<() => void> {
+  const listen = notifier.listen as (runId: string, listener: (lastSequence: number, state?: unknown, committed?: CarriedEntries) => void, opts?: { envelopes?: boolean }) => Promise<() => void>;
+  return listen.call(notifier, runId, listener, { envelopes: true });
 }
 
 /**
@@ -197,10 +206,9 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
         const follow: { configs: Set<string>; unlisten?: () => void } = { configs: new Set() };
         this.byRun.set(runId, follow);
         f = follow;
-        void this.notifier
-          .listen(runId, (lastSequence: number, _state?: unknown, committed?: CarriedEntries) => {
-            for (const c of follow.configs) this.wake(c, lastSequence, committed);
-          })
+        void listenWithEntries(this.notifier, runId, (lastSequence, _state, committed) => {
+          for (const c of follow.configs) this.wake(c, lastSequence, committed);
+        })
           .then((unlisten) => {
             if (this.byRun.get(runId) === follow) follow.unlisten = unlisten;
             else unlisten();
