@@ -121,8 +121,11 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
    * statement, so never later than the database's); 0 when the lease was freed.
    */
   private readonly known = new Map<string, Known>();
-  /** Entries carried by wake-ups of in-flight configs, for their next pass (bounded per config). */
-  private readonly buffered = new Map<string, SequencedOutputEnvelope[]>();
+  /**
+   * Per config woken since its last pass: the entries its wake-ups carried (ascending, at most
+   * PAGE) and the newest sequence they announced (carried or not), for its next pass.
+   */
+  private readonly buffered = new Map<string, { list: SequencedOutputEnvelope[]; upTo: number }>();
   private claims = 0;
   private records = 0;
   private pending: PendingRecord[] = [];
@@ -243,25 +246,27 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     if (this.inFlight.has(id)) {
       if ((this.seen.get(id) ?? -1) >= sequence) return;
       this.dirty.add(id);
-      if (committed) this.buffer(id, committed.envelopes);
+      this.buffer(id, sequence, committed?.envelopes);
       return;
     }
     const k = this.known.get(id);
     if (k && k.cursor >= sequence) return;
-    if (committed) this.buffer(id, committed.envelopes);
+    this.buffer(id, sequence, committed?.envelopes);
     this.resume(id);
   }
 
-  /** Keep carried entries for the config's next pass (at most PAGE; beyond, the pass reads the log). */
-  private buffer(id: string, envelopes: readonly SequencedOutputEnvelope[]): void {
-    const list = this.buffered.get(id) ?? [];
+  /** Note what a wake-up announced (and carried) for the config's next pass. */
+  private buffer(id: string, sequence: number, envelopes: readonly SequencedOutputEnvelope[] = []): void {
+    const b = this.buffered.get(id) ?? { list: [], upTo: 0 };
+    b.upTo = Math.max(b.upTo, sequence);
     for (const e of envelopes) {
-      const last = list.at(-1);
-      if (last && e.sequence <= last.sequence) continue;
-      list.push(e);
+      const i = b.list.findIndex((x) => x.sequence >= e.sequence);
+      if (i < 0) b.list.push(e);
+      else if (b.list[i]!.sequence !== e.sequence) b.list.splice(i, 0, e);
     }
-    if (list.length > PAGE) this.buffered.delete(id);
-    else this.buffered.set(id, list);
+    // beyond a page the pass reads the log anyway
+    if (b.list.length > PAGE) b.list = [];
+    this.buffered.set(id, b);
   }
 
   /**
@@ -269,17 +274,27 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
    * cursor exactly and its kept lease leaves time to send them; else with the next claim.
    */
   private resume(id: string): void {
+    // already waiting for a claim, which reads the log
+    if (this.queued.has(id)) return;
     const k = this.known.get(id);
-    const list = this.buffered.get(id);
+    const b = this.buffered.get(id);
     this.buffered.delete(id);
     const target = this.targets.get(id)?.target;
-    const startedAt = performance.now();
-    if (k && list && target && k.leaseAt > 0 && startedAt - k.leaseAt < this.sendWindowMs && this.inFlight.size < this.config.PUSH_CONCURRENCY) {
-      const events = list.filter((e) => e.sequence > k.cursor);
-      if (events.length > 0 && events[0]!.sequence === k.cursor + 1 && events.every((e) => e.runId === k.runId)) {
+    if (k && b && target && k.leaseAt > 0 && performance.now() - k.leaseAt < this.sendWindowMs && this.inFlight.size < this.config.PUSH_CONCURRENCY) {
+      // the entries that continue the cursor without a gap; whatever was announced beyond them is
+      // left to a claim after this pass
+      const events: SequencedOutputEnvelope[] = [];
+      for (const e of b.list) {
+        if (e.sequence <= k.cursor) continue;
+        if (e.sequence !== k.cursor + events.length + 1 || e.runId !== k.runId) break;
+        events.push(e);
+      }
+      const last = events.at(-1);
+      if (last) {
         this.inFlight.add(id);
-        this.seen.set(id, events.at(-1)!.sequence);
-        void this.pass({ id, runId: k.runId, target, cursor: k.cursor, state: k.state, failuresSoFar: k.failures, events, startedAt: k.leaseAt, complete: true }).catch((e: unknown) => this.passFailed(id, e));
+        this.seen.set(id, last.sequence);
+        if (last.sequence < b.upTo) this.dirty.add(id);
+        void this.pass({ id, runId: k.runId, target, cursor: k.cursor, state: k.state, failuresSoFar: k.failures, events, startedAt: k.leaseAt, complete: last.sequence >= b.upTo }).catch((e: unknown) => this.passFailed(id, e));
         return;
       }
     }
@@ -303,10 +318,12 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
         ids.push(id);
         if (ids.length >= n) break;
       }
-      for (const id of ids) {
-        this.queued.delete(id);
-        this.inFlight.add(id);
-      }
+      for (const id of ids) this.queued.delete(id);
+      // a config in a pass already gets another one after it
+      for (const id of ids.filter((x) => this.inFlight.has(x))) this.dirty.add(id);
+      ids.splice(0, ids.length, ...ids.filter((x) => !this.inFlight.has(x)));
+      if (ids.length === 0) continue;
+      for (const id of ids) this.inFlight.add(id);
       this.claims++;
       void this.claim(ids).finally(() => {
         this.claims--;
