@@ -84,17 +84,17 @@ afterAll(async () => {
 
 describe('push delivery under failures', () => {
   it('a worker killed mid-delivery and restarted: every event exactly once, in order, after dedupe', async () => {
-    delayMs = 25;
+    // 50 ms per answer: the 42 deliveries take over 2 s, the run's execution far less, so the kill
+    // lands in the deliveries, after the run completed (a killed execution is the sweeper's, not this test's)
+    delayMs = 50;
     const runId = await send('burst please', '/kill');
+    await expect.poll(async () => (await adminRequest(stack.baseUrl, stack.adminKey, 'GET', `/v1/runs/${runId}`)).body.run.status, { timeout: 20_000 }).toBe('completed');
+    const want = await projected(runId);
     await receiver.waitFor(() => receiver.unique('/kill').length >= 8, 20_000);
     worker!.kill('SIGKILL');
     const atKill = receiver.unique('/kill').length;
     await new Promise((r) => setTimeout(r, 300));
     worker = startWorker();
-    const want = await (async () => {
-      await expect.poll(async () => (await adminRequest(stack.baseUrl, stack.adminKey, 'GET', `/v1/runs/${runId}`)).body.run.status, { timeout: 20_000 }).toBe('completed');
-      return projected(runId);
-    })();
     await receiver.waitFor(() => receiver.unique('/kill').length >= want.length, 30_000);
     const got = receiver.unique('/kill').map((r) => Number(r.headers['x-a2a-sequence']));
     expect(atKill).toBeLessThan(want.length);

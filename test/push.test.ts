@@ -223,6 +223,37 @@ describe('delivery faults', () => {
     }
   }, 20_000);
 
+  it('many configs delivered together (batched claims and records): each gets exactly its own log in order, a failing one does not hold the others back', async () => {
+    let failures = 0;
+    behaviour = (r) => {
+      if (r.path !== '/batch-flaky') return { status: 200 };
+      failures++;
+      return failures <= 2 ? { status: 500 } : { status: 200 };
+    };
+    try {
+      const tasks = await Promise.all(
+        Array.from({ length: 24 }, async (_, i) => {
+          const path = i === 0 ? '/batch-flaky' : `/batch-${i}`;
+          const res = await rpc('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'multi batch' }] }, configuration: { returnImmediately: true, taskPushNotificationConfig: { url: receiver.url(path) } } }, '1.0');
+          return { id: res.result.task.id as string, path };
+        }),
+      );
+      const done = (path: string) => receiver.unique(path).some((r) => r.json.statusUpdate?.status?.state === 'TASK_STATE_COMPLETED');
+      await receiver.waitFor(() => tasks.every((t) => done(t.path)), 15_000);
+      for (const t of tasks) {
+        const got = receiver.unique(t.path);
+        expect(got.map(seqOf)).toEqual(await projectedSequences(t.id));
+        expect(got.every((r) => r.headers['x-a2a-task-id'] === t.id && r.headers['webhook-id'] === `msg_${r.headers['webhook-id']!.split('_')[1]}_${seqOf(r)}`)).toBe(true);
+      }
+      expect(failures).toBeGreaterThan(2);
+      const [flaky] = (await admin('GET', `/v1/runs/${tasks[0]!.id}/push-configs`)).body.configs;
+      expect(flaky).toMatchObject({ status: 'done', attempts: 0, lastError: null });
+      expect(flaky.deliveries.filter((d: any) => d.statusCode === 500)).toHaveLength(2);
+    } finally {
+      behaviour = () => ({ status: 200 });
+    }
+  }, 20_000);
+
   it('410 Gone stops the config; a redirect is a failure and is not followed', async () => {
     behaviour = (r) => (r.path === '/gone' ? { status: 410 } : r.path === '/redirect' ? { status: 302, headers: { location: 'http://10.0.0.1/steal' } } : { status: 200 });
     try {

@@ -7,4 +7,4 @@ export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, refuse
 export { OutboundSender, parseRetryAfter, type OutboundPost, type OutboundResult } from './outbound-sender.js';
 export { openOutboundStream, type OutboundStream } from './outbound-stream.js';
 export { outboundFetch } from './outbound-fetch.js';
-export { webhookHeaders } from './webhook-signature.js';
+export { WebhookSigner, webhookHeaders } from './webhook-signature.js';

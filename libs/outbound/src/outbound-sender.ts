@@ -22,25 +22,48 @@ export interface OutboundResult {
 
 /** Response bodies are read (to reuse the connection) up to this many bytes, then dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/** Open connections per origin (host:port), and in all. Requests beyond them wait for a free one. */
+const SOCKETS_PER_ORIGIN = 64;
+const SOCKETS_TOTAL = 1024;
+/** An idle kept-alive connection is closed after this long (ms). */
+const IDLE_SOCKET_MS = 30_000;
 
 /**
- * Posts deliveries over keep-alive connections, under the outbound policy: the address actually
- * connected to is checked (a guarded DNS lookup; IP-literal hosts directly), redirects are never
- * followed (a 3xx is a failed attempt), and every attempt ends within its timeout. Never throws.
+ * Posts deliveries over keep-alive connections, under the outbound policy: one pool per origin
+ * (node's Agent keys its pools by host and port), at most SOCKETS_PER_ORIGIN connections each
+ * and SOCKETS_TOTAL in all, idle ones closed after IDLE_SOCKET_MS. Every new connection goes
+ * through the guard: the address actually connected to is checked (a guarded DNS lookup; IP-literal
+ * hosts directly, their verdict cached per host); a reused connection was checked when it was made.
+ * Redirects are never followed (a 3xx is a failed attempt), and every attempt ends within its
+ * timeout. Never throws.
  */
 export class OutboundSender {
-  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-  private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 256 });
-  private readonly lookup;
+  private readonly httpAgent: http.Agent;
+  private readonly httpsAgent: https.Agent;
+  /** Verdicts of refusedLiteral by URL host (bounded: cleared when it grows past 10,000). */
+  private readonly literals = new Map<string, string | null>();
 
   constructor(private readonly policy: OutboundPolicy) {
-    this.lookup = guardedLookup(policy);
+    const lookup = guardedLookup(policy);
+    const opts = { keepAlive: true, maxSockets: SOCKETS_PER_ORIGIN, maxTotalSockets: SOCKETS_TOTAL, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' as const, lookup };
+    this.httpAgent = new http.Agent(opts as http.AgentOptions);
+    this.httpsAgent = new https.Agent(opts as https.AgentOptions);
+  }
+
+  private refused(url: URL): string | null {
+    let why = this.literals.get(url.host);
+    if (why === undefined) {
+      why = refusedLiteral(url, this.policy);
+      if (this.literals.size >= 10_000) this.literals.clear();
+      this.literals.set(url.host, why);
+    }
+    return why;
   }
 
   post(req: OutboundPost): Promise<OutboundResult> {
     const t0 = performance.now();
     const done = (r: Omit<OutboundResult, 'latencyMs'>): OutboundResult => ({ ...r, latencyMs: Math.round(performance.now() - t0) });
-    const why = refusedLiteral(req.url, this.policy);
+    const why = this.refused(req.url);
     if (why) return Promise.resolve(done({ status: null, error: `refused: ${why}` }));
     const isHttps = req.url.protocol === 'https:';
     return new Promise<OutboundResult>((resolve) => {
@@ -56,7 +79,6 @@ export class OutboundSender {
         {
           method: 'POST',
           agent: isHttps ? this.httpsAgent : this.httpAgent,
-          lookup: this.lookup,
           headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(req.body), 'user-agent': 'aaas-push/1', ...req.headers },
         },
         (res) => {

@@ -6,5 +6,5 @@
  */
 export { PushModule } from './push.module.js';
 export { PushConfigService, type PushConfigAudit, type PushConfigInput, type PushConfigView, type PushTarget } from './push-config.service.js';
-export { PushConfigRepository, type PushConfigRow } from './push-config.repository.js';
+export { PushConfigRepository, type ClaimedPushConfig, type PushAttemptRow, type PushConfigRow, type PushOutcome } from './push-config.repository.js';
 export { OutboundSender, checkOutboundUrl, outboundPolicy, refusedAddress, type OutboundPolicy } from '#libs/outbound';

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { RunEvent, SequencedOutputEnvelope } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 
 /** A push config row as stored (secrets still encrypted). */
@@ -50,6 +51,45 @@ function columns(alias?: string): string {
   return FIELDS.map(([c, f]) => `${alias ? `${alias}.` : ''}${c} AS "${f}"`).join(', ');
 }
 const COLUMNS = columns();
+
+/**
+ * The log entries that set a run's (status, blockedReason), as RunRepository reads them for
+ * `stateAt` (the predicate of libs/runs' `isStatusEvent`, in SQL, on alias `e`).
+ */
+const STATUS_EVENT_SQL = `(e.type IN ('run.status_changed', 'interaction.requested')
+  OR (e.type IN ('interaction.responded', 'interaction.expired') AND COALESCE((e.payload->>'blocking')::boolean, true)))`;
+
+/** A config claimed for delivery, with the log after its cursor (see `claimBatch`). */
+export interface ClaimedPushConfig {
+  row: PushConfigRow;
+  /** The run's log after `row.cursor`, in order, at most the page asked for. */
+  events: SequencedOutputEnvelope[];
+  /**
+   * The newest status-setting entry at or before the cursor (fold it with libs/runs' `foldState`;
+   * null: none, i.e. the run was just created), or `undefined` when the caller said it knows
+   * the state at this cursor and it was not read.
+   */
+  stateEvent?: { type: string; payload: object } | null;
+}
+
+/** What one claim of a config came to, recorded by `recordBatch`. */
+export interface PushOutcome {
+  /** push_configs.id */
+  id: string;
+  /** The new cursor (≥ the claimed one; the last entry delivered or skipped). */
+  cursor: number;
+  /** The cursor moved or a delivery succeeded: the failure state resets. */
+  progressed: boolean;
+  /** A failed attempt ended this claim: schedule the next one after `delayMs`. */
+  failure?: { error: string; delayMs: number; gone: boolean };
+  /** The run ended and its log is fully delivered. */
+  done: boolean;
+  /** Keep the lease (renewed for the batch's `ttlMs`) instead of freeing it; ignored on a failure or `done`. */
+  keep?: boolean;
+}
+
+/** One delivery attempt to record. */
+export type PushAttemptRow = Omit<PushDeliveryRow, 'attemptedAt'> & { configRowId: string; orgId: string; runId: string };
 
 /**
  * Push configs and their delivery bookkeeping. Every query of a caller is scoped by org and run
@@ -152,88 +192,110 @@ export class PushConfigRepository {
   }
 
   /**
-   * Configs with something to deliver now: active, due, not leased (or the lease expired), and
-   * behind their run's log or finished with it (then marked done by their loop).
+   * Configs with something to deliver now: active, due, not leased (or the lease expired, or
+   * `owner` holds it), and behind their run's log or finished with it (then marked done).
    */
-  due(limit: number): Promise<Array<{ id: string; runId: string }>> {
+  due(limit: number, owner: string | null = null): Promise<Array<{ id: string; runId: string }>> {
     return this.db.query(
       `SELECT pc.id, pc.run_id AS "runId" FROM push_configs pc JOIN runs r ON r.id = pc.run_id
         WHERE pc.deleted_at IS NULL AND pc.status = 'active' AND pc.next_attempt_at <= now()
-          AND (pc.lease_until IS NULL OR pc.lease_until < now())
+          AND (pc.lease_until IS NULL OR pc.lease_until < now() OR pc.lease_owner = $2)
           AND (pc.cursor < r.last_sequence OR r.status IN ('completed', 'failed', 'canceled', 'rejected'))
         ORDER BY pc.next_attempt_at LIMIT $1`,
-      [limit],
+      [limit, owner],
     );
   }
 
-  /**
-   * Take the config's lease for `ttlMs` (one delivery loop per config across all workers). Null
-   * when it is leased by someone else, not due, not active or deleted.
-   */
-  async claim(id: string, owner: string, ttlMs: number): Promise<PushConfigRow | null> {
-    const rows = await this.db.query<PushConfigRow>(
-      `UPDATE push_configs SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
-        WHERE id = $1 AND deleted_at IS NULL AND status = 'active' AND next_attempt_at <= now()
-          AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $2)
-        RETURNING ${COLUMNS}`,
-      [id, owner, ttlMs],
-    );
-    return rows[0] ?? null;
+  /** Free the leases `owner` holds on these configs (a worker shutting down). */
+  async releaseMany(ids: readonly string[], owner: string): Promise<void> {
+    if (ids.length === 0) return;
+    await this.db.query(`UPDATE push_configs SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2`, [ids, owner]);
   }
 
   /**
-   * Delivered events (2xx), or events with nothing to deliver: record the attempts (many in one
-   * statement), move the cursor to `sequence`, reset the failure state and renew the lease. False
-   * when the lease is no longer ours or the config was deleted (the loop stops).
+   * Take the leases of many configs for `ttlMs` and read, in the same statement, each one's log
+   * after its cursor (at most `page` entries, joined to the run for the thread id) and the
+   * status-setting entry at or before the cursor (the projection's starting state) — unless
+   * `knownStates` holds that config id at that very cursor (the caller still knows the state).
+   * Configs leased by another owner, not due, not active or deleted are left out. Errors: the
+   * database's, as thrown by DatabaseService.
    */
-  async advance(id: string, owner: string, sequence: number, ttlMs: number, attempts: ReadonlyArray<Omit<PushDeliveryRow, 'attemptedAt'> & { orgId: string; runId: string }> = []): Promise<boolean> {
-    const rows = await this.db.query(
-      `WITH d AS (
+  async claimBatch(ids: readonly string[], owner: string, ttlMs: number, page: number, knownStates: ReadonlyMap<string, number> = new Map()): Promise<ClaimedPushConfig[]> {
+    if (ids.length === 0) return [];
+    const knownIds = [...knownStates.keys()].filter((id) => ids.includes(id));
+    const rows = await this.db.query<PushConfigRow & { threadId: string; readState: boolean; stateEvent: { type: string; payload: object } | null; events: Array<{ sequence: number; type: RunEvent['type']; payload: unknown; createdAt: string }> }>(
+      `WITH c AS (
+         UPDATE push_configs SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
+          WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL AND status = 'active' AND next_attempt_at <= now()
+            AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $2)
+         RETURNING *
+       ), k AS (
+         SELECT * FROM unnest($5::uuid[], $6::int[]) AS k(id, cursor)
+       )
+       SELECT ${columns('c')}, r.thread_id AS "threadId", s.read AS "readState",
+              CASE WHEN s.read AND c.cursor > 0 THEN
+                (SELECT json_build_object('type', e.type, 'payload', e.payload) FROM run_events e
+                  WHERE e.run_id = c.run_id AND e.org_id = c.org_id AND e.sequence <= c.cursor AND ${STATUS_EVENT_SQL}
+                  ORDER BY e.sequence DESC LIMIT 1) END AS "stateEvent",
+              COALESCE((SELECT json_agg(json_build_object('sequence', e.sequence, 'type', e.type, 'payload', e.payload, 'createdAt', e.created_at) ORDER BY e.sequence)
+                 FROM (SELECT e.sequence, e.type, e.payload, e.created_at FROM run_events e
+                        WHERE e.run_id = c.run_id AND e.org_id = c.org_id AND e.sequence > c.cursor
+                        ORDER BY e.sequence LIMIT $4) e), '[]'::json) AS events
+         FROM c JOIN runs r ON r.id = c.run_id AND r.org_id = c.org_id
+         CROSS JOIN LATERAL (SELECT NOT EXISTS (SELECT 1 FROM k WHERE k.id = c.id AND k.cursor = c.cursor) AS read) s`,
+      [ids, owner, ttlMs, page, knownIds, knownIds.map((id) => knownStates.get(id)!)],
+      'push.claim_batch',
+    );
+    return rows.map(({ threadId, readState, stateEvent, events, ...row }) => ({
+      row,
+      events: events.map((e) => ({ runId: row.runId, threadId, sequence: e.sequence, occurredAt: new Date(e.createdAt).toISOString(), event: { type: e.type, payload: e.payload } as RunEvent })),
+      ...(readState && { stateEvent: stateEvent ?? null }),
+    }));
+  }
+
+  /**
+   * Record what many claims came to, in one statement: every attempt (successes and failures)
+   * into push_deliveries; per config the cursor (never backwards), the failure state (reset on
+   * progress; on a failure counted, `next_attempt_at` = now + delay, 410 → `gone`, failing since
+   * longer than `budgetMs` → `failing`), `done` when the run ended and all was delivered, and the
+   * lease released — or, with `keep` (no failure, not done), renewed for `ttlMs`. Only configs
+   * whose lease `owner` still holds (and not deleted) change; the result lists those, with their
+   * status after it.
+   */
+  async recordBatch(owner: string, outcomes: readonly PushOutcome[], attempts: readonly PushAttemptRow[], budgetMs: number, ttlMs: number): Promise<Array<{ id: string; status: string }>> {
+    if (outcomes.length === 0 && attempts.length === 0) return [];
+    return this.db.query<{ id: string; status: string }>(
+      `WITH i AS (
+         SELECT *, keep AND NOT failed AND NOT done AS held FROM jsonb_to_recordset($2::jsonb) AS t(id uuid, cursor int, progressed boolean, failed boolean, gone boolean, error text, delay_ms int, done boolean, keep boolean)
+       ), d AS (
          INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, error, latency_ms)
-         SELECT $1, (a->>'orgId')::uuid, (a->>'runId')::uuid, (a->>'sequence')::int, a->>'webhookId',
+         SELECT (a->>'configRowId')::uuid, (a->>'orgId')::uuid, (a->>'runId')::uuid, (a->>'sequence')::int, a->>'webhookId',
                 (a->>'statusCode')::int, a->>'error', (a->>'latencyMs')::int
-           FROM jsonb_array_elements($5::jsonb) AS t(a)
+           FROM jsonb_array_elements($3::jsonb) AS t(a)
        )
-       UPDATE push_configs SET cursor = GREATEST(cursor, $3), attempts = 0, first_failure_at = NULL, last_error = NULL,
-              lease_until = now() + $4 * interval '1 millisecond', updated_at = now()
-        WHERE id = $1 AND lease_owner = $2 AND deleted_at IS NULL
-        RETURNING 1`,
-      [id, owner, sequence, ttlMs, JSON.stringify(attempts)],
-      'push.advance',
-    );
-    return rows.length > 0;
-  }
-
-  /**
-   * A failed attempt: record it, count it, schedule the next attempt after `delayMs` and release
-   * the lease. `gone` (410) stops the config; a config failing for longer than `budgetMs` is
-   * marked `failing` with its last error. Returns the config's status after it.
-   */
-  async fail(id: string, owner: string, attempt: Omit<PushDeliveryRow, 'attemptedAt'> & { orgId: string; runId: string }, delayMs: number, budgetMs: number, gone: boolean): Promise<string | null> {
-    const rows = await this.db.query<{ status: string }>(
-      `WITH d AS (
-         INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, error, latency_ms)
-         VALUES ($1, $3, $4, $5, $6, $7, $8, $9)
-       )
-       UPDATE push_configs SET attempts = attempts + 1, first_failure_at = COALESCE(first_failure_at, now()),
-              last_error = $10, next_attempt_at = now() + $11 * interval '1 millisecond',
-              status = CASE WHEN $12::boolean THEN 'gone'
-                            WHEN COALESCE(first_failure_at, now()) < now() - $13 * interval '1 millisecond' THEN 'failing'
-                            ELSE status END,
-              lease_owner = NULL, lease_until = NULL, updated_at = now()
-        WHERE id = $1 AND lease_owner = $2 AND deleted_at IS NULL
-        RETURNING status`,
-      [id, owner, attempt.orgId, attempt.runId, attempt.sequence, attempt.webhookId, attempt.statusCode, attempt.error, attempt.latencyMs, attempt.error ?? `HTTP ${attempt.statusCode}`, delayMs, gone, budgetMs],
-    );
-    return rows[0]?.status ?? null;
-  }
-
-  /** Give the lease back (and mark the config done when its run ended and all is delivered). */
-  async release(id: string, owner: string, done: boolean): Promise<void> {
-    await this.db.query(
-      `UPDATE push_configs SET lease_owner = NULL, lease_until = NULL, status = CASE WHEN $3::boolean THEN 'done' ELSE status END, updated_at = now()
-        WHERE id = $1 AND lease_owner = $2`,
-      [id, owner, done],
+       UPDATE push_configs pc SET
+              cursor = GREATEST(pc.cursor, i.cursor),
+              attempts = CASE WHEN i.failed AND i.progressed THEN 1 WHEN i.failed THEN pc.attempts + 1 WHEN i.progressed THEN 0 ELSE pc.attempts END,
+              first_failure_at = CASE WHEN i.failed AND i.progressed THEN now() WHEN i.failed THEN COALESCE(pc.first_failure_at, now())
+                                      WHEN i.progressed THEN NULL ELSE pc.first_failure_at END,
+              last_error = CASE WHEN i.failed THEN i.error WHEN i.progressed THEN NULL ELSE pc.last_error END,
+              next_attempt_at = CASE WHEN i.failed THEN now() + i.delay_ms * interval '1 millisecond' ELSE pc.next_attempt_at END,
+              status = CASE WHEN i.failed AND i.gone THEN 'gone'
+                            WHEN i.failed AND NOT i.progressed AND COALESCE(pc.first_failure_at, now()) < now() - $4 * interval '1 millisecond' THEN 'failing'
+                            WHEN NOT i.failed AND i.done THEN 'done'
+                            ELSE pc.status END,
+              lease_owner = CASE WHEN i.held THEN pc.lease_owner END,
+              lease_until = CASE WHEN i.held THEN now() + $5 * interval '1 millisecond' END, updated_at = now()
+         FROM i WHERE pc.id = i.id AND pc.lease_owner = $1 AND pc.deleted_at IS NULL
+       RETURNING pc.id, pc.status`,
+      [
+        owner,
+        JSON.stringify(outcomes.map((o) => ({ id: o.id, cursor: o.cursor, progressed: o.progressed, failed: o.failure !== undefined, gone: o.failure?.gone ?? false, error: o.failure?.error ?? null, delay_ms: o.failure?.delayMs ?? 0, done: o.done, keep: o.keep ?? false }))),
+        JSON.stringify(attempts),
+        budgetMs,
+        ttlMs,
+      ],
+      'push.record_batch',
     );
   }
 

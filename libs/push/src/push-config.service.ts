@@ -139,9 +139,13 @@ export class PushConfigService {
     return rows.map((r) => (now.has(r.id) && cipher ? { ...toView(r), webhookSecret: cipher.decrypt(r.webhookSecret) } : toView(r)));
   }
 
-  /** Idempotent: deleting a config that is not there succeeds. Deliveries stop. */
+  /**
+   * Idempotent: deleting a config that is not there succeeds. Deliveries stop: the config's lease
+   * is freed at once and the run's "push configured" signal tells workers to drop what they hold
+   * of it (a lost signal: the next pass's claim or record finds it deleted).
+   */
   async delete(scope: { orgId: string; runId: string; createdBy: string | null }, configId: string): Promise<void> {
-    await this.repo.delete(scope.orgId, scope.runId, configId, scope.createdBy);
+    if (await this.repo.delete(scope.orgId, scope.runId, configId, scope.createdBy)) this.notifier.notifyPushConfigured(scope.runId);
   }
 
   /** Every live config of a run with its newest delivery attempts (admin API). */
