@@ -50,15 +50,6 @@ interface CarriedEntries {
 }
 
 /**
- * `RunNotifier.listen` asking for the entries a wake-up carries (`{ envelopes: true }`); a notifier
- * that carries none ignores the option and calls the listener with the sequence (and state) only.
- */
-function listenWithEntries(notifier: RunNotifier, runId: string, listener: (lastSequence: number, state?: unknown, committed?: CarriedEntries) => void): Promise<() => void> {
-  const listen = notifier.listen as (runId: string, listener: (lastSequence: number, state?: unknown, committed?: CarriedEntries) => void, opts?: { envelopes?: boolean }) => Promise<() => void>;
-  return listen.call(notifier, runId, listener, { envelopes: true });
-}
-
-/**
  * The body of one push delivery: the A2A stream event of one log entry in the config's version
  * (v1.0 `StreamResponse`, v0.3 `status-update` / `artifact-update`), with the entry's sequence in
  * the event's `metadata.sequence` so a receiver can detect a gap. Null when the entry has no A2A
@@ -209,9 +200,10 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
         const follow: { configs: Set<string>; unlisten?: () => void } = { configs: new Set() };
         this.byRun.set(runId, follow);
         f = follow;
-        void listenWithEntries(this.notifier, runId, (lastSequence, _state, committed) => {
-          for (const c of follow.configs) this.wake(c, lastSequence, committed);
-        })
+        void this.notifier
+          .listen(runId, (lastSequence, _state, committed) => {
+            for (const c of follow.configs) this.wake(c, lastSequence, committed);
+          }, { envelopes: true })
           .then((unlisten) => {
             if (this.byRun.get(runId) === follow) follow.unlisten = unlisten;
             else unlisten();
