@@ -52,7 +52,12 @@ export class A2AJsonRpcRoute implements OnModuleInit {
 
   onModuleInit(): void {
     const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
-    fastify.post<{ Params: { org: string; agent: string } }>(JSON_RPC_ROUTE, (req, reply) => this.call(req.params.org, req.params.agent, req, reply));
+    // resolving with the reply tells Fastify the answer is on its way: resolving with undefined
+    // before async onSend hooks finish would make it send (and run the hooks) a second time
+    fastify.post<{ Params: { org: string; agent: string } }>(JSON_RPC_ROUTE, async (req, reply) => {
+      await this.call(req.params.org, req.params.agent, req, reply);
+      return reply;
+    });
   }
 
   async call(org: string, agentSlug: string, req: FastifyRequest, reply: FastifyReply): Promise<void> {
