@@ -160,8 +160,10 @@ export class SharedWindowCounter {
  * - one credential failing AUTH_FAILURES_PER_CREDENTIAL times from an address (at most the
  *   address budget) is refused from that address before it is checked. A valid credential never
  *   fails, so it never reaches this; its fingerprint (not the secret) names the counter.
- * Checks cost one Redis read per credentialed request (the pair); failures two increments
- * (`@fastify/rate-limit`).
+ * Failures cost two increments (`@fastify/rate-limit`), whose answers tell this process which
+ * pairs are spent: the check before authentication reads only that local knowledge (no Redis
+ * round trip on the request path). With several instances, an instance that has not yet seen a
+ * spent pair fail checks it once more; that failure's increment tells it.
  * Over a limit: 429 with `Retry-After`, in the surface's error shape (a JSON-RPC error on the
  * JSON-RPC endpoint). The limiter's Redis connection never queues: while Redis is down the
  * limits are not enforced (fail open) and nothing waits.
@@ -177,8 +179,9 @@ export async function installRateLimits(fastify: FastifyInstance, config: AppCon
   const authBudget = config.RATE_LIMIT_AUTH_FAILURES_PER_IP;
   // `remaining` is max - failures recorded: 0 means the budget is spent (Redis down: never 0)
   const addressFailures = fastify.createRateLimit({ keyGenerator: (req) => `authfail:${req.ip}`, max: authBudget || 1, timeWindow: 60_000 });
+  const pairKey = (req: FastifyRequest) => `authfail:cred:${credentialFingerprint(presentedCredential(req) ?? '')}:${req.ip}`;
   const pairFailures = fastify.createRateLimit({
-    keyGenerator: (req) => `authfail:cred:${credentialFingerprint(presentedCredential(req) ?? '')}:${req.ip}`,
+    keyGenerator: pairKey,
     max: Math.min(AUTH_FAILURES_PER_CREDENTIAL, authBudget) || 1,
     timeWindow: 60_000,
   });
@@ -205,27 +208,32 @@ export async function installRateLimits(fastify: FastifyInstance, config: AppCon
     void refuse(req, reply, r.ttlSeconds, byKey ? 'per API key' : 'per client address');
     return false;
   };
+  // (credential, address) pairs whose failures reached their limit, as the failure counts in Redis
+  // last answered this process (the pair's counter key → when its window ends, ms since epoch)
+  const spentPairs = new Map<string, number>();
   fastify.addHook('onRequest', (req, reply, done) => {
     if (EXEMPT.has(pathOf(req.url))) return done();
-    if (authBudget === 0 || presentedCredential(req) === undefined) {
-      // no credential: nothing to read from Redis, the request is decided here and now
-      if (limitRequests(req, reply)) done();
-      return;
+    if (authBudget > 0 && spentPairs.size > 0 && redis.status === 'ready' && presentedCredential(req) !== undefined) {
+      const key = pairKey(req);
+      const until = spentPairs.get(key);
+      if (until !== undefined && until > Date.now()) {
+        return void refuse(req, reply, Math.max(1, Math.ceil((until - Date.now()) / 1000)), 'too many failed authentications with this credential from this address');
+      }
+      if (until !== undefined) spentPairs.delete(key);
     }
-    pairFailures(req, { increment: false }).then(
-      (pair) => {
-        if (!pair.isAllowed && pair.remaining === 0) return void refuse(req, reply, Math.max(1, pair.ttlInSeconds), 'too many failed authentications with this credential from this address');
-        if (limitRequests(req, reply)) done();
-      },
-      (e: unknown) => done(e as Error),
-    );
+    if (limitRequests(req, reply)) done();
   });
   // A failure is counted before its answer leaves, so the caller's next attempt already sees it;
   // a failure past the address's budget leaves as 429 (only failures do: a valid credential's
   // answer is never touched).
   fastify.addHook('onSend', async (req, reply, payload) => {
     if (reply.statusCode !== 401 || authBudget === 0 || presentedCredential(req) === undefined) return payload;
-    const [address] = await Promise.all([addressFailures(req), pairFailures(req)]).catch(() => [undefined] as const);
+    const [address, pair] = await Promise.all([addressFailures(req), pairFailures(req)]).catch(() => [undefined, undefined] as const);
+    // the pair's count as Redis answered it: once spent, this process refuses the pair before checking it
+    if (pair && !pair.isAllowed && pair.remaining === 0 && pair.ttl > 0) {
+      if (spentPairs.size >= MAX_SPENT_PAIRS) forgetExpired(spentPairs);
+      if (spentPairs.size < MAX_SPENT_PAIRS) spentPairs.set(pair.key, Date.now() + pair.ttl);
+    }
     if (!address || address.isAllowed || !address.isExceeded) return payload;
     const ttl = Math.max(1, address.ttlInSeconds);
     const { a2a, admin } = tooMany(ttl, 'too many failed authentications from this address');
@@ -236,6 +244,14 @@ export async function installRateLimits(fastify: FastifyInstance, config: AppCon
     clearInterval(sync);
     redis.disconnect();
   };
+}
+
+/** Most spent (credential, address) pairs remembered; expired ones are forgotten first. */
+const MAX_SPENT_PAIRS = 100_000;
+
+function forgetExpired(pairs: Map<string, number>): void {
+  const now = Date.now();
+  for (const [key, until] of pairs) if (until <= now) pairs.delete(key);
 }
 
 function pathOf(url: string): string {
