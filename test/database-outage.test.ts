@@ -66,7 +66,8 @@ beforeAll(async () => {
   const url = new URL(TEST_DATABASE_URL);
   url.host = `127.0.0.1:${proxy.port}`;
   stack = await startStack({ env: { DATABASE_URL: url.toString(), DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_STATEMENT_TIMEOUT_MS: '1000' } });
-  agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'outage', runtime: RUNTIME });
+  // both bindings: each surface's 503 is about the database, not about a transport the agent does not serve
+  agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'outage', runtime: RUNTIME, transports: ['JSONRPC', 'HTTP+JSON'] });
   base = `${stack.baseUrl}${agent.basePath}`;
 });
 

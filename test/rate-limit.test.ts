@@ -77,6 +77,29 @@ describe('rate limits', () => {
     }
   });
 
+  it('the limit is shared by instances on one Redis: counts made on one are seen by the other after its flush', async () => {
+    const env = { REDIS_URL: redis.url, REDIS_PREFIX: `aaas-test-shared-${randomUUID().slice(0, 8)}`, RATE_LIMIT_PER_IP: '10' };
+    const a = await startStack({ worker: false, env });
+    const b = await startStack({ worker: false, env });
+    try {
+      const hit = (base: string) => fetch(`${base}/v1/agents`).then(async (r) => (await r.arrayBuffer(), r.status));
+      const first: number[] = [];
+      for (let i = 0; i < 6; i++) first.push(await hit(a.baseUrl));
+      expect(first).toEqual(Array(6).fill(401));
+      // a's counts reach Redis within RATE_LIMIT_SYNC_MS; b learns the total at its own first flush
+      await new Promise((r) => setTimeout(r, 300));
+      await hit(b.baseUrl);
+      await new Promise((r) => setTimeout(r, 300));
+      const second: number[] = [];
+      for (let i = 0; i < 5; i++) second.push(await hit(b.baseUrl));
+      // 6 on a + 1 on b = 7 of 10: three more are served, then 429
+      expect(second).toEqual([401, 401, 401, 429, 429]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('fails open while Redis is down: requests are served, nothing waits', async () => {
     await redis.stop();
     const t0 = Date.now();
@@ -218,6 +241,20 @@ describe('auth failures never lock out a valid key', () => {
     expect((await admin(stack.adminKey, from)).status).toBe(200);
     // the same wrong key from another address starts its own count
     expect((await admin(same, '198.51.100.60')).status).toBe(401);
+  });
+
+  it('each failed JSON-RPC authentication counts once: the budget of wrong keys is answered 401, then 429', async () => {
+    const from = '203.0.113.80';
+    const statuses: number[] = [];
+    for (let i = 0; i < BUDGET + 1; i++) {
+      const r = await rpc(wrongKey(), from, i);
+      statuses.push(r.status);
+      const body = (await r.json()) as { id: number; error: { message: string } };
+      expect(body.id).toBe(i);
+      // the answer's body goes with its status: a 401 says why, a 429 says rate limit
+      expect(body.error.message).toContain(r.status === 401 ? 'not valid' : 'too many failed authentications');
+    }
+    expect(statuses).toEqual([...Array(BUDGET).fill(401), 429]);
   });
 
   it('requests without a credential are not counted as guesses', async () => {

@@ -6,7 +6,6 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import helmet from '@fastify/helmet';
 import { createLogger, loadConfig, NestPinoLogger, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { API_KEY_SCHEME, API_KEY_SCHEME_DOC, BEARER_SCHEME, BEARER_SCHEME_DOC, contractSchemaConverter } from './admin/admin-openapi.js';
@@ -16,6 +15,7 @@ import { MalformedJson, checkJsonValue, prototypePoisoning } from './common/malf
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
 import { installRateLimits } from './common/rate-limit.js';
+import { installSecurityHeaders } from './common/security-headers.js';
 import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
 import { nameServerSpan, tracedRequestListener } from '#libs/telemetry';
@@ -108,8 +108,8 @@ export async function createApiApp(
     stopLimiter();
     done();
   });
-  // security headers (CSP off: the API serves JSON and the /docs UI, not pages of its own)
-  await app.register(helmet as never, { contentSecurityPolicy: false, crossOriginResourcePolicy: { policy: 'cross-origin' } });
+  // security headers (helmet's, CSP off: the API serves JSON and the /docs UI, not pages of its own)
+  await installSecurityHeaders(fastify);
   // the operator console at /console (static, its own strict CSP): apps/api/src/console
   await installConsole(fastify);
 

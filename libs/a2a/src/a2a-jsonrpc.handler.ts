@@ -23,7 +23,7 @@ import {
 } from './push/push-schemas.js';
 import { isPlainObject } from './proto-json.helpers.js';
 import { annotateResult, annotateStream, extensionMethod, extensionServices } from './extension-output.js';
-import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, V1SubscribeToTaskRequestSchema } from './v1/v1.schemas.js';
+import { fastV1SendMessageRequest, V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, V1SubscribeToTaskRequestSchema } from './v1/v1.schemas.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task } from './v1/v1.mapper.js';
 import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema } from './v1/v1-list-tasks.js';
 import { V03MessageSendParamsSchema, V03TaskIdParamsSchema, V03TaskQueryParamsSchema } from './v03/v03.schemas.js';
@@ -172,7 +172,7 @@ export class A2AJsonRpcHandler {
     this.v1 = {
       SendStreamingMessage: async (agent, params, call) => {
         requireStreaming(agent);
-        const { inbound, options } = send(fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params)), call);
+        const { inbound, options } = send(fromV1SendMessageRequest(fastV1SendMessageRequest(params) ?? parse(V1SendMessageRequestSchema, params)), call);
         return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '1.0', signalOf(call)));
       },
       SubscribeToTask: async (agent, params, call) => {
@@ -181,7 +181,7 @@ export class A2AJsonRpcHandler {
         return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call), callerOf(call)));
       },
       SendMessage: async (agent, params, call) => {
-        const { inbound, options } = send(fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, params)), call);
+        const { inbound, options } = send(fromV1SendMessageRequest(fastV1SendMessageRequest(params) ?? parse(V1SendMessageRequestSchema, params)), call);
         return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, options));
       },
       CreateTaskPushNotificationConfig: async (agent, params, call) => {

@@ -30,18 +30,19 @@ export class A2ARestContentTypeGuard implements OnModuleInit {
 
   onModuleInit(): void {
     const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
-    fastify.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    // a synchronous hook: it runs on every request, and most are not an HTTP+JSON body route
+    fastify.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
       const config = req.routeOptions.config as unknown as Record<string, unknown> | undefined;
-      if (config?.[A2A_REST_BODY] !== true || !hasBody(req)) return;
+      if (config?.[A2A_REST_BODY] !== true || !hasBody(req)) return done();
       const mediaType = mediaTypeOf(req);
-      if (mediaType !== undefined && JSON_RPC_CONTENT_TYPES.includes(mediaType)) return;
+      if (mediaType !== undefined && JSON_RPC_CONTENT_TYPES.includes(mediaType)) return done();
       const shown = (mediaType ?? 'none').slice(0, 100);
       const err = new A2AError('ContentTypeNotSupported', `Content-Type ${shown} is not accepted; send application/json or application/a2a+json`, {
         metadata: { contentType: shown },
       });
       const { httpStatus, body } = toRestError(err, 415);
+      // answered here: the request goes no further (done is not called)
       sendJson(reply, httpStatus, body);
-      return reply;
     });
   }
 }

@@ -33,29 +33,45 @@ function badString(s: string): string | null {
 }
 
 /**
- * The first reason a parsed JSON value must be refused, with its path, or null. Iterative, so a
- * hostile body cannot exhaust the stack; stops at the first problem.
+ * The first reason a parsed JSON value must be refused, with its path, or null. The walk stops
+ * at MAX_JSON_DEPTH (so its recursion is bounded whatever the body), checks an object's keys
+ * before its values and visits children last first, and stops at the first problem; the path is
+ * built only for the answer (no allocation per visited value).
  */
 export function checkJsonValue(value: unknown, maxDepth = MAX_JSON_DEPTH): { reason: string; path: string } | null {
-  const stack: Array<{ v: unknown; path: string[]; depth: number }> = [{ v: value, path: [], depth: 0 }];
-  while (stack.length > 0) {
-    const { v, path, depth } = stack.pop()!;
-    if (typeof v === 'string') {
-      const bad = badString(v);
-      if (bad) return { reason: `the string ${bad}`, path: path.join('.') };
-      continue;
+  return visit(value, 0, maxDepth, []);
+}
+
+function visit(v: unknown, depth: number, maxDepth: number, path: Array<string | number>): { reason: string; path: string } | null {
+  if (typeof v === 'string') {
+    const bad = badString(v);
+    return bad ? { reason: `the string ${bad}`, path: path.join('.') } : null;
+  }
+  if (v === null || typeof v !== 'object') return null;
+  if (depth >= maxDepth) return { reason: `JSON nested deeper than ${maxDepth} levels`, path: path.join('.') };
+  if (Array.isArray(v)) {
+    for (let i = v.length - 1; i >= 0; i--) {
+      const item: unknown = v[i];
+      if (item === null || (typeof item !== 'object' && typeof item !== 'string')) continue;
+      path.push(i);
+      const found = visit(item, depth + 1, maxDepth, path);
+      path.pop();
+      if (found) return found;
     }
-    if (v === null || typeof v !== 'object') continue;
-    if (depth >= maxDepth) return { reason: `JSON nested deeper than ${maxDepth} levels`, path: path.join('.') };
-    if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: [...path, String(i)], depth: depth + 1 });
-    } else {
-      for (const [k, child] of Object.entries(v)) {
-        const badKey = badString(k);
-        if (badKey) return { reason: `a key ${badKey}`, path: path.join('.') };
-        stack.push({ v: child, path: [...path, k], depth: depth + 1 });
-      }
-    }
+    return null;
+  }
+  const keys = Object.keys(v);
+  for (let i = 0; i < keys.length; i++) {
+    const badKey = badString(keys[i]!);
+    if (badKey) return { reason: `a key ${badKey}`, path: path.join('.') };
+  }
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const child: unknown = (v as Record<string, unknown>)[keys[i]!];
+    if (child === null || (typeof child !== 'object' && typeof child !== 'string')) continue;
+    path.push(keys[i]!);
+    const found = visit(child, depth + 1, maxDepth, path);
+    path.pop();
+    if (found) return found;
   }
   return null;
 }

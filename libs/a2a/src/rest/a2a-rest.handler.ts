@@ -8,7 +8,7 @@ import { A2AStreams, parseResumeCursor, type StreamItem } from '../a2a-streams.s
 import { isPlainObject } from '../proto-json.helpers.js';
 import { fromV1ListTasksRequest, toV1ListTasksResponse, V1ListTasksRequestSchema, type V1ListTasksResponse } from '../v1/v1-list-tasks.js';
 import { fromV1SendMessageRequest, toV1SendMessageResponse, toV1Task, type V1SendMessageResponse, type V1Task } from '../v1/v1.mapper.js';
-import { V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema } from '../v1/v1.schemas.js';
+import { fastV1SendMessageRequest, V1CancelTaskRequestSchema, V1GetTaskRequestSchema, V1SendMessageRequestSchema, type V1SendMessageRequest } from '../v1/v1.schemas.js';
 import { A2APushService } from '../push/a2a-push.service.js';
 import { extensionMethod, extensionServices } from '../extension-output.js';
 import { ANONYMOUS_CALLER, type A2ACaller } from '../a2a.types.js';
@@ -80,7 +80,7 @@ export class A2ARestHandler {
 
   /** `POST /message:send`, body SendMessageRequest → SendMessageResponse (`{task}` | `{message}`). */
   async sendMessage(agent: ResolvedA2AAgent, body: unknown, caller: A2ACaller = ANONYMOUS_CALLER, extensions?: Negotiated): Promise<V1SendMessageResponse> {
-    const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
+    const { inbound, options } = fromV1SendMessageRequest(parseSendMessageRequest(objectBody(body, 'SendMessageRequest')));
     return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, { ...options, caller, ...(extensions ? { extensions } : {}) }));
   }
 
@@ -150,7 +150,7 @@ export class A2ARestHandler {
    * Errors before the stream starts are thrown.
    */
   async sendStreamingMessage(agent: ResolvedA2AAgent, body: unknown, signal: AbortSignal, caller: A2ACaller = ANONYMOUS_CALLER, extensions?: Negotiated): Promise<AsyncIterable<StreamItem>> {
-    const { inbound, options } = fromV1SendMessageRequest(parse(V1SendMessageRequestSchema, objectBody(body, 'SendMessageRequest')));
+    const { inbound, options } = fromV1SendMessageRequest(parseSendMessageRequest(objectBody(body, 'SendMessageRequest')));
     return this.streams.sendStreaming(agent, inbound, { ...options, caller, ...(extensions ? { extensions } : {}) }, '1.0', signal);
   }
 
@@ -176,4 +176,9 @@ export class A2ARestHandler {
     }
     return { error: new A2AError('MethodNotFound', `no A2A HTTP+JSON route ${method.slice(0, 10)} /${path.slice(0, 200)}`) };
   }
+}
+
+/** SendMessageRequest: the common shape by the fast check, anything else by the schema (which words the errors). */
+function parseSendMessageRequest(body: unknown): V1SendMessageRequest {
+  return fastV1SendMessageRequest(body) ?? parse(V1SendMessageRequestSchema, body);
 }

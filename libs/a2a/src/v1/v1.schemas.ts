@@ -101,3 +101,94 @@ export const V1SubscribeToTaskRequestSchema = z.preprocess(
   }),
 );
 export type V1SubscribeToTaskRequest = z.infer<typeof V1SubscribeToTaskRequestSchema>;
+
+const SEND_KEYS = new Set(['tenant', 'message', 'configuration', 'metadata']);
+const MESSAGE_KEYS = new Set(['messageId', 'contextId', 'taskId', 'role', 'parts', 'metadata', 'extensions', 'referenceTaskIds']);
+const CONFIGURATION_KEYS = new Set(['acceptedOutputModes', 'historyLength', 'returnImmediately']);
+const MAX_INT32 = 2_147_483_647;
+
+/** Only own keys from `allowed`, none of them `null` (ProtoJSON's "not set" goes to the schema). */
+function onlyKeys(o: Record<string, unknown>, allowed: ReadonlySet<string>): boolean {
+  for (const k in o) {
+    if (!Object.hasOwn(o, k) || !allowed.has(k) || o[k] === null) return false;
+  }
+  return true;
+}
+
+function isStringArray(v: unknown): v is string[] {
+  if (!Array.isArray(v)) return false;
+  for (let i = 0; i < v.length; i++) if (typeof v[i] !== 'string') return false;
+  return true;
+}
+
+/** A text part `{ text, metadata?, mediaType?, filename? }` as PartSchema parses it (a copy); else undefined. */
+function fastTextPart(p: unknown): Record<string, unknown> | undefined {
+  if (!isPlainObject(p) || typeof p.text !== 'string') return undefined;
+  const out: Record<string, unknown> = { text: p.text };
+  for (const k in p) {
+    if (!Object.hasOwn(p, k)) return undefined;
+    const v = p[k];
+    if (k === 'text') continue;
+    if (k === 'metadata' && isPlainObject(v)) out.metadata = v;
+    else if ((k === 'mediaType' || k === 'filename') && typeof v === 'string' && v !== '') out[k] = v;
+    else return undefined;
+  }
+  return out;
+}
+
+/**
+ * The common SendMessageRequest, validated by one pass of plain checks instead of the zod
+ * schema's preprocess / object / refine chain (the SendMessage hot path): camelCase fields only,
+ * no `null`s, no unknown fields, text parts, no push config in the configuration. Returns the
+ * value `V1SendMessageRequestSchema` parses from the same input, or undefined for any input
+ * outside that shape — valid or not — which the schema then parses (and words the errors of).
+ */
+export function fastV1SendMessageRequest(params: unknown): V1SendMessageRequest | undefined {
+  if (!isPlainObject(params) || !onlyKeys(params, SEND_KEYS)) return undefined;
+  const m = params.message;
+  if (!isPlainObject(m) || !onlyKeys(m, MESSAGE_KEYS)) return undefined;
+  if (typeof m.messageId !== 'string' || m.messageId === '' || (m.role !== 'ROLE_USER' && m.role !== 1)) return undefined;
+  if ((m.contextId !== undefined && typeof m.contextId !== 'string') || (m.taskId !== undefined && typeof m.taskId !== 'string')) return undefined;
+  if (!Array.isArray(m.parts) || m.parts.length === 0) return undefined;
+  const parts: Record<string, unknown>[] = [];
+  for (let i = 0; i < m.parts.length; i++) {
+    const part = fastTextPart(m.parts[i]);
+    if (!part) return undefined;
+    parts.push(part);
+  }
+  if (m.metadata !== undefined && !isPlainObject(m.metadata)) return undefined;
+  if ((m.extensions !== undefined && !isStringArray(m.extensions)) || (m.referenceTaskIds !== undefined && !isStringArray(m.referenceTaskIds))) return undefined;
+  const message: Record<string, unknown> = { messageId: m.messageId, contextId: m.contextId === '' ? undefined : m.contextId, taskId: m.taskId === '' ? undefined : m.taskId, role: m.role, parts };
+  if (m.metadata !== undefined) message.metadata = m.metadata;
+  if (m.extensions !== undefined) message.extensions = m.extensions;
+  if (m.referenceTaskIds !== undefined) message.referenceTaskIds = m.referenceTaskIds;
+  const out: Record<string, unknown> = { message };
+  if (params.tenant !== undefined) {
+    if (typeof params.tenant !== 'string') return undefined;
+    out.tenant = params.tenant;
+  }
+  if (params.metadata !== undefined) {
+    if (!isPlainObject(params.metadata)) return undefined;
+    out.metadata = params.metadata;
+  }
+  const c = params.configuration;
+  if (c !== undefined) {
+    if (!isPlainObject(c) || !onlyKeys(c, CONFIGURATION_KEYS)) return undefined;
+    const configuration: Record<string, unknown> = {};
+    if (c.acceptedOutputModes !== undefined) {
+      if (!isStringArray(c.acceptedOutputModes)) return undefined;
+      configuration.acceptedOutputModes = c.acceptedOutputModes;
+    }
+    if (c.historyLength !== undefined) {
+      const h = c.historyLength;
+      if (typeof h !== 'number' || !Number.isSafeInteger(h) || h < 0 || h > MAX_INT32) return undefined;
+      configuration.historyLength = h;
+    }
+    if (c.returnImmediately !== undefined) {
+      if (typeof c.returnImmediately !== 'boolean') return undefined;
+      configuration.returnImmediately = c.returnImmediately;
+    }
+    out.configuration = configuration;
+  }
+  return out as V1SendMessageRequest;
+}

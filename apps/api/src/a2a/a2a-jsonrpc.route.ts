@@ -1,6 +1,6 @@
-import { Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
-import { ApiExcludeController } from '@nestjs/swagger';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   A2AError,
   A2AJsonRpcHandler,
@@ -22,25 +22,45 @@ import { SseHeartbeat } from '../common/sse.js';
 import { JSON_RPC_CONTENT_TYPES, challengeOf, mediaTypeOf, requestedVersion, sendJson } from './a2a-http.js';
 
 
+/** JSON-RPC methods that answer with a stream (v1.0 and v0.3): only these need the client's going-away signal. */
+const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask', 'message/stream', 'tasks/resubscribe']);
+
+/** The route's path: each agent's binding path (JSON-RPC is a POST to the base URL itself). */
+export const JSON_RPC_ROUTE = '/a2a/:org/:agent';
+
 /**
  * A2A JSON-RPC binding (A2A v1.0 §9; v0.3 for callers without `A2A-Version`) at the agent's
  * binding path `/a2a/:org/:agent`. HTTP edge only: resolve the agent, check access, delegate the
  * body to A2AJsonRpcHandler. JSON-RPC errors are HTTP 200; the exceptions are an unknown or
  * unpublished agent (404: the endpoint does not exist) and access failures (401 with
  * `WWW-Authenticate`, 403), each with a JSON-RPC error body.
+ *
+ * A plain Fastify route (registered when the Nest module initialises, beside Nest's own routes),
+ * not a Nest controller: the hot SendMessage path skips Nest's router, its parameter decorators
+ * and exception zone. Everything around it is the app's as for any route: the global hooks (edge
+ * guards, rate limits, security headers, tracing's span name, metrics, request id), Fastify's
+ * body parser, and the error handler Nest installs (AppExceptionFilter) for anything thrown.
  */
-@ApiExcludeController()
-@Controller('a2a')
-export class A2AJsonRpcController {
+@Injectable()
+export class A2AJsonRpcRoute implements OnModuleInit {
   constructor(
     private readonly admission: A2AAdmission,
     private readonly handler: A2AJsonRpcHandler,
     private readonly sse: SseHeartbeat,
+    private readonly adapterHost: HttpAdapterHost,
   ) {}
 
-  @Post(':org/:agent')
-  @HttpCode(200)
-  async call(@Param('org') org: string, @Param('agent') agentSlug: string, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  onModuleInit(): void {
+    const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
+    // resolving with the reply tells Fastify the answer is on its way: resolving with undefined
+    // before async onSend hooks finish would make it send (and run the hooks) a second time
+    fastify.post<{ Params: { org: string; agent: string } }>(JSON_RPC_ROUTE, async (req, reply) => {
+      await this.call(req.params.org, req.params.agent, req, reply);
+      return reply;
+    });
+  }
+
+  async call(org: string, agentSlug: string, req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const version = requestedVersion(req);
     const call: JsonRpcCall = isMalformedJson(req.body)
       ? { body: undefined, version, ...(req.body.kind === 'invalid' ? { invalid: { reason: req.body.reason, path: req.body.path ?? '' } } : { malformed: req.body.reason }) }
@@ -71,32 +91,36 @@ export class A2AJsonRpcController {
     } catch (e) {
       return fail(200, e);
     }
-    // the signal ends a stream when its client goes away; a plain answer never needs it aborted
-    // (aborting builds a DOMException: measurable on the SendMessage hot path)
-    const ac = new AbortController();
-    const onClose = () => ac.abort();
-    reply.raw.once('close', onClose);
+    // the signal ends a stream when its client goes away; a plain answer never needs it (nor the
+    // listener on the socket, nor aborting, which builds a DOMException), so only a streaming
+    // method gets one
+    const method = (call.body as { method?: unknown } | undefined)?.method;
+    const ac = typeof method === 'string' && STREAMING_METHODS.has(method) ? new AbortController() : undefined;
+    const onClose = () => ac!.abort();
+    if (ac) reply.raw.once('close', onClose);
     const result = await this.handler.handle(agent, {
       ...call,
       resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
-      signal: ac.signal,
+      ...(ac && { signal: ac.signal }),
       caller: callerOf(req),
       extensions: negotiated,
       extendedCard: (version) => this.admission.extendedCard(agent, req, version),
     });
     if (!isJsonRpcStream(result)) {
-      reply.raw.off('close', onClose);
+      if (ac) reply.raw.off('close', onClose);
       // the database did not answer: 503 with Retry-After (the body is the JSON-RPC error)
       if (isUnavailableResponse(result)) return sendJson(reply, 503, result, { 'retry-after': String(RETRY_AFTER_SECONDS) });
       return sendJson(reply, 200, result);
     }
+    // a stream comes only from a streaming method, which has its signal
+    const streamAc = ac ?? new AbortController();
     const release = this.sse.reserve(callerKey(req));
     if (!release) {
-      ac.abort();
+      streamAc.abort();
       return fail(429, new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with Last-Event-ID'));
     }
     try {
-      await this.pipe(reply, result, ac);
+      await this.pipe(reply, result, streamAc);
     } finally {
       release();
     }
