@@ -43,6 +43,14 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
       if (job) void this.executor.lostBatch(dispatchesOf(job), err.message);
     });
     this.worker.on('error', (err) => this.log.warn(`worker: ${err.message}`));
+    // back-pressure: while the executor's parking is full, take no more jobs (the backlog waits in the queue)
+    const worker = this.worker;
+    this.executor.setIntake({
+      pause: () => void worker.pause(true).catch(() => undefined),
+      resume: () => {
+        if (worker.isPaused()) worker.resume();
+      },
+    });
   }
 
   /**

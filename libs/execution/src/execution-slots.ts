@@ -258,6 +258,13 @@ return 1`;
 /** Slots given back within this window (ms) go out in one round trip. */
 export const RELEASE_WINDOW_MS = 5;
 
+/**
+ * A member of an org's line that no batch has presented for this long (ms) leaves the line, so it
+ * stops holding the later ones back (waiting dispatches are presented every PARK_RETRY_MS, a
+ * deferred one comes back within a second); when it comes back it takes its old place again.
+ */
+const LINE_ABSENCE_MS = 2_000;
+
 /** How often (ms) a process does the global housekeeping of the slots (see ACQUIRE_BATCH). */
 const HOUSEKEEPING_MS = 500;
 
@@ -376,7 +383,7 @@ export class ExecutionSlots implements OnApplicationShutdown {
     const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`, `${this.prefix}:workers`];
     const housekeeping = now - this.lastHousekeeping >= HOUSEKEEPING_MS;
     if (housekeeping) this.lastHousekeeping = now;
-    const args: Array<string | number> = [now, now + ttlMs, this.maxPerOrg, this.maxPerAgent, ttlMs * 4, this.worker, now + ttlMs * 2, maxGrants, housekeeping ? '1' : '0'];
+    const args: Array<string | number> = [now, now + ttlMs, this.maxPerOrg, this.maxPerAgent, ttlMs * 4, this.worker, now + LINE_ABSENCE_MS, maxGrants, housekeeping ? '1' : '0'];
     for (const r of requests) {
       const [org, agent, , line, seen] = this.keys(r.orgId, r.agentId);
       keys.push(org!, agent!, line!, seen!);

@@ -40,8 +40,11 @@ interface ParkedEntry {
   reject: (e: unknown) => void;
 }
 
-/** Dispatches parked per process, at most this many times WORKER_CONCURRENCY (the rest go back to the queue). */
-const PARK_FACTOR = 4;
+/**
+ * Dispatches parked per process: at this many times WORKER_CONCURRENCY the transport stops taking
+ * jobs (until half of them have started); past twice that, the youngest go back to the queue.
+ */
+const PARK_FACTOR = 10;
 
 /** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
 const PARK_RETRY_MS = 100;
@@ -96,6 +99,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private parkRetryScheduled = false;
   private parkRetrying = false;
   private parkRetryAgain = false;
+  /** The transport's job intake (BullMQ: pause / resume the worker), paused while the parking is full. */
+  private intake?: { pause(): void; resume(): void };
+  private intakePaused = false;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -140,9 +146,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.parked.length > 0) this.retryParkedSoon();
   }
 
-  /** How many BullMQ jobs a transport should run at once: running and parked dispatches each may hold one. */
+  /** How many jobs a transport should run at once (a batch job stays active while its dispatches run or wait here). */
   get jobConcurrency(): number {
-    return this.concurrency * (PARK_FACTOR + 1);
+    // as many as may park: a newcomer organization's job is taken (and admitted from the reserve)
+    // while a busy one's wait here; the intake pauses when the parking is full
+    return this.concurrency * PARK_FACTOR;
   }
 
   /** Executions in progress in this process. */
@@ -224,16 +232,12 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.admitted += admitted.length;
     // 3. the ones that must wait are parked here, in this process, and retried as slots free (a
     // local execution ending, or every PARK_RETRY_MS for the others'), all parked ones in one round
-    // trip; past the parking's capacity they go back to the queue, delayed
-    const parkable = this.stopping ? 0 : Math.max(0, this.concurrency * PARK_FACTOR - this.parked.length);
-    const parked = waiting.slice(0, parkable).map((p) => this.park(p, slotTtl, opts.around));
-    const overflow = waiting.slice(parkable);
-    if (overflow.length > 0) {
-      this.metrics.executions.inc({ outcome: 'deferred' }, overflow.length);
-      await this.relay.requeue(overflow.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), 100 + Math.floor(Math.random() * 150)).catch((e: unknown) => {
-        this.log.warn(`deferring ${overflow.length} dispatch(es) failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
-      });
-    }
+    // trip. The parking keeps the OLDEST waiting dispatches of the process (so the head of every
+    // org's line is here, present, and nobody convoys behind an absent one); past its capacity the
+    // youngest go back to the queue, delayed (a stopping worker hands them all back)
+    const parked = this.stopping ? [] : waiting.map((p) => this.park(p, slotTtl, opts.around));
+    if (this.stopping && waiting.length > 0) await this.handBack(waiting);
+    await this.trimParking();
     // 4. claim what runs (and what was dropped, in the same statement), then run the admitted ones together
     await Promise.all([this.claimAndRun(admitted, drop, slotTtl, opts.around), ...parked]);
     if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
@@ -284,6 +288,45 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     });
   }
 
+  /**
+   * Back-pressure: the transport's way to stop and restart taking jobs. The executor pauses it while
+   * PARK_FACTOR × WORKER_CONCURRENCY dispatches wait here, and resumes it once half of them started,
+   * so a backlog waits in the queue (in order) instead of cycling between the queue and the worker.
+   */
+  setIntake(intake: { pause(): void; resume(): void }): void {
+    this.intake = intake;
+  }
+
+  private checkIntake(): void {
+    const cap = this.concurrency * PARK_FACTOR;
+    if (!this.intakePaused && this.parked.length >= cap) {
+      this.intakePaused = true;
+      this.intake?.pause();
+    } else if (this.intakePaused && !this.stopping && this.parked.length < cap / 2) {
+      this.intakePaused = false;
+      this.intake?.resume();
+    }
+  }
+
+  /** Dispatches that will not run here go back to the queue, delayed (their rows stay unclaimed). */
+  private async handBack(ps: readonly Prepared[]): Promise<void> {
+    this.metrics.executions.inc({ outcome: 'deferred' }, ps.length);
+    await this.relay.requeue(ps.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), 200 + Math.floor(Math.random() * 300)).catch((e: unknown) => {
+      this.log.warn(`handing ${ps.length} dispatch(es) back failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
+    });
+  }
+
+  /** Keep the oldest 2 × PARK_FACTOR × WORKER_CONCURRENCY parked dispatches (the intake is paused well before); hand the youngest back. */
+  private async trimParking(): Promise<void> {
+    this.checkIntake();
+    const cap = this.concurrency * PARK_FACTOR * 2;
+    if (this.parked.length <= cap) return;
+    this.parked.sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
+    const evicted = this.parked.splice(cap);
+    await this.handBack(evicted.map((e) => e.p));
+    for (const e of evicted) e.resolve();
+  }
+
   /** Retry the parked ones once the slots freed meanwhile went back (coalesced: one round trip for many releases). */
   private retryParkedSoon(): void {
     if (this.parkRetryScheduled) return;
@@ -318,6 +361,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       );
       const go = entries.filter((_, i) => granted[i]);
       this.parked.unshift(...entries.filter((_, i) => !granted[i]));
+      this.checkIntake();
       this.admitted += go.length;
       if (go.length > 0) {
         // one claim for all of them; each parked promise settles when its own execution ends
