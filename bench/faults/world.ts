@@ -15,17 +15,8 @@ import type { PushReceipt } from './history.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A free TCP port on 127.0.0.1 (asked of the OS). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+/** A free TCP port on 127.0.0.1 (asked of the OS): the bench's helper. */
+export { freePort } from '../lib/own-services.js';
 
 // ------------------------------------------------------------------------------------- cleanup
 

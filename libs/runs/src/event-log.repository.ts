@@ -118,6 +118,24 @@ const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id A
   updated_at AS "updatedAt", status_at AS "statusAt", open_interactions AS "openInteractions",
   interaction_version AS "interactionVersion", created_by AS "createdBy"`;
 
+/**
+ * The message projection of the events a statement inserted (CTE `ev`, joined to its runs `r`):
+ * one `messages` row per event carrying a message. `sender` is the SQL expression list, COALESCEd
+ * with '', naming a user message's sender; the agent's own are AGENT_SENDER. One text for create
+ * and append (invariant 1: one append path).
+ */
+function messageProjection(sender: string): string {
+  return `  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
+  SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
+         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(${sender}, '') ELSE '${AGENT_SENDER}' END,
+         ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
+         ev.sequence, ev.created_at
+  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
+  RETURNING 1`;
+}
+
 /*
  * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
  * array), each with its events (sequences 1..n), the message projection and its outbox row.
@@ -148,15 +166,7 @@ WITH input AS (
   FROM r JOIN input i ON i.id = r.id CROSS JOIN LATERAL jsonb_array_elements(i.events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
-  SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
-         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(r.created_by, '') ELSE '${AGENT_SENDER}' END,
-         ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
-         ev.sequence, ev.created_at
-  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
-  RETURNING 1
+${messageProjection('r.created_by')}
 ), outbox AS (
   INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
   SELECT r.org_id, r.id, ev.sequence, i.dispatch
@@ -240,15 +250,7 @@ WITH input AS MATERIALIZED (
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
   -- sent_by: the caller for a user message (not given: the run's owner), 'agent' for the agent's
-  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
-  SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
-         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(r.in_sent_by, r.created_by, '') ELSE '${AGENT_SENDER}' END,
-         ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
-         ev.sequence, ev.created_at
-  FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
-  RETURNING 1
+${messageProjection('r.in_sent_by, r.created_by')}
 ), art_new AS (
   -- at most one artifact.updated per item, one item per run: (run_id, artifact_id) is hit once
   INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
