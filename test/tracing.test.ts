@@ -5,6 +5,7 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import { SendMessageRequest, Task, taskStateToJSON } from '@a2a-js/sdk';
 import { ClientFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
 import type { RunExecuteJob } from '#libs/contracts';
+import { RunExecutor } from '#libs/execution';
 import { RunExecutionQueue } from '#libs/runs';
 import { injectTrace, isTracing, startTracing, stopTracing } from '#libs/telemetry';
 import { RunExecutionProcessor } from '../apps/worker/src/run-execution.processor.js';
@@ -221,8 +222,10 @@ describe('tracing on (in-memory exporter)', () => {
   });
 
   it('an idle API and worker export nothing: background polls that find no work make no spans', async () => {
-    // let every in-flight trace of the tests above finish, then watch a quiet period longer than
-    // the relay's and the push loop's 1 s polls (each of them ran statements every second before)
+    // let every in-flight trace of the tests above finish (no execution left running: a slow one on
+    // a loaded machine renews its lease, in its trace), then watch a quiet period longer than the
+    // relay's and the push loop's 1 s polls (each of them ran statements every second before)
+    await expect.poll(() => stack.worker!.get(RunExecutor).running, { timeout: 20_000, interval: 100 }).toBe(0);
     await new Promise((r) => setTimeout(r, 1_500));
     exporter.reset();
     await new Promise((r) => setTimeout(r, 3_000));
