@@ -229,7 +229,9 @@ describe('tracing on (in-memory exporter)', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     exporter.reset();
     await new Promise((r) => setTimeout(r, 3_000));
-    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual([]);
+    // (a lease renewal is an execution's heartbeat — work, not a poll: under CI load an execution
+    // of another test file sharing this process was seen renewing in the window)
+    expect(exporter.getFinishedSpans().map((s) => s.name).filter((n) => n !== 'runs.lease_renew')).toEqual([]);
     // and a request still traces its statements under its server span
     await sendAndComplete('after the quiet');
     const spans = await spansWhen((all) => all.some((s) => s.name === 'runs.create_batch'), 'the creation statement');
