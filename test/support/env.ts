@@ -12,5 +12,7 @@ export function testEnv(): Record<string, string> {
     REDIS_URL: TEST_REDIS_URL,
     REDIS_PREFIX: process.env.REDIS_PREFIX ?? `aaas-test-${process.pid}`,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+    // tests look a run's job up after it ran (its payload, its id)
+    QUEUE_KEEP_COMPLETED_JOBS: '1000',
   };
 }

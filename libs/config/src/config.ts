@@ -156,6 +156,11 @@ export const ConfigSchema = z.object({
   OUTBOX_REDELIVER_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   /** Dispatches per BullMQ job (`run.execute-batch`): a worker takes them together. */
   DISPATCH_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
+  /**
+   * Completed `run-execution` jobs BullMQ keeps (the newest N; 0: removed at once). Keeping them
+   * costs Redis commands per job; the run's log already says what each execution did.
+   */
+  QUEUE_KEEP_COMPLETED_JOBS: z.coerce.number().int().min(0).max(1_000_000).default(0),
   /** Worker: serve Prometheus metrics at http://WORKER_METRICS_HOST:<port>/metrics (unset: off). */
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   WORKER_METRICS_HOST: z.string().default('127.0.0.1'),

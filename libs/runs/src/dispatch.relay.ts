@@ -33,8 +33,11 @@ export interface CommittedDispatch {
  * alone). Two paths, both safe with any number of processes:
  *
  * - fast path: a command hands the dispatch it committed to `relay()`; the dispatches of one
- *   event-loop turn go out as one `addBulk` (no database statement). If Redis is down or slow,
- *   nothing waits: the rows stay for the safety net.
+ *   event-loop turn go out as one `addBulk` (no database statement), and while one `addBulk` is in
+ *   flight the dispatches committed meanwhile gather and go out together when it returns (one
+ *   enqueue in flight per process, like a group commit: the busier the process, the fuller its
+ *   jobs; an idle one adds no delay). If Redis is down or slow, nothing waits: the rows stay for
+ *   the safety net.
  * - safety net: every `OUTBOX_RELAY_INTERVAL_MS`, rows nobody claimed are enqueued again — those
  *   older than twice the interval when the queue has nothing waiting (their jobs are gone: Redis
  *   lost them, or the fast path failed) or when this process's fast path failed since the last
@@ -50,6 +53,8 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private timer?: NodeJS.Timeout;
   private pending: CommittedDispatch[] = [];
   private flushScheduled = false;
+  /** An enqueue of the fast path is in flight: dispatches committed meanwhile wait for it and go out together. */
+  private flushing = false;
   private sweeping = false;
   private stopped = false;
   private failures = 0;
@@ -92,13 +97,27 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   relay(dispatch: CommittedDispatch): void {
     if (!this.enabled || this.stopped) return;
     this.pending.push(dispatch);
-    if (this.flushScheduled) return;
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.flushing) return;
     this.flushScheduled = true;
     setImmediate(() => void this.flush());
   }
 
   private async flush(): Promise<void> {
     this.flushScheduled = false;
+    this.flushing = true;
+    try {
+      await this.enqueuePending();
+    } finally {
+      this.flushing = false;
+      if (this.pending.length > 0 && !this.stopped) this.scheduleFlush();
+    }
+  }
+
+  private async enqueuePending(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
     if (batch.length === 0) return;

@@ -26,7 +26,9 @@ export interface RunExecutionJob {
  * deferred or orphaned part of a batch) add to it. Exactly-once execution does not rest on job ids:
  * the worker claims each dispatch by deleting its outbox row (RunDispatchRepository.claim), so a
  * dispatch enqueued twice runs once. A batch of one keeps the job id `<runId>-<trigger sequence>`;
- * a larger batch is `<first runId>-<its trigger sequence>+<size>`.
+ * a larger batch is `<first runId>-<its trigger sequence>+<size>`. A completed job is removed at
+ * once unless QUEUE_KEEP_COMPLETED_JOBS says to keep some (keeping them costs Redis commands per
+ * job; the run's log tells what each execution did); failed ones are kept (the newest 5,000).
  */
 @Injectable()
 export class RunExecutionQueue implements OnApplicationShutdown {
@@ -40,7 +42,7 @@ export class RunExecutionQueue implements OnApplicationShutdown {
     this.queue = new Queue<RunExecuteBatch>(RUN_EXECUTION_QUEUE, {
       connection: bullConnection(config.REDIS_URL),
       prefix: config.REDIS_PREFIX,
-      defaultJobOptions: { attempts: 1, removeOnComplete: { count: 1_000 }, removeOnFail: { count: 5_000 } },
+      defaultJobOptions: { attempts: 1, removeOnComplete: config.QUEUE_KEEP_COMPLETED_JOBS > 0 ? { count: config.QUEUE_KEEP_COMPLETED_JOBS } : true, removeOnFail: { count: 5_000 } },
     });
     this.queue.on('error', (e: Error) => this.log.warn(`run-execution queue: ${e.message}`));
     void (this.queue.getBackend() as unknown as { connection: { client: Promise<Redis> } }).connection.client.then(
