@@ -4,8 +4,7 @@ import { TtlLruCache } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { Metrics } from '#libs/metrics';
-import { WebhookSigner, webhookHeaders } from '#libs/outbound';
-import { OutboundSender, PushConfigRepository, PushConfigService, type ClaimedPushConfig, type PushAttemptRow, type PushConfigRow, type PushOutcome, type PushTarget } from '#libs/push';
+import { OutboundSender, PushConfigRepository, PushConfigService, type ClaimedPushConfig, type PushAttemptRow, type PushConfigRow, type PushOutcome, type PushTarget, WebhookSigner, webhookHeaders } from '#libs/push';
 import { RunNotifier, foldState, isTerminal } from '#libs/runs';
 import { projectEnvelope, type ProjectionState } from '../stream-projection.js';
 
