@@ -98,13 +98,15 @@ export interface AppendGuard {
 }
 
 /**
- * The organization check of a run looked up by id (`$2` is the org id). Written so that no index
+ * The organization check of a run looked up by id, the org id being parameter `$<param>`. Written so that no index
  * can serve it: the lookup then always goes through the run's primary key. Plain `org_id = $2` let
  * a generic plan cached while `runs` was nearly empty (a fresh database, a new pool connection)
  * pick an org-leading index and scan every run of the organization on each call — measured: the
  * append 0.94 -> 0.34 ms and SendMessage +55% req/s on `npm run bench`.
  */
-export const ORG_MATCHES = '(org_id = $2) IS TRUE';
+export function orgMatches(param: number): string {
+  return `(org_id = $${param}) IS TRUE`;
+}
 
 /**
  * `messages.sent_by` of the agent's own messages: no caller id takes this value (callers are

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
-import { ORG_MATCHES } from './event-log.repository.js';
+import { orgMatches } from './event-log.repository.js';
 
 /** The lease may be taken: none, expired, or already this owner's for this trigger ($3, $4). */
 const TAKEABLE = `(lease_expires_at IS NULL OR lease_expires_at <= now() OR (lease_owner = $3 AND lease_trigger IS NOT DISTINCT FROM $4::int))`;
@@ -28,7 +28,7 @@ export class RunLeaseRepository {
           lease_owner = CASE WHEN ${TAKEABLE} THEN $3 ELSE lease_owner END,
           lease_trigger = CASE WHEN ${TAKEABLE} THEN $4 ELSE lease_trigger END,
           lease_expires_at = CASE WHEN ${TAKEABLE} THEN now() + make_interval(secs => $5::double precision / 1000) ELSE lease_expires_at END
-        WHERE id = $1 AND ${ORG_MATCHES} RETURNING status`,
+        WHERE id = $1 AND ${orgMatches(2)} RETURNING status`,
       [runId, orgId, owner, triggerSequence, ttlMs],
       'runs.lease_renew',
     );

@@ -127,14 +127,9 @@ export class RunQueries {
     return this.runs.staleCandidates(olderThan, limit, after);
   }
 
-  /** The newest user message of a run and its sequence (the trigger of its current execution). */
   /** Sequence of the trigger of the run's current execution (see RunRepository.lastTrigger). */
   lastTrigger(orgId: string, runId: string): Promise<number | null> {
     return this.runs.lastTrigger(orgId, runId);
-  }
-
-  lastUserMessage(orgId: string, runId: string) {
-    return this.runs.lastUserMessage(orgId, runId);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { BlockedReason, CanonicalMessage, Part, RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
-import { ORG_MATCHES, RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
+import { orgMatches, RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
 
 /** A run with what its readers need beside the row: its open interactions. */
 export interface RunState extends RunRecord {
@@ -203,7 +203,7 @@ export class RunRepository {
                 ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId",
               ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
                 ORDER BY ir.sequence) AS "openInteractionIds"
-         FROM runs WHERE id = $1 AND ${ORG_MATCHES}`,
+         FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
       [runId, orgId],
       'runs.get',
     );
@@ -299,7 +299,7 @@ export class RunRepository {
          SELECT ${RUN_COLUMNS},
                 (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
                   ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
-           FROM runs WHERE id = ANY($1::uuid[]) AND ${ORG_MATCHES}
+           FROM runs WHERE id = ANY($1::uuid[]) AND ${orgMatches(2)}
        )
        SELECT row_to_json(r) AS run,
          (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
@@ -393,17 +393,6 @@ export class RunRepository {
     return rows[0] ?? { total: 0, lost: 0 };
   }
 
-  /** Sequence of the newest user message of a run. */
-  async lastUserMessage(orgId: string, runId: string): Promise<{ message: CanonicalMessage; sequence: number } | null> {
-    const rows = await this.db.query<{ messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
-      `SELECT message_id AS "messageId", role, parts, metadata, extensions, reference_task_ids AS "referenceTaskIds", sequence FROM messages
-        WHERE run_id = $1 AND org_id = $2 AND role = 'user' ORDER BY sequence DESC LIMIT 1`,
-      [runId, orgId],
-    );
-    const row = rows[0];
-    return row ? { message: cleanMessage(row), sequence: row.sequence } : null;
-  }
-
   /**
    * The run's (status, blockedReason) as of `sequence`: folded from the newest status-affecting
    * event at or before it (see isStatusEvent).
@@ -430,7 +419,7 @@ export class RunRepository {
               (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions, 'referenceTaskIds', m.reference_task_ids)
                  FROM messages m WHERE m.run_id = runs.id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
                 ORDER BY m.sequence DESC LIMIT 1) AS message
-         FROM runs WHERE id = $1 AND ${ORG_MATCHES}`,
+         FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
       [runId, orgId, messageId],
       'runs.execution_input',
     );

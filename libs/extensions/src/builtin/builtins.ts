@@ -10,7 +10,7 @@ export const COMPLIANCE_EXTENSION_URI = `${BUILTIN_EXTENSION_BASE}/compliance/v1
 export const STRUCTURED_INPUT_EXTENSION_URI = `${BUILTIN_EXTENSION_BASE}/structured-input/v1`;
 export { SUBSTATES_EXTENSION_URI } from '#libs/contracts';
 
-const CompliancePrams = z.strictObject({
+const ComplianceParams = z.strictObject({
   /** ISO 3166-1 alpha-2 regions where data is stored and processed. */
   dataResidency: z.array(z.string().regex(/^[A-Z]{2}$/, 'an ISO 3166-1 alpha-2 code')).min(1),
   /** e.g. SOC2, ISO27001 */
@@ -22,10 +22,10 @@ const CompliancePrams = z.strictObject({
 });
 
 /** Data-only: structured compliance / data-residency facts on the card. No behaviour. */
-export const complianceExtension: A2AExtensionPlugin<z.infer<typeof CompliancePrams>> = {
+export const complianceExtension: A2AExtensionPlugin<z.infer<typeof ComplianceParams>> = {
   uri: COMPLIANCE_EXTENSION_URI,
   description: 'Compliance and data residency of the agent (data-only).',
-  params: CompliancePrams,
+  params: ComplianceParams,
   dataOnly: true,
   specDocument: `# Compliance (data-only A2A extension)
 
