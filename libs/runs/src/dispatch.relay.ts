@@ -5,6 +5,12 @@ import { Metrics } from '#libs/metrics';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
 import { RunExecutionQueue, type RunExecutionJob } from './run-execution.queue.js';
 
+/**
+ * Most dispatches the fast path holds while an enqueue is in flight; beyond it (Redis slow) they
+ * are left to the safety net — their rows are in the outbox — instead of growing in memory.
+ */
+const PENDING_MAX = 10_000;
+
 /** Longest a relay waits for one addBulk before it gives the batch up (ms). */
 const ENQUEUE_TIMEOUT_MS = 5_000;
 
@@ -96,6 +102,10 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Fast path: enqueue a dispatch a command just committed (batched per event-loop turn). */
   relay(dispatch: CommittedDispatch): void {
     if (!this.enabled || this.stopped) return;
+    if (this.pending.length >= PENDING_MAX) {
+      this.fastPathFailed = true;
+      return;
+    }
     this.pending.push(dispatch);
     this.scheduleFlush();
   }
