@@ -84,8 +84,10 @@ return 1`;
  * The rules are ACQUIRE's, with one difference that keeps a busy organization from convoying: the
  * oldest members of an org's line that are in this batch may start together, up to `room` (how
  * many more the org may run now) and up to the first one that is not here or must wait — not only
- * the single oldest. Each key is read and written once per batch (variadic ZADD /
- * ZREM), so the cost is per batch, not per execution. Returns one 1 (granted) or 0 (wait) per item.
+ * the single oldest. An org whose line is empty and whose members here may all start now skips
+ * the line altogether (joining and leaving it in one call would leave it as it was): the common
+ * case of an org below its share costs no line commands. Each key is read and written once per
+ * batch (variadic ZADD / ZREM), so the cost is per batch, not per execution. Returns one 1 (granted) or 0 (wait) per item.
  */
 const ACQUIRE_BATCH = `
 local now = tonumber(ARGV[1])
@@ -132,20 +134,28 @@ if orgMax ~= 0 then
   for _, ok in ipairs(orgOrder) do table.insert(ids, exp); table.insert(ids, orgs[ok].id) end
   redis.call('ZADD', KEYS[2], unpack(ids))
 end
+-- an org's line joined by this batch's members (and cleared of the absent), once per org
+local function joinLine(o)
+  if o.joined then return end
+  o.joined = true
+  local gone = redis.call('ZRANGEBYSCORE', o.seen, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', o.line, unpack(gone))
+    redis.call('ZREM', o.seen, unpack(gone))
+  end
+  if #o.add > 0 then
+    redis.call('ZADD', o.line, 'NX', unpack(o.add))
+    redis.call('ZADD', o.seen, unpack(o.seenAdd))
+  end
+end
 for _, ok in ipairs(orgOrder) do
   local o = orgs[ok]
   redis.call('ZREMRANGEBYSCORE', ok, '-inf', now)
   o.running = redis.call('ZCARD', ok)
+  -- an empty line: this batch's members may all start without joining it (tried below)
   if orgMax ~= 0 then
-    local gone = redis.call('ZRANGEBYSCORE', o.seen, '-inf', now, 'LIMIT', 0, 100)
-    if #gone > 0 then
-      redis.call('ZREM', o.line, unpack(gone))
-      redis.call('ZREM', o.seen, unpack(gone))
-    end
-    if #o.add > 0 then
-      redis.call('ZADD', o.line, 'NX', unpack(o.add))
-      redis.call('ZADD', o.seen, unpack(o.seenAdd))
-    end
+    o.quiet = #o.add > 0 and redis.call('ZCARD', o.line) == 0
+    if not o.quiet then joinLine(o) end
   end
 end
 for _, ak in ipairs(agentOrder) do
@@ -181,11 +191,43 @@ end
 -- ordered executions: per org, in line order, the oldest members that are in this batch, up to
 -- the org's room and up to the first one that is not here (it waits elsewhere and comes back soon)
 -- or must wait: nobody passes an earlier member
+-- An org whose line was empty: its members here, in line order (enqueued, then member), all start
+-- now or none does this way — then they join the line as usual. Either way the outcome is the
+-- line's: an empty line plus these members, granted in order, leaves the line empty again.
+local function ungrant(i)
+  local k = 3 + (i - 1) * 4
+  local o = orgs[KEYS[k + 1]]
+  local ag = agents[KEYS[k + 2]]
+  budget = budget + 1
+  o.running = o.running - 1
+  ag.running = ag.running - 1
+  total = total - 1
+  for _ = 1, 2 do table.remove(o.granted); table.remove(ag.granted); table.remove(all) end
+  out[i] = 0
+end
+local function allStart(o)
+  local members = {}
+  for m, i in pairs(o.present) do table.insert(members, { m = m, i = i, score = tonumber(ARGV[9 + (i - 1) * 5 + 5]) }) end
+  table.sort(members, function(x, y) if x.score ~= y.score then return x.score < y.score end return x.m < y.m end)
+  local done = {}
+  for _, e in ipairs(members) do
+    if o.running >= cap or not grant(e.i) then
+      for j = #done, 1, -1 do ungrant(done[j]) end
+      return false
+    end
+    table.insert(done, e.i)
+  end
+  return true
+end
 if orgMax ~= 0 then
   for _, ok in ipairs(orgOrder) do
     local o = orgs[ok]
+    if o.quiet and not allStart(o) then joinLine(o) end
+  end
+  for _, ok in ipairs(orgOrder) do
+    local o = orgs[ok]
     local room = cap - o.running
-    if room > 0 then
+    if o.joined and room > 0 then
       for _, m in ipairs(redis.call('ZRANGE', o.line, 0, room - 1)) do
         local i = o.present[m]
         if not i or not grant(i) then break end
@@ -208,7 +250,7 @@ for _, ok in ipairs(orgOrder) do
     redis.call('ZREM', o.seen, unpack(o.leave))
   end
   redis.call('PEXPIRE', ok, ttl)
-  if orgMax ~= 0 then
+  if o.joined then
     redis.call('PEXPIRE', o.line, ttl)
     redis.call('PEXPIRE', o.seen, ttl)
   end
