@@ -72,11 +72,18 @@ export function describeChecks(checks: readonly SignatureCheck[]): string {
  * same anchors is not verified again for VERDICT_TTL_MS (a refusal always is).
  */
 export class UpstreamCardTrust {
-  private readonly sets = new TtlLruCache<string, PublicJwk[]>(200, JWKS_TTL_MS);
+  private readonly sets: TtlLruCache<string, PublicJwk[]>;
   private readonly inflight = new Map<string, Promise<PublicJwk[]>>();
-  private readonly verdicts = new TtlLruCache<string, true>(500, VERDICT_TTL_MS);
+  private readonly verdicts: TtlLruCache<string, true>;
 
-  constructor(private readonly policy: OutboundPolicy) {}
+  /** `now`: the caches' clock (ms; tests move it). */
+  constructor(
+    private readonly policy: OutboundPolicy,
+    now: () => number = () => performance.now(),
+  ) {
+    this.sets = new TtlLruCache(200, JWKS_TTL_MS, now);
+    this.verdicts = new TtlLruCache(500, VERDICT_TTL_MS, now);
+  }
 
   /**
    * Throws `runtime.upstream_card_unverified` (details: cardUrl, the per-signature checks) unless
