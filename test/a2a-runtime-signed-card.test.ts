@@ -106,7 +106,7 @@ function baseCard(base: string, name = 'Signed upstream'): Record<string, unknow
     version: '1.0.0',
     supportedInterfaces: [{ url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
     provider: { organization: 'Example', url: 'https://example.com' },
-    capabilities: { streaming: false, pushNotifications: false },
+    capabilities: { streaming: true, pushNotifications: false },
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'],
     skills: [{ id: 'echo', name: 'Echo', description: 'Echoes the text', tags: ['echo'] }],

@@ -22,8 +22,8 @@ type PublicJwk = Record<string, unknown> & { kid?: string; kty?: string };
 /**
  * True when a signature's `jku` lies inside `jkuHosts` (see TrustedJkuHostSchema): an entry
  * `host[:port]` admits `https://host[:port]/…` only; an entry `http(s)://host[:port]` admits that
- * exact scheme and host. The jku's own default port is explicit-free (`https://h/` is `h`, not
- * `h:443`). No suffix or prefix matching: `keys.example.com` does not admit `keys.example.com.evil`.
+ * exact scheme and host. Default ports compare as absent (`https://h:443/` matches `h`). No suffix
+ * or prefix matching: `keys.example.com` does not admit `keys.example.com.evil`.
  * A jku with credentials, or that is not an http(s) URL, is never admitted.
  */
 export function jkuInHosts(jku: string, jkuHosts: readonly string[] | undefined): boolean {
@@ -99,7 +99,7 @@ export class UpstreamCardTrust {
     const pinned = new Map<string, PublicJwk>();
     for (const k of anchors.keys ?? []) pinned.set(k.kid, k);
     const setErrors = new Map<string, string>();
-    // `kid`: a kid the sets are read for (a cached set without it is refetched when 30 s old)
+    // read only for a kid the inline keys lack (a cached set without it is refetched when 30 s old)
     const readSets = async (kid: string) => {
       for (const url of anchors.jwksUrls ?? []) {
         try {
@@ -110,7 +110,6 @@ export class UpstreamCardTrust {
         }
       }
     };
-    await readSets('');
     const result = await verifyAgentCard(
       card,
       async (kid, jku) => {
