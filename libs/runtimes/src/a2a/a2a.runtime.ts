@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Role, TaskState, type AgentCard, type Message, type Part as SdkPart, type Task, type TaskStatus } from '@a2a-js/sdk';
-import { z } from 'zod';
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, ServiceParameters, withA2AExtensions, type Client, type RequestOptions } from '@a2a-js/sdk/client';
+import { z } from 'zod';
 import { AppError, TtlLruCache } from '#libs/common';
 import { A2ARuntimeConfigSchema, type A2ARuntimeConfig, type CanonicalMessage, type Part } from '#libs/contracts';
 import { outboundFetch, refusedLiteral, type OutboundPolicy } from '#libs/outbound';
