@@ -196,6 +196,7 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'runtime.failed': 'InternalError',
   'run.runtime_state_too_large': 'InternalError',
   'runtime.upstream_unreachable': 'InvalidParams',
+  'runtime.upstream_card_unverified': 'InvalidParams',
   // runtime secrets: admin and publish errors, listed for completeness (never raised on the A2A paths)
   'runtime.secret_not_allowed': 'InvalidParams',
   'runtime.secret_not_found': 'InvalidParams',

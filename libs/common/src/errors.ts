@@ -61,6 +61,7 @@ export const ERROR_CODES = {
   'runtime_secret.conflict': { httpStatus: 409, when: 'a runtime secret with that name exists in the organization (rotate it with PUT instead)' },
   'runtime_secret.not_configured': { httpStatus: 422, when: 'a runtime secret was to be stored or decrypted, but neither RUNTIME_SECRET_ENCRYPTION_SECRET nor SIGNING_KEY_ENCRYPTION_SECRET is configured (or the stored value no longer decrypts under it)' },
   'runtime.upstream_unreachable': { httpStatus: 422, when: 'publishing an a2a-runtime revision: the upstream agent card could not be fetched or is not an A2A card' },
+  'runtime.upstream_card_unverified': { httpStatus: 422, when: 'an a2a-runtime revision requires a signed upstream card (`requireSignedCard`) and no signature of the card verifies with a trusted key (at publish; a run fails with this code in its status message metadata when the card changed since)' },
   'idempotency.mismatch': { httpStatus: 422, when: 'an Idempotency-Key was reused with a different request' },
   'idempotency.in_progress': { httpStatus: 409, when: 'a request with the same Idempotency-Key is still being processed' },
   'a2a.method_not_found': { httpStatus: 404, when: 'the JSON-RPC method does not exist for the negotiated A2A version' },

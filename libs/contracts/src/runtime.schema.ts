@@ -286,6 +286,52 @@ export const HttpRuntimeConfigSchema = z
 export type HttpRuntimeConfig = z.infer<typeof HttpRuntimeConfigSchema>;
 
 /**
+ * A public signing key trusted for upstream Agent Cards (RFC 7517 JWK): EC P-256 (ES256) or OKP
+ * Ed25519 (EdDSA), with the `kid` the card's signature names. Private or symmetric members (`d`,
+ * `k`, …) are refused: a revision never holds a private key.
+ */
+export const TrustedCardKeySchema = z
+  .looseObject({
+    kty: z.enum(['EC', 'OKP']),
+    kid: z.string().min(1).max(200),
+    crv: z.enum(['P-256', 'Ed25519']),
+    x: z.string().min(1).max(200),
+    y: z.string().min(1).max(200).optional(),
+    alg: z.enum(['ES256', 'EdDSA']).optional(),
+  })
+  .refine((k) => !['d', 'k', 'p', 'q', 'dp', 'dq', 'qi'].some((m) => m in k), { message: 'a trusted key must be public (no d, k, p, q, dp, dq, qi)' });
+export type TrustedCardKey = z.infer<typeof TrustedCardKeySchema>;
+
+/**
+ * A host a card signature's `jku` may point to: `host` or `host:port` (the jku must then be
+ * https), or an `http(s)://host[:port]` origin (naming `http://` allows plain http: development
+ * only). Matched exactly against the jku's scheme and host (no suffix or prefix matching).
+ */
+export const TrustedJkuHostSchema = z
+  .string()
+  .max(300)
+  .regex(/^(https?:\/\/)?[A-Za-z0-9.-]+(:\d{1,5})?$|^(https?:\/\/)?\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/, 'a host, host:port, or an http(s)://host[:port] origin (no path)');
+
+/**
+ * `requireSignedCard` of the `a2a` runtime: the upstream card must carry at least one signature
+ * (A2A v1.0 §8.4: detached JWS over the canonical card without `signatures`) that verifies with a
+ * trusted key, or publishing is refused and runs fail (`runtime.upstream_card_unverified`). The
+ * trust anchors (at least one): `keys` (public JWKs, matched by `kid`), `jwksUrls` (JWK Sets
+ * fetched under the outbound rules, no credentials), `jkuHosts` (a signature's own `jku` is fetched
+ * only when its host is one of these; any other jku is never fetched).
+ */
+export const RequireSignedCardSchema = z
+  .strictObject({
+    keys: z.array(TrustedCardKeySchema).max(20).optional(),
+    jwksUrls: z.array(z.url({ protocol: /^https?$/ }).max(2048)).max(5).optional(),
+    jkuHosts: z.array(TrustedJkuHostSchema).max(10).optional(),
+  })
+  .refine((t) => (t.keys?.length ?? 0) + (t.jwksUrls?.length ?? 0) + (t.jkuHosts?.length ?? 0) > 0, {
+    message: 'give at least one trust anchor: keys, jwksUrls or jkuHosts',
+  });
+export type RequireSignedCard = z.infer<typeof RequireSignedCardSchema>;
+
+/**
  * Config of the `a2a` runtime: the agent fronts an upstream A2A agent. Give `cardUrl` (its Agent
  * Card; the interface is chosen from the card) or `url` (an interface URL, with its
  * `protocolBinding` and `protocolVersion`). Credentials are never stored in a revision:
@@ -294,7 +340,8 @@ export type HttpRuntimeConfig = z.infer<typeof HttpRuntimeConfigSchema>;
  * as `<header>: <scheme> <secret>` (default `Authorization: Bearer …`). `streaming` (default: what
  * the upstream card says; true with `url`) picks SendStreamingMessage over SendMessage plus
  * polling GetTask every `pollIntervalMs`. An upstream task running longer than `timeoutMs` is
- * canceled upstream and the run fails.
+ * canceled upstream and the run fails. `requireSignedCard` (with `cardUrl` only): the upstream
+ * card's signatures are verified against the given trust anchors at publish and before each run.
  */
 export const A2ARuntimeConfigSchema = z
   .strictObject({
@@ -316,8 +363,10 @@ export const A2ARuntimeConfigSchema = z
     streaming: z.boolean().optional(),
     pollIntervalMs: z.int().min(100).max(60_000).default(1000),
     timeoutMs: z.int().min(1000).max(24 * 3600_000).default(600_000),
+    requireSignedCard: RequireSignedCardSchema.optional(),
   })
-  .refine((c) => (c.cardUrl === undefined) !== (c.url === undefined), { message: 'give exactly one of cardUrl, url' });
+  .refine((c) => (c.cardUrl === undefined) !== (c.url === undefined), { message: 'give exactly one of cardUrl, url' })
+  .refine((c) => c.requireSignedCard === undefined || c.cardUrl !== undefined, { message: 'requireSignedCard needs cardUrl (a card to verify)', path: ['requireSignedCard'] });
 export type A2ARuntimeConfig = z.infer<typeof A2ARuntimeConfigSchema>;
 
 /** An agent message on the http runtime's wire. */

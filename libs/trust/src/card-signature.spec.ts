@@ -93,6 +93,13 @@ describe('signing and verification', () => {
     expect(r.checks[0]!.reason).toContain('outside the trust anchors');
     expect(asked).toBe(0);
     expect((await verifyAgentCard(signed, resolve, { trustedJku: ['https://attacker.example/'] })).valid).toBe(true);
+    // a predicate decides with the jku and the signature's kid
+    const seen: string[] = [];
+    const refused = await verifyAgentCard(signed, resolve, { trustedJku: (jku, kid) => (seen.push(`${kid} ${jku}`), false) });
+    expect(refused.checks[0]!.reason).toContain('outside the trust anchors');
+    expect(seen).toEqual(['k https://attacker.example/jwks.json']);
+    expect(asked).toBe(1);
+    expect((await verifyAgentCard(signed, resolve, { trustedJku: (_jku, kid) => kid === 'k' })).valid).toBe(true);
     const hs = { ...signed, signatures: [{ protected: Buffer.from(JSON.stringify({ alg: 'HS256', kid: 'k' })).toString('base64url'), signature: 'x' }] };
     expect((await verifyAgentCard(hs, resolve)).checks[0]!.reason).toContain('HS256 is not accepted');
   });

@@ -45,18 +45,21 @@ export interface SignatureCheck {
 /**
  * Verify every signature of a card (A2A v1.0 §8.4.3): re-canonicalize the card without
  * `signatures`, and check each detached JWS with the key `resolveKey(kid, jku)` returns. A `jku`
- * outside `trustedJku` (URL prefixes) is refused before any key is fetched (A2A #2096); only
- * asymmetric `alg`s (ES256, EdDSA) are accepted. Never throws: each signature gets a verdict and a
- * reason. `valid` is true when at least one signature verifies.
+ * outside `trustedJku` (URL prefixes, or a predicate given the jku and the signature's kid) is
+ * refused before any key is fetched (A2A #2096); only asymmetric `alg`s (ES256, EdDSA) are
+ * accepted (a v0.3 card is canonicalized as v0.3 defines it, see `canonicalCard`). Never throws:
+ * each signature gets a verdict and a reason. `valid` is true when at least one signature verifies.
  */
 export async function verifyAgentCard(
   card: Record<string, unknown>,
   resolveKey: (kid: string, jku: string | undefined, alg: string) => Promise<SigningKey | null>,
-  opts: { trustedJku?: readonly string[] } = {},
+  opts: { trustedJku?: readonly string[] | ((jku: string, kid: string) => boolean) } = {},
 ): Promise<{ valid: boolean; checks: SignatureCheck[] }> {
   const sigs = card.signatures;
   if (!Array.isArray(sigs) || sigs.length === 0) return { valid: false, checks: [{ index: -1, valid: false, reason: 'the card has no signatures' }] };
   const payload = base64url.encode(canonicalCard(card));
+  const trusted = opts.trustedJku;
+  const jkuTrusted = typeof trusted === 'function' ? trusted : (jku: string) => (trusted ?? []).some((anchor) => jku.startsWith(anchor));
   const checks: SignatureCheck[] = [];
   for (const [index, raw] of sigs.entries()) {
     const sig = raw as Partial<AgentCardSignature>;
@@ -83,7 +86,7 @@ export async function verifyAgentCard(
       checks.push({ ...base, valid: false, reason: 'protected header has no kid' });
       continue;
     }
-    if (jku !== undefined && !(opts.trustedJku ?? []).some((anchor) => jku.startsWith(anchor))) {
+    if (jku !== undefined && !jkuTrusted(jku, kid)) {
       checks.push({ ...base, valid: false, reason: `jku ${jku} is outside the trust anchors; its keys are not fetched` });
       continue;
     }

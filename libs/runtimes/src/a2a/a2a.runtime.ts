@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
 import { Role, TaskState, type AgentCard, type Message, type Part as SdkPart, type Task, type TaskStatus } from '@a2a-js/sdk';
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, ServiceParameters, withA2AExtensions, type Client, type RequestOptions } from '@a2a-js/sdk/client';
+import { z } from 'zod';
 import { AppError, TtlLruCache } from '#libs/common';
 import { A2ARuntimeConfigSchema, type A2ARuntimeConfig, type CanonicalMessage, type Part } from '#libs/contracts';
-import { outboundFetch, type OutboundPolicy } from '#libs/outbound';
+import { outboundFetch, refusedLiteral, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RecordedRun, type RuntimeCardDefaults, type RuntimeContext } from '../runtime.js';
 import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
+import { UpstreamCardTrust } from './upstream-card-trust.js';
 
 /** How long a fetched upstream card is reused (ms). */
 const CARD_TTL_MS = 60_000;
@@ -32,6 +34,12 @@ interface UpstreamState {
 /** An upstream answer the runtime cannot use: the run fails with this reason. */
 class UpstreamError extends Error {}
 
+/** An upstream card as fetched: the SDK's (normalized) card and the JSON as served (what signatures cover). */
+interface FetchedCard {
+  card: AgentCard;
+  raw: unknown;
+}
+
 /**
  * The `a2a` runtime: the agent fronts an upstream A2A agent, talked to with `@a2a-js/sdk`'s
  * client (v1.0, or v0.3 through the SDK's compatibility layer; JSON-RPC or HTTP+JSON) under the
@@ -52,22 +60,34 @@ class UpstreamError extends Error {}
  * - Resumable: an execution lost with its worker is resumed (trigger `resumed`) and re-attaches to
  *   the saved upstream task (GetTask, then SubscribeToTask or polling), reconciling against what
  *   the log holds (messages by id, artifacts by part count) so nothing is recorded twice.
+ * - `requireSignedCard`: the upstream card's signatures are verified (UpstreamCardTrust) at publish
+ *   and on every card fetch of an execution (the card is cached 60 s): a card that does not verify
+ *   refuses the publish and fails the run (`runtime.upstream_card_unverified`) before anything is
+ *   sent upstream.
  */
 export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   readonly kind = 'a2a';
   readonly resumable = true;
   // by organization and URL: a card fetched with one organization's credentials is never another's
-  private readonly cards = new TtlLruCache<string, AgentCard>(500, CARD_TTL_MS);
+  private readonly cards = new TtlLruCache<string, FetchedCard>(500, CARD_TTL_MS);
+  private readonly trust: UpstreamCardTrust;
 
   /** `secrets`: the credentials' source, asked for the run's organization only (the default refuses all). */
   constructor(
     private readonly policy: OutboundPolicy,
     private readonly secrets: RuntimeSecrets = NO_RUNTIME_SECRETS,
-  ) {}
+  ) {
+    this.trust = new UpstreamCardTrust(policy);
+  }
 
   /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
   parseConfig(raw: unknown): A2ARuntimeConfig {
-    return refuseLiteralAddresses(A2ARuntimeConfigSchema.parse(raw), ['cardUrl', 'url'], this.policy);
+    const config = refuseLiteralAddresses(A2ARuntimeConfigSchema.parse(raw), ['cardUrl', 'url'], this.policy);
+    for (const [i, url] of (config.requireSignedCard?.jwksUrls ?? []).entries()) {
+      const why = refusedLiteral(new URL(url), this.policy);
+      if (why) throw new z.ZodError([{ code: 'custom', path: ['requireSignedCard', 'jwksUrls', i], message: `refused: ${why} (HTTP_RUNTIME_ALLOWED_CIDRS opens it)`, input: url }]);
+    }
+    return config;
   }
 
   /** The credentials' secret, when there are credentials. */
@@ -83,18 +103,22 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
 
   /**
    * Publish-time check: with `cardUrl`, the upstream card must be readable (else
-   * `runtime.upstream_unreachable` with the reason); its identity and skills are the defaults of
-   * our card. The card is fetched with the credentials of `scope.orgId` (their refusal passes through).
+   * `runtime.upstream_unreachable` with the reason) and, with `requireSignedCard`, signed by a
+   * trusted key (else `runtime.upstream_card_unverified`, each signature's reason in the message
+   * and `details.checks`); its identity and skills are the defaults of our card. The card is
+   * fetched with the credentials of `scope.orgId` (their refusal passes through).
    */
   async prepare(config: A2ARuntimeConfig, scope?: { orgId: string }): Promise<RuntimeCardDefaults | void> {
     if (!config.cardUrl) return;
     const headers = config.credentials ? await this.credentialHeaders(config, scope?.orgId) : {};
-    let card: AgentCard;
+    let fetched: FetchedCard;
     try {
-      card = await this.card(config, headers, true, scope?.orgId);
+      fetched = await this.fetchCard(config, headers, true, scope?.orgId);
     } catch (e) {
       throw new AppError('runtime.upstream_unreachable', `the upstream agent card at ${config.cardUrl} could not be read: ${describe(e)}`, { details: { cardUrl: config.cardUrl } });
     }
+    if (config.requireSignedCard) await this.trust.requireVerified(fetched.raw, config.requireSignedCard, config.cardUrl);
+    const card = fetched.card;
     return {
       ...(card.name && { name: card.name }),
       ...(card.description && { description: card.description }),
@@ -132,6 +156,12 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
       streaming = config.streaming ?? card.capabilities?.streaming ?? false;
       client = await this.factory(headers, http).createFromAgentCard(card);
     } catch (e) {
+      if (e instanceof AppError && e.code === 'runtime.upstream_card_unverified') {
+        // the card changed since publish (or its key left the anchors): nothing is sent upstream
+        const text = `Refused by requireSignedCard (${e.code}): ${e.message}. Nothing was sent.`;
+        await ctx.setStatus('failed', { parts: [{ text }], metadata: { error: { code: e.code, message: e.message } } }).catch(() => undefined);
+        return;
+      }
       await ctx.setStatus('failed', { parts: [{ text: `The upstream agent could not be reached: ${describe(e, http.status)}` }] }).catch(() => undefined);
       return;
     }
@@ -162,33 +192,62 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
     });
   }
 
-  /** The upstream card (fetched, cached CARD_TTL_MS), or one made from `url` and its binding. */
+  /**
+   * The upstream card (fetched, cached CARD_TTL_MS), or one made from `url` and its binding. With
+   * `requireSignedCard` it is verified first (throws `runtime.upstream_card_unverified`; a card
+   * that verified under the same anchors is not verified again within 60 s).
+   */
   private async card(config: A2ARuntimeConfig, headers: Record<string, string>, fresh: boolean, orgId = ''): Promise<AgentCard> {
-    if (config.url) {
-      return {
-        name: 'upstream',
-        description: '',
-        version: '',
-        supportedInterfaces: [{ url: config.url, protocolBinding: config.protocolBinding, protocolVersion: config.protocolVersion, tenant: '' }],
-        capabilities: { streaming: config.streaming ?? true, pushNotifications: false, extensions: [] },
-        securitySchemes: {},
-        securityRequirements: [],
-        defaultInputModes: [],
-        defaultOutputModes: [],
-        skills: [],
-        signatures: [],
-      } as unknown as AgentCard;
-    }
+    if (config.url) return urlCard(config);
+    const fetched = await this.fetchCard(config, headers, fresh, orgId);
+    if (config.requireSignedCard) await this.trust.requireVerified(fetched.raw, config.requireSignedCard, config.cardUrl!);
+    return fetched.card;
+  }
+
+  /** The card at `cardUrl`, as the SDK reads it and as served (cached CARD_TTL_MS by org and URL unless `fresh`). */
+  private async fetchCard(config: A2ARuntimeConfig, headers: Record<string, string>, fresh: boolean, orgId = ''): Promise<FetchedCard> {
     const url = config.cardUrl!;
     const key = `${orgId} ${url}`;
     const hit = fresh ? undefined : this.cards.get(key);
     if (hit) return hit;
-    const resolver = new DefaultAgentCardResolver({ fetchImpl: boundedFetch(outboundFetch(this.policy, headers), CARD_TIMEOUT_MS, CARD_MAX_BYTES), legacyCompat: { enabled: true } });
+    const bounded = boundedFetch(outboundFetch(this.policy, headers), CARD_TIMEOUT_MS, CARD_MAX_BYTES);
+    // the JSON as served is kept: signatures cover it, not the SDK's normalized card
+    let raw: unknown;
+    const capturing = (async (input, init) => {
+      const res = await bounded(input, init);
+      if (!res.ok) return res;
+      const body = await res.text();
+      try {
+        raw = JSON.parse(body);
+      } catch {
+        raw = undefined;
+      }
+      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    }) as typeof fetch;
+    const resolver = new DefaultAgentCardResolver({ fetchImpl: capturing, legacyCompat: { enabled: true } });
     const card = await resolver.resolve(url, '');
     if (!card || !Array.isArray(card.supportedInterfaces) || card.supportedInterfaces.length === 0) throw new UpstreamError('the card declares no interface');
-    this.cards.set(key, card);
-    return card;
+    const fetched = { card, raw };
+    this.cards.set(key, fetched);
+    return fetched;
   }
+}
+
+/** The card of a `url` config: its one interface, nothing else claimed. */
+function urlCard(config: A2ARuntimeConfig): AgentCard {
+  return {
+    name: 'upstream',
+    description: '',
+    version: '',
+    supportedInterfaces: [{ url: config.url, protocolBinding: config.protocolBinding, protocolVersion: config.protocolVersion, tenant: '' }],
+    capabilities: { streaming: config.streaming ?? true, pushNotifications: false, extensions: [] },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: [],
+    defaultOutputModes: [],
+    skills: [],
+    signatures: [],
+  } as unknown as AgentCard;
 }
 
 /** One execution's conversation with the upstream: what it follows and what the log holds. */
