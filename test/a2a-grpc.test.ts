@@ -248,9 +248,10 @@ describe('every RPC with the SDK gRPC client', () => {
     expect(taskStateToJSON(last.status.state)).toBe('TASK_STATE_COMPLETED');
     const ids = events.map((e) => Number(eventIdOf(e)));
     for (let i = 1; i < ids.length; i++) expect(ids[i]).toBeGreaterThan(ids[i - 1]!);
-    // a direct reply: one message, no event id
+    // a direct reply: one message, its event id the reply's sequence in its reply run's log
     const reply = await drain(client.sendMessageStream(send('ping stream')));
     expect(reply.map((e) => e.payload!.$case)).toEqual(['message']);
+    expect(eventIdOf(reply[0]!)).toBe('3');
   });
 
   it('SubscribeToTask cut and resumed with last-event-id carries exactly the events after the cursor', async () => {

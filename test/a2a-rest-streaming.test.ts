@@ -74,7 +74,8 @@ describe('HTTP+JSON streaming on the wire', () => {
   it('a direct reply is a single {message} event; the tenant twin streams too', async () => {
     const r = await readSse(`${base}/${agent.orgSlug}/message:stream`, { method: 'POST', headers: SSE_HEADERS, body: JSON.stringify(message('ping stream')) });
     expect(items(r.frames)).toEqual([{ message: expect.objectContaining({ role: 'ROLE_AGENT', parts: [{ text: 'pong' }] }) }]);
-    expect(r.frames[0]!.id).toBeUndefined();
+    // its event id: the reply's sequence in the log of its reply run (created, message, completed)
+    expect(r.frames[0]!.id).toBe('3');
   });
 
   it('GET and POST /tasks/{id}:subscribe: a snapshot first, then the rest; Last-Event-ID resumes after a sequence', async () => {

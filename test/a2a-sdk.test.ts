@@ -156,7 +156,7 @@ describe('A2A v1.0 with the official SDK client', () => {
     expect(again.reason).toBe('TASK_NOT_CANCELABLE');
   });
 
-  it('a reply-only rule answers with a Message and creates no task', async () => {
+  it('a reply-only rule answers with a Message and creates no task (the exchange is a reply run, no Task)', async () => {
     const messageId = randomUUID();
     const r = await client.sendMessage(send('ping me', { messageId, contextId: 'ctx-ping' }));
     expect('messageId' in r).toBe(true);
@@ -165,10 +165,13 @@ describe('A2A v1.0 with the official SDK client', () => {
     expect(texts([m])).toEqual(['pong: ping me']);
     expect(m.contextId).toBe('ctx-ping');
     expect(m.taskId).toBe('');
-    const runs = await db.query<{ n: string }>('SELECT count(*) AS n FROM runs WHERE origin_message_id = $1', [messageId]);
-    expect(Number(runs[0]!.n)).toBe(0);
+    // recorded as one run of kind reply (its log: created, the message, completed with the reply),
+    // which A2A does not present as a task
+    const runs = await db.query<{ id: string; kind: string; status: string }>('SELECT id, kind, status FROM runs WHERE origin_message_id = $1', [messageId]);
+    expect(runs.map((r) => [r.kind, r.status])).toEqual([['reply', 'completed']]);
     const msgs = await db.query<{ n: string }>('SELECT count(*) AS n FROM messages WHERE message_id = $1', [messageId]);
-    expect(Number(msgs[0]!.n)).toBe(0);
+    expect(Number(msgs[0]!.n)).toBe(1);
+    expect(await rejection(client.getTask({ tenant: '', id: runs[0]!.id, historyLength: undefined }))).toBeInstanceOf(TaskNotFoundError);
     // a reply without a contextId still gets one (§3.4.1: the server generates it)
     const fresh = (await client.sendMessage(send('ping again'))) as Message;
     expect(fresh.contextId).toMatch(/^[0-9a-f-]{36}$/);

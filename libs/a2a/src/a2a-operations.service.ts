@@ -1,19 +1,19 @@
-import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import type { CanonicalMessage, Part } from '#libs/contracts';
+import type { CanonicalMessage, Part, RunKind } from '#libs/contracts';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import {
   CancelRunHandler,
   ContinueRunHandler,
   CreateRunHandler,
+  RecordReplyHandler,
   RespondInteractionHandler,
   RunQueries,
   type RunRecord,
   type RunView,
 } from '#libs/runs';
 import { AppError } from '#libs/common';
-import { ParsedRuntimeCache, RuntimeRegistry, type AgentRuntime } from '#libs/runtimes';
+import { ParsedRuntimeCache, RuntimeRegistry, type AgentMessageInput, type AgentRuntime } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { ExtensionRuleError } from '#libs/extensions';
 import { A2APushService } from './push/a2a-push.service.js';
@@ -49,6 +49,7 @@ export class A2AOperations {
 
   constructor(
     private readonly createRun: CreateRunHandler,
+    private readonly recordReply: RecordReplyHandler,
     private readonly continueRun: ContinueRunHandler,
     private readonly respondInteraction: RespondInteractionHandler,
     private readonly cancelRun: CancelRunHandler,
@@ -67,9 +68,13 @@ export class A2AOperations {
    *   Unknown task → TaskNotFound; terminal task → UnsupportedOperation (§3.1.1 "Messages sent to
    *   Tasks that are in a terminal state ... cannot accept further messages"); `contextId` not the
    *   task's → InvalidParams (§3.4.2 "MUST reject messages containing mismatching contextId").
-   * - otherwise, when the runtime answers directly (`directReply`), that Message is returned and
-   *   no task is created; else a task is created (CreateRunCommand, thread = `contextId` or new).
-   *   A retry with the same messageId returns the task the first call created.
+   * - otherwise, when the runtime answers directly (`directReply`), the exchange is recorded
+   *   (RecordReplyCommand: a run of kind `reply`, one statement) and its Message is returned — no
+   *   task: GetTask on that run's id is TaskNotFound, ListTasks does not list it; else a task is
+   *   created (CreateRunCommand, thread = `contextId` or new). A retry with the same messageId
+   *   returns what the first call recorded (the same Message and contextId, or the same task);
+   *   a reply's messageId reused with other content or another contextId → InvalidParams
+   *   (`run.conflict`).
    * - Unless `returnImmediately`, waits until the task is terminal or interrupted
    *   (input/auth required), at most A2A_BLOCKING_TIMEOUT_MS, and returns it as it is then.
    * A push notification config is set on the task (A2APushService; PushNotificationNotSupported
@@ -92,10 +97,7 @@ export class A2AOperations {
         return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
       }
 
-      const reply = this.directReply(agent, inbound.message);
-      if (reply) return { kind: 'message', message: reply, contextId: inbound.contextId ?? randomUUID() };
-
-      const { run, created } = await this.createRun.execute({
+      const creation = {
         orgId,
         agentId,
         revisionId: agent.revision.id,
@@ -104,7 +106,19 @@ export class A2AOperations {
         metadata: options.metadata,
         createdBy: options.caller?.id ?? null,
         ...(options.extensions?.activated.length ? { extensions: options.extensions.activated } : {}),
-      });
+      };
+      const reply = this.directReply(agent, inbound.message);
+      if (reply) {
+        const recorded = await this.recordReply.execute({ ...creation, reply });
+        if (recorded.reply) return { kind: 'message', message: recorded.reply.message, contextId: recorded.run.threadId, sequence: recorded.reply.sequence };
+        // the messageId created a task before this agent's rules answered it directly: that task
+        if (!options.returnImmediately) await this.runs.awaitSettled(orgId, recorded.run.id, this.blockingTimeoutMs);
+        return { kind: 'task', view: await this.runs.view(orgId, recorded.run.id, { historyLength: options.historyLength, agentId }) };
+      }
+
+      const { run, created } = await this.createRun.execute(creation);
+      // the messageId was answered directly before (the agent's rules changed since): that Message
+      if (run.kind === 'reply') return replyOutcome(await this.runs.view(orgId, run.id, { agentId }));
       // the task's whole story (a retry of the same message sets the same config again)
       if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
       if (options.returnImmediately && created) {
@@ -130,11 +144,14 @@ export class A2AOperations {
     await this.push.create(agent, options.caller ?? ANONYMOUS_CALLER, run.id, options.pushNotificationConfig!, options.version ?? '1.0', Math.max(0, fromSequence));
   }
 
-  /** GetTask (§3.1.3). Unknown, not this agent's, or not the caller's (see canSeeTask) → TaskNotFound. */
+  /**
+   * GetTask (§3.1.3). Unknown, not this agent's, not the caller's (see canSeeTask), or a direct
+   * reply's run (its A2A view is a Message, not a Task) → TaskNotFound.
+   */
   async getTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number, caller: A2ACaller = ANONYMOUS_CALLER): Promise<RunView> {
     try {
       const view = await this.runs.view(agent.org.id, taskId, { historyLength, agentId: agent.agent.id });
-      if (!canSeeTask(caller, view.run.createdBy)) throw taskNotFound(taskId);
+      if (!isTask(view.run) || !canSeeTask(caller, view.run.createdBy)) throw taskNotFound(taskId);
       return view;
     } catch (e) {
       throw toA2AError(e);
@@ -174,6 +191,7 @@ export class A2AOperations {
       if (isAnonymous(caller) && q.contextId === undefined) return { views: [], nextPageToken: '', pageSize: q.pageSize, totalSize: 0 };
       const filter = {
         agentId: agent.agent.id,
+        kind: TASK_KIND,
         threadId: q.contextId,
         ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
         statusFrom: q.statusTimestampAfter,
@@ -206,7 +224,7 @@ export class A2AOperations {
       // an anonymous caller owns nothing it could name: searching across anonymous tasks would
       // show other callers' tasks, so it finds nothing
       if (isAnonymous(caller)) return { views: [], nextPageToken: '' };
-      const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, ...ownerFilter(caller), before, limit: q.pageSize });
+      const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, kind: TASK_KIND, ...ownerFilter(caller), before, limit: q.pageSize });
       const page = rows.slice(0, q.pageSize);
       const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength });
       const last = page.at(-1);
@@ -261,13 +279,9 @@ export class A2AOperations {
   }
 
   /** The runtime's direct reply to a new message (no task), or null when a task is needed. */
-  private directReply(agent: ResolvedA2AAgent, message: CanonicalMessage): CanonicalMessage | null {
+  private directReply(agent: ResolvedA2AAgent, message: CanonicalMessage): AgentMessageInput | null {
     const { runtime, config } = this.runtimeOf(agent);
-    const reply = runtime.directReply(config, message);
-    if (!reply) return null;
-    const out: CanonicalMessage = { messageId: reply.messageId ?? randomUUID(), role: 'agent', parts: reply.parts };
-    if (reply.metadata) out.metadata = reply.metadata;
-    return out;
+    return runtime.directReply(config, message);
   }
 
   private runtimeOf(agent: ResolvedA2AAgent): { runtime: AgentRuntime; config: unknown } {
@@ -282,6 +296,20 @@ export class A2AOperations {
     this.runtimes.set(agent.revision.id, parsed);
     return parsed;
   }
+}
+
+/** The run kind whose A2A view is a Task (a `reply` run's is a Message). */
+const TASK_KIND: RunKind = 'execution';
+
+/** Whether the run is an A2A Task (not a direct reply's run). */
+export function isTask(run: Pick<RunRecord, 'kind'>): boolean {
+  return run.kind === TASK_KIND;
+}
+
+/** SendMessage's answer for a direct reply's run: its reply Message (the status message), its thread and sequence. */
+function replyOutcome(view: RunView): SendOutcome {
+  if (!view.statusMessage) throw new A2AError('InternalError', `reply run ${view.run.id} has no reply`);
+  return { kind: 'message', message: view.statusMessage, contextId: view.run.threadId, sequence: view.run.lastSequence };
 }
 
 /**

@@ -12,10 +12,11 @@ import { toV03Message, toV03Task } from './v03/v03.mapper.js';
 
 /**
  * One stream event. `sequence` is the run's event-log sequence the event projects (the SSE
- * `id:`); null for a direct-reply message, which belongs to no task. `final`: the last event.
+ * `id:`; for a direct reply's Message, the reply's event in its `reply` run's log). `final`: the
+ * last event.
  */
 export interface StreamItem {
-  sequence: number | null;
+  sequence: number;
   result: StreamResult;
   final: boolean;
 }
@@ -87,7 +88,7 @@ export class A2AStreams {
     if (outcome.kind === 'message') {
       const ids = { contextId: outcome.contextId };
       const result: StreamResult = version === '1.0' ? { message: toV1Message(outcome.message, ids) } : toV03Message(outcome.message, ids);
-      return single({ sequence: null, result, final: true });
+      return single({ sequence: outcome.sequence, result, final: true });
     }
     return this.fromSnapshot(agent, outcome.view, version, signal);
   }

@@ -38,11 +38,13 @@ export interface SendOptions {
 
 /**
  * What SendMessage produced: a task (the run's read model, history already limited), or a direct
- * reply message that created no task. `contextId` of a reply is the caller's or a fresh one.
+ * reply message that created no task (its exchange is a run of kind `reply`). `contextId` of a
+ * reply is its thread (the caller's or a fresh one); `sequence` is the reply's event in that run's
+ * log (the stream's event id).
  */
 export type SendOutcome =
   | { kind: 'task'; view: RunView }
-  | { kind: 'message'; message: CanonicalMessage; contextId: string };
+  | { kind: 'message'; message: CanonicalMessage; contextId: string; sequence: number };
 
 /**
  * Who calls an A2A operation. `id`: the principal (`key:<api key id>`), null for an anonymous

@@ -16,6 +16,7 @@ function view(over: Partial<RunView['run']> = {}, rest: Partial<Omit<RunView, 'r
       agentId: 'a',
       revisionId: 'r',
       threadId: 'ctx-1',
+      kind: 'execution',
       status: 'completed',
       blockedReason: null,
       openInteractions: 0,
@@ -75,7 +76,7 @@ describe('v1.0 mapping', () => {
   });
 
   it('wraps SendMessage results in the oneof', () => {
-    expect(toV1SendMessageResponse({ kind: 'message', message: { messageId: 'r', role: 'agent', parts: [{ text: 'pong' }] }, contextId: 'c' })).toEqual({
+    expect(toV1SendMessageResponse({ kind: 'message', message: { messageId: 'r', role: 'agent', parts: [{ text: 'pong' }] }, contextId: 'c', sequence: 3 })).toEqual({
       message: { messageId: 'r', contextId: 'c', role: 'ROLE_AGENT', parts: [{ text: 'pong' }] },
     });
     expect(SdkMessage.fromJSON({ messageId: 'r', role: 'ROLE_AGENT', parts: [{ text: 'pong' }] }).role).toBe(2);

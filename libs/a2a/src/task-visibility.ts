@@ -10,10 +10,13 @@ export function taskNotFound(taskId: string): AppError {
   return new AppError('run.not_found', `run ${taskId} not found`, { details: { runId: taskId } });
 }
 
-/** The task `taskId` of the agent when `caller` may see it (see canSeeTask). Errors: `run.not_found`. */
+/**
+ * The task `taskId` of the agent when `caller` may see it (see canSeeTask). A direct reply's run
+ * (kind `reply`: its A2A view is a Message) is no task. Errors: `run.not_found`.
+ */
 export async function requireVisibleRun(runs: RunQueries, orgId: string, agentId: string, caller: A2ACaller, taskId: string): Promise<RunState> {
   const run = await runs.requireRun(orgId, taskId, agentId);
-  if (!canSeeTask(caller, run.createdBy)) throw taskNotFound(taskId);
+  if (run.kind !== 'execution' || !canSeeTask(caller, run.createdBy)) throw taskNotFound(taskId);
   return run;
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { A2AExtensionSchema, A2ATransportSchema, BindingSecuritySchema, ProtocolProfilesSchema } from './agent-profile.schema.js';
-import { BlockedReasonSchema, RunStatusSchema } from './run-events.schema.js';
+import { BlockedReasonSchema, RunKindSchema, RunStatusSchema } from './run-events.schema.js';
 import { PartSchema } from './parts.schema.js';
 
 /**
@@ -250,6 +250,8 @@ export const ListRunsQuerySchema = z.strictObject({
     .pipe(z.array(RunStatusSchema).min(1))
     .optional(),
   contextId: z.string().min(1).max(1000).optional(),
+  /** Only runs of this kind: `execution` (A2A Tasks) or `reply` (direct replies, A2A Messages). */
+  kind: RunKindSchema.optional(),
   /** `none` = not blocked on the caller; else blocked reasons, comma-separated (the interaction overlay). */
   blocked: z
     .string()
@@ -288,6 +290,8 @@ export const RunSummarySchema = z.object({
   revisionId: z.uuid(),
   /** A2A contextId */
   contextId: z.string(),
+  /** `execution`: a runtime executes it (A2A: a Task); `reply`: the runtime answered directly (A2A: a Message, no Task). */
+  kind: RunKindSchema,
   status: RunStatusSchema,
   blockedReason: z.string().nullable(),
   lastSequence: z.int(),

@@ -6,6 +6,14 @@ export const RunStatusSchema = z.enum(['submitted', 'working', 'completed', 'fai
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 
 /** Why a working run is waiting on its caller (the InteractionRequest overlay). */
+/**
+ * How a run answers its caller: `execution` (a runtime executes it after the message arrived; the
+ * A2A view is a Task) or `reply` (the runtime answered the message directly when it arrived; the
+ * run is recorded complete in one statement and its A2A view is a Message, never a Task).
+ */
+export const RunKindSchema = z.enum(['execution', 'reply']);
+export type RunKind = z.infer<typeof RunKindSchema>;
+
 export const BlockedReasonSchema = z.enum(['input_required', 'auth_required', 'confirmation_required']);
 export type BlockedReason = z.infer<typeof BlockedReasonSchema>;
 
@@ -63,7 +71,9 @@ export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;
  * Canonical run events: the payload of every row of the event log, discriminated by `type`.
  * Types are `<aggregate>.<past tense>` (house style).
  *
- * - `run.created`: first event of every run (sequence 1); carries the run's identity.
+ * - `run.created`: first event of every run (sequence 1); carries the run's identity (and its
+ *   kind when it is a direct reply: then the user's message and the `run.status_changed` to
+ *   completed carrying the agent's reply follow in the same statement, and nothing after them).
  * - `run.status_changed`: the run's status moved; `message` is an optional agent message that
  *   explains it (A2A TaskStatus.message).
  * Every event whose payload has a `message` adds that message to the run's history (the
@@ -98,6 +108,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
       agentId: z.string(),
       revisionId: z.string(),
       status: RunStatusSchema,
+      /** Absent: `execution`. `reply`: a direct reply (see RunKindSchema). */
+      kind: RunKindSchema.optional(),
       /** A2A extensions the creating request activated. */
       extensions: z.array(z.string()).optional(),
     }),

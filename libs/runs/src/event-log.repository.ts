@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError, isDependencyUnavailable } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { JOB_INLINE_INPUT_MAX_BYTES, type BlockedReason, type RunEvent, type RunExecuteJob, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
+import { JOB_INLINE_INPUT_MAX_BYTES, type BlockedReason, type RunEvent, type RunExecuteJob, type RunKind, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
 import { DatabaseService, PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { Metrics } from '#libs/metrics';
 import { injectTrace } from '#libs/telemetry';
@@ -14,6 +14,8 @@ export interface RunRecord {
   agentId: string;
   revisionId: string;
   threadId: string;
+  /** `execution` (a runtime executes it) or `reply` (answered directly when its message arrived, recorded complete). */
+  kind: RunKind;
   status: RunStatus;
   blockedReason: BlockedReason | null;
   lastSequence: number;
@@ -51,6 +53,8 @@ export interface NewRun {
   metadata?: Record<string, unknown> | null;
   /** The principal creating it (`key:<api key id>`); null or absent: anonymous. */
   createdBy?: string | null;
+  /** Absent: `execution`. A `reply` run is created with its whole log (see RecordReplyHandler). */
+  kind?: RunKind;
 }
 
 /** The outbox row a command recorded: its id and the trigger sequence of its job. */
@@ -115,7 +119,7 @@ export function orgMatches(param: number): string {
 export const AGENT_SENDER = 'agent';
 
 const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id AS "revisionId",
-  thread_id AS "threadId", status, blocked_reason AS "blockedReason", last_sequence AS "lastSequence",
+  thread_id AS "threadId", kind, status, blocked_reason AS "blockedReason", last_sequence AS "lastSequence",
   origin_message_id AS "originMessageId", metadata, created_at AS "createdAt",
   updated_at AS "updatedAt", status_at AS "statusAt", open_interactions AS "openInteractions",
   interaction_version AS "interactionVersion", created_by AS "createdBy"`;
@@ -141,6 +145,8 @@ function messageProjection(sender: string): string {
 /*
  * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
  * array), each with its events (sequences 1..n), the message projection and its outbox row.
+ * A run's row starts in the status its events leave it in (`status`: submitted, or completed for
+ * a direct reply, whose log ends with its run.status_changed), `ended_at` set when terminal.
  * A run whose (org, agent, owner, originMessageId) exists is skipped (ON CONFLICT DO NOTHING on
  * the unique index runs_org_id_agent_id_owner_origin_message_id_key, owner = COALESCE(created_by,
  * '')) and absent from the result: that is how a retried SendMessage of the same caller is
@@ -152,13 +158,15 @@ WITH input AS (
          (x->>'revisionId')::uuid AS revision_id, x->>'threadId' AS thread_id,
          x->>'originMessageId' AS origin_message_id, NULLIF(x->'metadata', 'null'::jsonb) AS metadata,
          x->>'createdBy' AS created_by, COALESCE((x->>'storedBytes')::bigint, 0) AS stored_bytes,
+         COALESCE(x->>'status', 'submitted')::run_status AS status, COALESCE(x->>'kind', 'execution') AS kind,
          x->'events' AS events, NULLIF(x->'dispatch', 'null'::jsonb) AS dispatch
   FROM jsonb_array_elements($1::jsonb) AS t(x)
 ), r AS (
-  INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, status, blocked_reason, last_sequence,
-                    origin_message_id, metadata, created_by, stored_bytes, created_at, updated_at, status_at)
-  SELECT id, org_id, agent_id, revision_id, thread_id, 'submitted', NULL, jsonb_array_length(events),
-         origin_message_id, metadata, created_by, stored_bytes, now(), now(), now()
+  INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, kind, status, blocked_reason, last_sequence,
+                    origin_message_id, metadata, created_by, stored_bytes, created_at, updated_at, status_at, ended_at)
+  SELECT id, org_id, agent_id, revision_id, thread_id, kind, status, NULL, jsonb_array_length(events),
+         origin_message_id, metadata, created_by, stored_bytes, now(), now(), now(),
+         CASE WHEN status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() END
   FROM input
   ON CONFLICT (org_id, agent_id, (COALESCE(created_by, '')), origin_message_id) DO NOTHING
   RETURNING *
@@ -456,7 +464,7 @@ export class EventLogRepository {
   }
 
   private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<CreatedRun | null>> {
-    const input = batch.map(({ run, events, dispatch }) => ({ ...run, metadata: run.metadata ?? null, storedBytes: storedBytes(events), events, dispatch: dispatch ?? null }));
+    const input = batch.map(createInput);
     let rows: Record<string, unknown>[];
     const t0 = process.hrtime.bigint();
     try {
@@ -474,7 +482,7 @@ export class EventLogRepository {
       });
     }
     if (rows.length > 0) this.metrics.runStatus.inc({ status: 'submitted' }, rows.length);
-    for (const item of batch) if (byId.has(item.run.id)) for (const e of item.events) this.metrics.eventsAppended.inc({ type: e.type });
+    for (const item of batch) if (byId.has(item.run.id)) this.count(item.events);
     return batch.map((item) => byId.get(item.run.id) ?? null);
   }
 
@@ -577,7 +585,7 @@ export class EventLogRepository {
     const rollback = new Error('rollback');
     try {
       return await this.db.transaction<Outcome>(async (q) => {
-        const input = [{ ...child.run, metadata: child.run.metadata ?? null, storedBytes: storedBytes(child.events), events: child.events, dispatch: child.dispatch ?? null }];
+        const input = [createInput(child)];
         const rows = await q<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)]);
         if (rows.length === 0) return { child: null, parent: null };
         const { dispatchId, triggerSequence, ...row } = rows[0]!;
@@ -645,6 +653,15 @@ export class EventLogRepository {
       })),
     };
   }
+}
+
+/**
+ * One element of the creation statement's input ($1): the run, the status its first events leave
+ * it in (the newest `run.status_changed` among them; none: submitted), its events and dispatch.
+ */
+function createInput({ run, events, dispatch }: NewRunWithEvents) {
+  const status = events.findLast((e) => e.type === 'run.status_changed')?.payload as { status: RunStatus } | undefined;
+  return { ...run, metadata: run.metadata ?? null, status: status?.status ?? 'submitted', storedBytes: storedBytes(events), events, dispatch: dispatch ?? null };
 }
 
 const CLOSING = new Set<string>(['interaction.responded', 'interaction.expired', 'interaction.canceled']);

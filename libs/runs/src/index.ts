@@ -8,6 +8,7 @@ export { RunsModule } from './runs.module.js';
 
 // commands (one handler each)
 export { CreateRunHandler, type CreateRunCommand, type CreateRunResult } from './commands/create-run.command.js';
+export { RecordReplyHandler, type RecordReplyCommand, type RecordReplyResult, type RecordedReply } from './commands/record-reply.command.js';
 export { ContinueRunHandler, type ContinueRunCommand } from './commands/continue-run.command.js';
 export { RespondInteractionHandler, chooseOption, type RespondInteractionCommand } from './commands/respond-interaction.command.js';
 export { CancelRunHandler, type CancelRunCommand } from './commands/cancel-run.command.js';

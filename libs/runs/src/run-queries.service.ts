@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { BlockedReason, CanonicalMessage, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
+import type { BlockedReason, CanonicalMessage, RunKind, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
 import { runNotFound } from './commands/command-support.js';
 import { EventLogRepository, type RunRecord } from './event-log.repository.js';
 import { RunNotifier, type WakeupState } from './run-notifier.js';
@@ -48,7 +48,7 @@ export class RunQueries {
   }
 
   /** Full-text search over an agent's runs' messages (see RunRepository.search). */
-  search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
+  search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; kind?: RunKind; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
     return this.runs.search(orgId, agentId, f);
   }
 

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { BlockedReason, CanonicalMessage, Part, RunStatus } from '#libs/contracts';
+import type { BlockedReason, CanonicalMessage, Part, RunKind, RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { orgMatches, RUN_COLUMNS, type RunRecord } from './event-log.repository.js';
 
@@ -67,6 +67,8 @@ export interface RunView {
 export interface RunListFilter {
   agentId?: string;
   threadId?: string;
+  /** Only runs of this kind (e.g. `execution`: the protocol faces that list tasks); absent: any. */
+  kind?: RunKind;
   status?: RunStatus[];
   /**
    * The interaction overlay: `'none'` = not blocked on the caller (`blocked_reason IS NULL`);
@@ -97,7 +99,8 @@ const LIST_WHERE = `org_id = $1
           AND ($6::timestamptz IS NULL OR status_at >= $6)
           AND (NOT $7::boolean OR blocked_reason IS NULL)
           AND ($8::text[] IS NULL OR blocked_reason = ANY($8))
-          AND (NOT $9::boolean OR created_by IS NOT DISTINCT FROM $10::text)`;
+          AND (NOT $9::boolean OR created_by IS NOT DISTINCT FROM $10::text)
+          AND ($11::text IS NULL OR kind = $11)`;
 
 function listParams(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): unknown[] {
   return [
@@ -111,6 +114,7 @@ function listParams(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): 
     Array.isArray(f.blocked) ? f.blocked : null,
     f.createdBy !== undefined,
     f.createdBy ?? null,
+    f.kind ?? null,
   ];
 }
 
@@ -253,9 +257,9 @@ export class RunRepository {
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE ${LIST_WHERE}
-          AND ($11::timestamptz IS NULL OR (status_at, id) < ($11, $12::uuid))
+          AND ($12::timestamptz IS NULL OR (status_at, id) < ($12, $13::uuid))
         ORDER BY status_at DESC, id DESC
-        LIMIT $13`,
+        LIMIT $14`,
       [...listParams(orgId, f), f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1],
     );
     return rows.map(toRunState);
@@ -264,9 +268,10 @@ export class RunRepository {
   /**
    * Full-text search (PostgreSQL `simple` configuration, every word must match) over the messages
    * of one agent's runs, newest status first, keyset-paginated like `list` (`limit + 1` rows at
-   * most). `createdBy` given: only that principal's runs (null: anonymous callers').
+   * most). `createdBy` given: only that principal's runs (null: anonymous callers'); `kind` given:
+   * only runs of that kind.
    */
-  async search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
+  async search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; kind?: RunKind; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE org_id = $1 AND agent_id = $2
@@ -274,9 +279,10 @@ export class RunRepository {
           AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = runs.id
                        AND to_tsvector('simple', m.parts::text) @@ plainto_tsquery('simple', $5))
           AND ($6::timestamptz IS NULL OR (status_at, id) < ($6, $7::uuid))
+          AND ($9::text IS NULL OR kind = $9)
         ORDER BY status_at DESC, id DESC
         LIMIT $8`,
-      [orgId, agentId, f.createdBy !== undefined, f.createdBy ?? null, f.query, f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1],
+      [orgId, agentId, f.createdBy !== undefined, f.createdBy ?? null, f.query, f.before?.statusAt ?? null, f.before?.id ?? null, f.limit + 1, f.kind ?? null],
     );
     return rows.map(toRunState);
   }

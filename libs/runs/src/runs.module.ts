@@ -3,6 +3,7 @@ import { MetricsModule } from '#libs/metrics';
 import { CancelRunHandler } from './commands/cancel-run.command.js';
 import { ContinueRunHandler } from './commands/continue-run.command.js';
 import { CreateRunHandler } from './commands/create-run.command.js';
+import { RecordReplyHandler } from './commands/record-reply.command.js';
 import { RespondInteractionHandler } from './commands/respond-interaction.command.js';
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository } from './event-log.repository.js';
@@ -17,7 +18,7 @@ import { RuntimeOperations } from './runtime-operations.service.js';
 import { StorageQuotaRepository } from './storage-quota.repository.js';
 import { StorageQuotas } from './storage-quotas.service.js';
 
-const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandler, CancelRunHandler];
+const HANDLERS = [CreateRunHandler, RecordReplyHandler, ContinueRunHandler, RespondInteractionHandler, CancelRunHandler];
 
 /**
  * Runs: the command handlers, runtime operations, queries, the event log and its wake-ups, the

@@ -224,7 +224,11 @@ export interface AgentRuntime<Config = unknown> {
    * publish (a `secret` must exist). A runtime that references secrets must declare them here.
    */
   secretRefs?(config: Config): RuntimeSecretUse[];
-  /** Non-null: answer `input` with this message only, and create no run. */
+  /**
+   * Non-null: answer `input` with this message only — no task, nothing executes; the platform
+   * records the exchange (a run of kind `reply`, RecordReplyCommand) and answers retries of the
+   * same messageId with the message recorded first.
+   */
   directReply(config: Config, input: CanonicalMessage): AgentMessageInput | null;
   /** Execute one trigger of a run. Returns when the runtime has nothing more to do for now. */
   execute(config: Config, ctx: RuntimeContext): Promise<void>;

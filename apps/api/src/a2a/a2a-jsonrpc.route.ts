@@ -136,7 +136,7 @@ export class A2AJsonRpcRoute implements OnModuleInit {
     sse.link(ac);
     try {
       for await (const item of started.stream) {
-        await sse.send({ id: item.sequence ?? undefined, data: JSON.stringify({ jsonrpc: '2.0', id: started.id, result: item.result }) });
+        await sse.send({ id: item.sequence, data: JSON.stringify({ jsonrpc: '2.0', id: started.id, result: item.result }) });
         if (!sse.open) break;
       }
     } catch (e) {

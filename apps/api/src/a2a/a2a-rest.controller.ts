@@ -286,7 +286,7 @@ export class A2ARestController {
     try {
       while (!next.done && sse.open) {
         const item = next.value;
-        await sse.send({ ...(item.sequence !== null ? { id: item.sequence } : {}), data: JSON.stringify(item.result) });
+        await sse.send({ id: item.sequence, data: JSON.stringify(item.result) });
         if (!sse.open) break;
         next = await iterator.next();
       }

@@ -231,6 +231,7 @@ const RUN_SUMMARY = {
   agentId: AGENT_ID,
   revisionId: REVISION_ID,
   contextId: THREAD_ID,
+  kind: 'execution',
   status: 'completed',
   blockedReason: null,
   lastSequence: 9,

@@ -92,6 +92,7 @@ export const toRunSummary = (r: RunState): RunSummaryResponse => ({
   agentId: r.agentId,
   revisionId: r.revisionId,
   contextId: r.threadId,
+  kind: r.kind,
   status: r.status,
   blockedReason: r.blockedReason,
   lastSequence: r.lastSequence,

@@ -53,7 +53,7 @@ export class RunsController {
     const before = q.cursor !== undefined ? decodeRunCursor(q.cursor, this.config.PAGE_TOKEN_SECRET) : q.statusTo !== undefined ? { statusAt: new Date(q.statusTo), id: MAX_UUID } : undefined;
     let rows: RunState[];
     if (q.q !== undefined) {
-      if (q.agentId === undefined || [q.status, q.blocked, q.contextId, q.statusFrom, q.statusTo].some((v) => v !== undefined)) {
+      if (q.agentId === undefined || [q.status, q.blocked, q.contextId, q.kind, q.statusFrom, q.statusTo].some((v) => v !== undefined)) {
         throw invalidRequest([{ path: ['q'], message: 'text search needs agentId and combines with no other filter' }]);
       }
       rows = await this.runs.search(principal.orgId, q.agentId, { query: q.q, before, limit: q.limit });
@@ -62,6 +62,7 @@ export class RunsController {
       rows = await this.runs.list(principal.orgId, {
         agentId: q.agentId,
         threadId: q.contextId,
+        kind: q.kind,
         status: q.status,
         blocked,
         ...(q.statusFrom !== undefined && { statusFrom: new Date(q.statusFrom) }),

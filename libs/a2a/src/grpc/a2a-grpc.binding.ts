@@ -126,7 +126,7 @@ function paramsOf(method: A2AGrpcMethod, request: unknown): Record<string, unkno
 /** The StreamResponse of `item`, its payload's metadata carrying the event id (GRPC_EVENT_ID_KEY). */
 function withEventId(item: StreamItem): unknown {
   const result = item.result as Record<string, unknown>;
-  if (item.sequence === null || !isPlainObject(result)) return result;
+  if (!isPlainObject(result)) return result;
   const [kind] = Object.keys(result);
   const payload = kind !== undefined ? result[kind] : undefined;
   if (!isPlainObject(payload)) return result;
