@@ -80,6 +80,11 @@ describe('signed Agent Cards', () => {
     expect(await verifyOurs(after)).toMatchObject({ valid: true });
     // a tampered card fails against the published keys
     expect((await verifyOurs({ ...after, description: 'changed' })).valid).toBe(false);
+    // the last active key cannot be retired while a served card declares signedAgentCard (it would lose every signature)
+    const last = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/signing-keys/${next.body.id}/retire`);
+    expect(last.status).toBe(409);
+    expect(last.body.error.code).toBe('signing_key.in_use');
+    expect((await card()).signatures).toHaveLength(1);
   });
 
   it('the CLI verifies a served card (exit 0), refuses a tampered one (exit 1), and reports bad input (exit 2)', async () => {

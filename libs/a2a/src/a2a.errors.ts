@@ -158,6 +158,7 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'api_key.prefix_taken': 'InternalError',
   'signing.disabled': 'UnsupportedOperation',
   'signing.unavailable': 'InternalError',
+  'signing_key.in_use': 'InternalError',
   'extension.not_found': 'TaskNotFound',
   'extension.required': 'ExtensionSupportRequired',
   'extension.dependency': 'InvalidParams',

@@ -27,6 +27,7 @@ export const ERROR_CODES = {
   'push.too_many_configs': { httpStatus: 409, when: 'the task already has PUSH_MAX_CONFIGS_PER_TASK push notification configs' },
   'signing.disabled': { httpStatus: 409, when: 'a signing key was asked for, but SIGNING_KEY_ENCRYPTION_SECRET is not configured' },
   'signing.unavailable': { httpStatus: 503, when: 'a card whose profile declares signedAgentCard has no stored signature for its version and this process cannot sign it (no SIGNING_KEY_ENCRYPTION_SECRET), or its organization has no active signing key' },
+  'signing_key.in_use': { httpStatus: 409, when: 'the key to retire is the organization\'s last active key and a servable agent\'s card declares signedAgentCard' },
   'signing_key.not_found': { httpStatus: 404, when: 'no signing key with that id in the caller\'s organization' },
   'api_key.prefix_taken': { httpStatus: 409, when: 'a new API key drew a prefix that exists (retried with another)' },
   'api_key.not_found': { httpStatus: 404, when: 'no API key with that id in the caller\'s organization' },

@@ -84,12 +84,19 @@ export class SigningKeyService {
     return (await this.repo.list(orgId)).map(info);
   }
 
-  /** Retire a key: it stops signing and leaves the JWKS. */
+  /**
+   * Retire a key: it stops signing and leaves the JWKS. Throws `signing_key.not_found`, and
+   * `signing_key.in_use` when it is the last active key while an agent of the org serves a card
+   * declaring `signedAgentCard` (create the next key first: rotation is create-then-retire).
+   */
   async retire(orgId: string, id: string): Promise<SigningKeyInfo> {
-    const row = /^[0-9a-f-]{36}$/i.test(id) ? await this.repo.retire(orgId, id) : null;
-    if (!row) throw new AppError('signing_key.not_found', `no signing key ${id}`, { details: { id } });
+    const step = /^[0-9a-f-]{36}$/i.test(id) ? await this.repo.retire(orgId, id) : ({ ok: false, reason: 'not_found' } as const);
+    if (!step.ok && step.reason === 'not_found') throw new AppError('signing_key.not_found', `no signing key ${id}`, { details: { id } });
+    if (!step.ok) {
+      throw new AppError('signing_key.in_use', `signing key ${id} is the organization's last active key and an agent's card declares signedAgentCard: create another key first`, { details: { id } });
+    }
     this.forget(orgId);
-    return info(row);
+    return info(step.row);
   }
 
   /** The org's active keys, decrypted and imported (cached for a few seconds). Empty when signing is off. */
