@@ -225,7 +225,7 @@ function credentialSecurity(resolved: ResolvedA2AAgent, sec: CredentialSecurity)
 }
 
 /**
- * The card's `securitySchemes` and `securityRequirements` (A2A v1.0 §4.5: a list of alternatives,
+ * The card's `securitySchemes` and `securityRequirements` (a2a.proto `AgentCard.security_requirements`, OpenAPI style: a list of alternatives,
  * any one of which satisfies) for the binding's security: `apiKey`, `jwt`, or each alternative of
  * `anyOf` in its order. An open binding (`none`) declares nothing, unless the card announces the
  * extended card, which needs an API key of the organization (A2AAccessService `required`): then
