@@ -97,7 +97,8 @@ const DEMO_PROFILE = {
       { id: 'echo', name: 'Echo', description: 'Repeats what you say.', tags: ['demo'], examples: ['Hello!'] },
       { id: 'weather', name: 'Weather', description: 'Asks for a city, then returns a forecast artifact.', tags: ['demo', 'multi-turn'], examples: ["What's the weather?"] },
     ],
-    capabilities: { streaming: true },
+    // signed (A2A v1.0 §8.4) because the profile says so: the org's signing key is made first
+    capabilities: { streaming: true, signedAgentCard: true },
   },
 };
 
@@ -142,6 +143,9 @@ async function must(p: Promise<{ status: number; body: any }>, what: string): Pr
 }
 
 async function publishDemoAgent(base: string): Promise<void> {
+  // a profile declaring signedAgentCard is published only when the organization has an active key
+  const keys = await must(admin(base, 'GET', '/v1/signing-keys'), 'list signing keys');
+  if (!keys.signingKeys.some((k: { status: string }) => k.status === 'active')) await must(admin(base, 'POST', '/v1/signing-keys', { alg: 'ES256' }), 'create signing key');
   const existing = await admin(base, 'GET', '/v1/agents/echo');
   if (existing.status === 404) {
     await must(admin(base, 'POST', '/v1/agents', { slug: 'echo', name: 'Demo Echo Agent', description: 'Echoes, and forecasts the weather in two turns.', isDefault: true }), 'create agent');
@@ -166,8 +170,6 @@ async function publishDemoAgent(base: string): Promise<void> {
   await must(admin(base, 'PUT', '/v1/agents/researcher/active-revision', { revisionId: researcher.id }), 'activate researcher');
   await must(admin(base, 'PUT', '/v1/agents/researcher/bindings/a2a', { transports: ['JSONRPC'], security: { scheme: 'none' } }), 'bind researcher');
   console.log(`published agent "researcher", revision ${researcher.number} (${researcher.id})`);
-  const keys = await must(admin(base, 'GET', '/v1/signing-keys'), 'list signing keys');
-  if (!keys.signingKeys.some((k: { status: string }) => k.status === 'active')) await must(admin(base, 'POST', '/v1/signing-keys', { alg: 'ES256' }), 'create signing key');
 }
 
 /** Fetch the default agent's card and verify its signatures against the org's JWKS (libs/trust). */

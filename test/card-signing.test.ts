@@ -13,10 +13,13 @@ import { startStack, type Stack } from './support/stack.js';
 /** Signed Agent Cards: per-organization keys, the JWKS, rotation, verification by us and by the SDK. */
 let stack: Stack;
 let agent: PublishedAgent;
+let unsigned: PublishedAgent;
+
+const SIGNED = { identityProjection: { name: 'Signed Ünïcode Agent', version: '1.0.0' }, capabilities: { signedAgentCard: true } };
 
 beforeAll(async () => {
   stack = await startStack({ worker: false, env: { SIGNING_KEY_ENCRYPTION_SECRET: 'test-signing-secret-0123456789' } });
-  agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'signed', a2a: { identityProjection: { name: 'Signed Ünïcode Agent', version: '1.0.0' } } });
+  unsigned = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'unsigned', a2a: { identityProjection: { name: 'Plain Agent', version: '1.0.0' } } });
 });
 afterAll(async () => {
   await stack?.close();
@@ -34,12 +37,21 @@ const verifyOurs = async (c: Record<string, unknown>) => {
 };
 
 describe('signed Agent Cards', () => {
-  it('unsigned until the organization has a key; then signed, verifiable through its JWKS, by us and by the SDK', async () => {
-    expect((await card()).signatures).toBeUndefined();
+  it('signedAgentCard needs a key to publish; signed only when the profile declares it (a profile without it stays unsigned with keys present); verifiable through the JWKS, by us and by the SDK', async () => {
+    // declaring a signed card before the organization has a key is refused at publish
+    const early = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'too-early', a2a: SIGNED }).catch((e: Error) => e);
+    expect(String(early)).toMatch(/422[\s\S]*revision\.unsupported_capability[\s\S]*signing key/);
     const created = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'ES256' });
     expect(created.status).toBe(201);
     expect(created.body.publicJwk).toMatchObject({ kty: 'EC', crv: 'P-256', kid: created.body.kid });
     expect(JSON.stringify(created.body)).not.toMatch(/"d"/);
+    agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'signed', a2a: SIGNED });
+
+    // the organization has an active key, but this profile does not declare signedAgentCard: unsigned, both shapes
+    const plain = (await (await fetch(unsigned.cardUrl)).json()) as Record<string, unknown>;
+    expect(plain.name).toBe('Plain Agent');
+    expect(plain.signatures).toBeUndefined();
+    expect(((await (await fetch(unsigned.cardUrl, { headers: { 'a2a-version': '0.3' } })).json()) as Record<string, unknown>).signatures).toBeUndefined();
 
     const signed = await card();
     expect(signed.signatures).toHaveLength(1);
@@ -68,6 +80,11 @@ describe('signed Agent Cards', () => {
     expect(await verifyOurs(after)).toMatchObject({ valid: true });
     // a tampered card fails against the published keys
     expect((await verifyOurs({ ...after, description: 'changed' })).valid).toBe(false);
+    // the last active key cannot be retired while a served card declares signedAgentCard (it would lose every signature)
+    const last = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/signing-keys/${next.body.id}/retire`);
+    expect(last.status).toBe(409);
+    expect(last.body.error.code).toBe('signing_key.in_use');
+    expect((await card()).signatures).toHaveLength(1);
   });
 
   it('the CLI verifies a served card (exit 0), refuses a tampered one (exit 1), and reports bad input (exit 2)', async () => {
@@ -88,13 +105,15 @@ describe('signed Agent Cards', () => {
     expect((await cli('verify-card', 'http://127.0.0.1:1/nothing')).code).toBe(2);
   });
 
-  it('errors: an unknown key is 404; signing off (no secret) is 409 signing.disabled', async () => {
+  it('errors: an unknown key is 404; signing off (no secret) is 409 signing.disabled, and a signed card cannot be published there', async () => {
     expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys/00000000-0000-4000-8000-000000000000/retire')).status).toBe(404);
     const plain = await startStack({ worker: false });
     try {
       const r = await adminRequest(plain.baseUrl, plain.adminKey, 'POST', '/v1/signing-keys', {});
       expect(r.status).toBe(409);
       expect(r.body.error.code).toBe('signing.disabled');
+      const refused = await publishAgent(plain.baseUrl, plain.adminKey, { slug: 'wants-signing', a2a: SIGNED }).catch((e: Error) => e);
+      expect(String(refused)).toMatch(/422[\s\S]*SIGNING_KEY_ENCRYPTION_SECRET/);
     } finally {
       await plain.close();
     }

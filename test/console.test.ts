@@ -309,6 +309,13 @@ describe.skipIf(!HAVE_CHROMIUM)('operator console', () => {
   it('rotates a signing key, and the agent card verifies against the JWKS in the browser', async () => {
     const first = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'EdDSA' });
     expect(first.status).toBe(201);
+    // a card is signed only when its revision's profile declares signedAgentCard
+    const signedRev = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/agents/${agent.agentId}/revisions`, {
+      protocolProfiles: { a2a: { skillsProjection: [{ id: 'book', name: 'Booking', description: 'Books tables', tags: ['demo'] }], capabilities: { signedAgentCard: true } } },
+      runtime: CONCIERGE,
+    });
+    expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/agents/${agent.agentId}/revisions/${signedRev.body.id}/publish`)).status).toBe(200);
+    expect((await adminRequest(stack.baseUrl, stack.adminKey, 'PUT', `/v1/agents/${agent.agentId}/active-revision`, { revisionId: signedRev.body.id })).status).toBe(200);
     const page = await signedIn('/console/operations');
     const oldRow = page.locator(`tr[data-kid="${first.body.kid}"]`);
     await oldRow.getByRole('button', { name: 'Rotate' }).click();

@@ -16,7 +16,8 @@ const SKILL = { id: 'secret', name: 'Secret skill', description: 'Only for membe
 beforeAll(async () => {
   stack = await startStack({ worker: false, env: { SIGNING_KEY_ENCRYPTION_SECRET: 'test-signing-secret-0123456789' } });
   const caps = { streaming: false, pushNotifications: false, extendedAgentCard: true };
-  rich = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'rich', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: caps, extendedCard: { description: 'The members-only card', skillsProjection: [SKILL] } } as never });
+  expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'ES256' })).status).toBe(201);
+  rich = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'rich', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: { ...caps, signedAgentCard: true }, extendedCard: { description: 'The members-only card', skillsProjection: [SKILL] } } });
   empty = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'declared-empty', transports: ['JSONRPC', 'HTTP+JSON'], a2a: { capabilities: caps } });
   plain = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'plain', transports: ['JSONRPC', 'HTTP+JSON'] });
   invokeKey = (await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] })).body.key;
@@ -43,6 +44,13 @@ describe('extended agent card', () => {
     const publicCard = (await (await fetch(rich.cardUrl)).json()) as { capabilities: { extendedAgentCard: boolean }; skills: Array<{ id: string }> };
     expect(publicCard.capabilities.extendedAgentCard).toBe(true);
     expect(publicCard.skills.map((s) => s.id)).toEqual(['echo']);
+    // an open binding: fetching the extended card needs an API key, so the card declares it, anonymous as the other alternative
+    expect(publicCard).toMatchObject({ securitySchemes: { apiKey: { apiKeySecurityScheme: { location: 'header', name: 'X-API-Key' } } }, securityRequirements: [{}, { schemes: { apiKey: {} } }] });
+    // declared but not configured is not served: no card claims it
+    const emptyCard = (await (await fetch(empty.cardUrl)).json()) as Record<string, any>;
+    expect(emptyCard.capabilities.extendedAgentCard).toBe(false);
+    expect(emptyCard.securitySchemes).toBeUndefined();
+    expect(((await (await fetch(empty.cardUrl, { headers: { 'a2a-version': '0.3' } })).json()) as Record<string, any>).supportsAuthenticatedExtendedCard).toBe(false);
 
     const v1 = await rpc(rich, 'GetExtendedAgentCard', invokeKey);
     expect(v1.result!.description).toBe('The members-only card');
@@ -55,9 +63,7 @@ describe('extended agent card', () => {
     expect(r.body.skills.map((s: { id: string }) => s.id)).toEqual(['echo', 'secret']);
   });
 
-  it('is signed like the public card, in each shape over its own canonical form', async () => {
-    const created = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'ES256' });
-    expect(created.status).toBe(201);
+  it('is signed like the public card (its profile declares signedAgentCard), in each shape over its own canonical form', async () => {
     const jwks = (await (await fetch(`${stack.baseUrl}/a2a/${rich.orgSlug}/.well-known/jwks.json`)).json()) as { keys: JWK[] };
     const verify = (card: Record<string, unknown>) =>
       verifyAgentCard(card, async (kid, _jku, alg) => {
@@ -73,7 +79,6 @@ describe('extended agent card', () => {
     // the members-only description is covered by the signature
     const tampered = { ...cards[0]!, description: 'changed' };
     expect((await verify(tampered)).valid).toBe(false);
-    await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/signing-keys/${created.body.id}/retire`);
   });
 
   it('only to an authenticated caller: no key or a wrong key is Unauthenticated (REST 401)', async () => {

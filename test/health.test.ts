@@ -16,7 +16,9 @@ describe('health', () => {
 
   beforeAll(async () => {
     redis = await TestRedis.start();
-    stack = await startStack({ worker: false, env: { REDIS_URL: redis.url } });
+    // configured for every card claim (signed cards, push) that other test files' agents make in
+    // this database: readiness also says whether this process can serve them (tested in card-claims)
+    stack = await startStack({ worker: false, env: { REDIS_URL: redis.url, SIGNING_KEY_ENCRYPTION_SECRET: 'test-signing-secret-health-0123456789' } });
   });
   afterAll(async () => {
     await redis?.start().catch(() => undefined);
@@ -28,7 +30,7 @@ describe('health', () => {
     expect((await fetch(`${stack.baseUrl}/healthz`)).status).toBe(200);
     const up = await fetch(`${stack.baseUrl}/readyz`);
     expect(up.status).toBe(200);
-    expect(await up.json()).toMatchObject({ status: 'ok', info: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up', reachable: true } } });
+    expect(await up.json()).toMatchObject({ status: 'ok', info: { postgresql: { status: 'up' }, migrations: { status: 'up' }, cardClaims: { status: 'up' }, redis: { status: 'up', reachable: true } } });
     expect((await fetch(`${stack.baseUrl}/healthz/dependencies`)).status).toBe(200);
 
     await redis.stop();

@@ -72,15 +72,16 @@ function v03Schema() {
   return ajv.getSchema('a2a-v03#/definitions/AgentCard')!;
 }
 
+const LEGACY = {
+  description: 'Speaks 0.3 — and signs it ✓',
+  transports: ['JSONRPC', 'HTTP+JSON'] as Array<'JSONRPC' | 'HTTP+JSON'>,
+  security: { scheme: 'apiKey' as const },
+  a2a: { identityProjection: { name: 'Légacy Agent 日本', version: '2.1.0' }, extensions: EXTENSIONS },
+};
+
 beforeAll(async () => {
   stack = await startStack({ worker: false, env: { SIGNING_KEY_ENCRYPTION_SECRET: 'test-signing-secret-v03-0123456789' } });
-  agent = await publishAgent(stack.baseUrl, stack.adminKey, {
-    slug: 'legacy',
-    description: 'Speaks 0.3 — and signs it ✓',
-    transports: ['JSONRPC', 'HTTP+JSON'],
-    security: { scheme: 'apiKey' },
-    a2a: { identityProjection: { name: 'Légacy Agent 日本', version: '2.1.0' }, extensions: EXTENSIONS },
-  });
+  agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'legacy', ...LEGACY });
 });
 
 afterAll(async () => {
@@ -88,7 +89,7 @@ afterAll(async () => {
 });
 
 describe('the v0.3 Agent Card', () => {
-  it('is served for A2A-Version: 0.3 only (a header-less fetch gets v1.0), valid against the v0.3 JSON Schema, and unsigned while the organization has no key', async () => {
+  it('is served for A2A-Version: 0.3 only (a header-less fetch gets v1.0), valid against the v0.3 JSON Schema, and unsigned when its profile does not declare signedAgentCard', async () => {
     const plain = await fetchCard(null);
     expect(plain.body!.supportedInterfaces).toBeDefined();
     expect(plain.body!.protocolVersion).toBeUndefined();
@@ -102,9 +103,12 @@ describe('the v0.3 Agent Card', () => {
     expect(isLegacyAgentCard(v03.body)).toBe(true);
   });
 
-  it('is signed once the organization has a key: the v0.3 AgentCardSignature shape, the same header as the v1.0 card, verifiable through the org JWKS by our verifier and by plain RFC 8785 + jose', async () => {
+  it('is signed when its profile declares signedAgentCard: the v0.3 AgentCardSignature shape, the same header as the v1.0 card, verifiable through the org JWKS by our verifier and by plain RFC 8785 + jose', async () => {
     const created = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/signing-keys', { alg: 'ES256' });
     expect(created.status).toBe(201);
+    // the unsigned agent stays unsigned with a key present; the same agent declaring signedAgentCard is signed
+    expect((await v03Card()).signatures).toBeUndefined();
+    agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'legacy-signed', ...LEGACY, a2a: { ...LEGACY.a2a, capabilities: { signedAgentCard: true } } });
     const card = await v03Card();
     expect(card.signatures).toHaveLength(1);
     const validate = v03Schema();

@@ -1,4 +1,8 @@
-import type { A2AProfile, A2ATransport, BindingSecurity } from '#libs/contracts';
+import type { z } from 'zod';
+import type { A2AProfileSchema, A2ATransport, BindingSecurity } from '#libs/contracts';
+
+/** A revision's A2A profile as a request gives it (defaulted fields optional). */
+type A2AProfileInput = z.input<typeof A2AProfileSchema>;
 
 /**
  * Tiny typed helpers over `fetch` for tests that need agents published through the real admin
@@ -52,7 +56,7 @@ export interface PublishAgentOptions {
   /** Runtime config of the revision; default `{ kind: 'scripted', rules: [] }` (echo). */
   runtime?: unknown;
   /** Merged over the default A2A profile (one `echo` skill). */
-  a2a?: Partial<A2AProfile>;
+  a2a?: Partial<A2AProfileInput>;
   /** Binding transports; default `['JSONRPC']`. */
   transports?: A2ATransport[];
   /** Binding security; default `{ scheme: 'none' }`. */
@@ -74,7 +78,7 @@ export interface PublishedAgent {
 /** The A2A profile `publishAgent` uses unless told otherwise. */
 export const DEFAULT_TEST_A2A_PROFILE = {
   skillsProjection: [{ id: 'echo', name: 'Echo', description: 'Echoes', tags: ['demo'] }],
-} satisfies Partial<A2AProfile>;
+} satisfies Partial<A2AProfileInput>;
 
 /**
  * Create agent → create draft revision → publish → set active → PUT the A2A binding, with the

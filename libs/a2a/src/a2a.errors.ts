@@ -157,6 +157,8 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'api_key.not_found': 'TaskNotFound',
   'api_key.prefix_taken': 'InternalError',
   'signing.disabled': 'UnsupportedOperation',
+  'signing.unavailable': 'InternalError',
+  'signing_key.in_use': 'InternalError',
   'extension.not_found': 'TaskNotFound',
   'extension.required': 'ExtensionSupportRequired',
   'extension.dependency': 'InvalidParams',
@@ -254,7 +256,8 @@ function a2aMessage(e: AppError): string {
  * Any error thrown while serving an A2A call, as the A2A error to answer with:
  * - `A2AError`: as is;
  * - the database unreachable or silent (`isDependencyUnavailable`, `service.unavailable`): an
- *   InternalError marked `unavailable`, answered with 503 and `Retry-After`;
+ *   InternalError marked `unavailable`, answered with 503 and `Retry-After`; so is `signing.unavailable`
+ *   (a signed card this process cannot sign), with its own message;
  * - `AppError`: through `A2A_ERROR_FOR_CODE`, worded in A2A terms; `internal` keeps a generic
  *   message only;
  * - `ZodError`: InvalidParams, naming the first failing path;
@@ -266,6 +269,8 @@ export function toA2AError(e: unknown): A2AError {
   if (e instanceof AppError ? e.code === 'service.unavailable' : isDependencyUnavailable(e)) {
     return new A2AError('InternalError', serviceUnavailable().message, { cause: e, unavailable: true });
   }
+  // a signed card this process can neither find stored nor sign: another instance (or later) can
+  if (e instanceof AppError && e.code === 'signing.unavailable') return new A2AError('InternalError', e.message, { cause: e, unavailable: true });
   if (e instanceof AppError) {
     const type = A2A_ERROR_FOR_CODE[e.code] ?? 'InternalError';
     if (type === 'InternalError') return new A2AError('InternalError', 'internal error', { cause: e });

@@ -82,13 +82,40 @@ describe('projectAgentCard', () => {
     expect(projectAgentCard(resolved({ binding: { transports: [] } }), 'http://h')).toBeNull();
   });
 
-  it('caps declared capabilities by what is served', () => {
-    const card = projectAgentCard(resolved({ a2a: { capabilities: { streaming: true, pushNotifications: true, extendedAgentCard: true } } }), 'http://h')!;
+  it('caps declared capabilities by what is served; signedAgentCard is no card field (the card carries signatures)', () => {
+    const card = projectAgentCard(resolved({ a2a: { capabilities: { streaming: true, pushNotifications: true, extendedAgentCard: true, signedAgentCard: true }, extendedCard: {} } }), 'http://h')!;
     expect(card.capabilities).toEqual({
       streaming: SERVED_CAPABILITIES.streaming,
       pushNotifications: SERVED_CAPABILITIES.pushNotifications,
       extendedAgentCard: SERVED_CAPABILITIES.extendedAgentCard,
     });
+  });
+
+  it('claims the extended card exactly when it is served (declared and configured), in both versions', () => {
+    const declaredOnly = projectAgentCard(resolved({ a2a: { capabilities: { extendedAgentCard: true } } }), 'http://h')!;
+    expect(declaredOnly.capabilities.extendedAgentCard).toBe(false);
+    expect(toV03AgentCard(declaredOnly)!.supportsAuthenticatedExtendedCard).toBe(false);
+    const served = projectAgentCard(resolved({ a2a: { capabilities: { extendedAgentCard: true }, extendedCard: { description: 'more' } } }), 'http://h')!;
+    expect(served.capabilities.extendedAgentCard).toBe(true);
+    expect(toV03AgentCard(served)!.supportsAuthenticatedExtendedCard).toBe(true);
+  });
+
+  it('an open binding serving the extended card declares the API key fetching it needs, anonymous first', () => {
+    const card = projectAgentCard(resolved({ a2a: { capabilities: { extendedAgentCard: true }, extendedCard: {} } }), 'http://h')!;
+    expect(Object.keys(card.securitySchemes!)).toEqual(['apiKey']);
+    expect(card.securityRequirements).toEqual([{ schemes: {} }, { schemes: { apiKey: {} } }]);
+    expect(toV03AgentCard(card)!.security).toEqual([{}, { apiKey: [] }]);
+    expect(missingRequiredCardFields(card)).toEqual([]);
+  });
+
+  it('alternatives (anyOf): every scheme declared, one requirement per alternative, in order', () => {
+    const jwt = { scheme: 'jwt' as const, issuer: 'https://idp.example/', audience: 'agents', jwksUri: 'https://idp.example/jwks', requiredScopes: [], maxTokenLifetimeSeconds: 3600 };
+    const card = projectAgentCard(resolved({ binding: { security: { scheme: 'anyOf', anyOf: [{ scheme: 'apiKey' }, jwt] } } }), 'http://h')!;
+    expect(Object.keys(card.securitySchemes!)).toEqual(['apiKey', 'bearer']);
+    expect(card.securityRequirements).toEqual([{ schemes: { apiKey: {} } }, { schemes: { bearer: { list: [] } } }]);
+    expect(toV03AgentCard(card)!.security).toEqual([{ apiKey: [] }, { bearer: [] }]);
+    const back = SdkAgentCard.toJSON(SdkAgentCard.fromJSON(card)) as Record<string, unknown>;
+    expect(back).toMatchObject(JSON.parse(JSON.stringify({ securitySchemes: card.securitySchemes })));
   });
 
   it('merges revision and binding extensions by URI (the binding wins a duplicate)', () => {

@@ -1,5 +1,5 @@
 import { SERVED_A2A_CAPABILITIES } from '#libs/contracts';
-import type { A2AExtension, A2AProfile, A2ATransport } from '#libs/contracts';
+import type { A2AExtension, A2AProfile, A2ATransport, CredentialSecurity } from '#libs/contracts';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import type { A2AProtocolVersion } from './a2a.types.js';
 import { A2AError } from './a2a.errors.js';
@@ -141,8 +141,10 @@ export function joinUrl(base: string, path: string): string {
  *   different URLs"); v1.0 first, the preferred one; GRPC (when the binding enables it and
  *   `grpc` says this process listens) at `grpc.address` with `tenant` = `grpcTenantOf`;
  * - `capabilities`: the revision's, capped by SERVED_CAPABILITIES; `extensions` = revision ∪ binding;
- * - security: an apiKey binding is declared as an APIKeySecurityScheme `apiKey` (header X-API-Key)
- *   and required by `securityRequirements`.
+ *   `extendedAgentCard` exactly when the extended card is served (`servesExtendedCard`);
+ * - security (`cardSecurity`): the schemes of the binding and the requirements that name them, one
+ *   requirement per alternative; on an open binding serving the extended card, the API key that
+ *   fetching it needs, as an optional requirement (`[{}, {apiKey}]`, OpenAPI's "anonymous or").
  *
  * Returns null when the binding names no transport this deployment serves (nothing to call).
  */
@@ -172,41 +174,73 @@ export function projectAgentCard(resolved: ResolvedA2AAgent, publicBaseUrl: stri
       streaming: profile.capabilities.streaming && SERVED_CAPABILITIES.streaming,
       pushNotifications: profile.capabilities.pushNotifications && SERVED_CAPABILITIES.pushNotifications,
       ...(extensions.length > 0 ? { extensions } : {}),
-      extendedAgentCard: profile.capabilities.extendedAgentCard && SERVED_CAPABILITIES.extendedAgentCard,
+      extendedAgentCard: servesExtendedCard(profile),
     },
     defaultInputModes: profile.defaultInputModes,
     defaultOutputModes: profile.defaultOutputModes,
     skills: profile.skillsProjection.map(skillOf),
     ...(agent.iconUrl ? { iconUrl: agent.iconUrl } : {}),
   };
-  if (binding.security.scheme === 'apiKey') {
-    card.securitySchemes = {
-      [API_KEY_SCHEME_NAME]: {
-        apiKeySecurityScheme: {
-          description: `An API key of the agent's organization with scope a2a:invoke, in header ${API_KEY_HEADER} (or as Authorization: Bearer).`,
-          location: 'header',
-          name: API_KEY_HEADER,
+  const security = cardSecurity(resolved, card.capabilities.extendedAgentCard === true);
+  if (security) Object.assign(card, security);
+  return card;
+}
+
+/**
+ * True when the revision's authenticated extended card is served (A2A v1.0 §3.1.11): declared in
+ * `capabilities.extendedAgentCard` and configured (`extendedCard`). A declared but unconfigured one
+ * is not served (GetExtendedAgentCard answers ExtendedAgentCardNotConfigured), so no card claims it.
+ */
+export function servesExtendedCard(profile: A2AProfile): boolean {
+  return profile.capabilities.extendedAgentCard && SERVED_CAPABILITIES.extendedAgentCard && profile.extendedCard !== undefined;
+}
+
+/** One credential scheme of a binding on the card: its named schemes and the requirements (alternatives) naming them. */
+function credentialSecurity(resolved: ResolvedA2AAgent, sec: CredentialSecurity): { schemes: Record<string, SecurityScheme>; requirements: SecurityRequirement[] } {
+  if (sec.scheme === 'apiKey') {
+    return {
+      schemes: {
+        [API_KEY_SCHEME_NAME]: {
+          apiKeySecurityScheme: {
+            description: `An API key of the agent's organization with scope a2a:invoke, in header ${API_KEY_HEADER} (or as Authorization: Bearer).`,
+            location: 'header',
+            name: API_KEY_HEADER,
+          },
         },
       },
+      requirements: [{ schemes: { [API_KEY_SCHEME_NAME]: {} } }],
     };
-    card.securityRequirements = [{ schemes: { [API_KEY_SCHEME_NAME]: {} } }];
   }
-  if (binding.security.scheme === 'jwt') {
-    const sec = binding.security;
-    const scopes = Object.fromEntries(sec.requiredScopes.map((s) => [s, `required to invoke ${agent.name}`]));
-    card.securitySchemes = {
+  const scopes = Object.fromEntries(sec.requiredScopes.map((s) => [s, `required to invoke ${resolved.agent.name}`]));
+  return {
+    schemes: {
       [BEARER_SCHEME_NAME]: {
         httpAuthSecurityScheme: { scheme: 'Bearer', bearerFormat: 'JWT', description: `A JWT from ${sec.issuer} for audience ${sec.audience}${sec.requiredScopes.length ? ` with scope ${sec.requiredScopes.join(' ')}` : ''}.` },
       },
       ...(sec.tokenUrl ? { [OAUTH2_SCHEME_NAME]: { oauth2SecurityScheme: { flows: { clientCredentials: { tokenUrl: sec.tokenUrl, scopes } } } } } : {}),
       ...(!sec.jwksUri ? { [OIDC_SCHEME_NAME]: { openIdConnectSecurityScheme: { openIdConnectUrl: `${sec.issuer.replace(/\/+$/, '')}/.well-known/openid-configuration` } } } : {}),
-    };
-    card.securityRequirements = [
-      { schemes: { [BEARER_SCHEME_NAME]: { list: [] } } },
-      ...(sec.tokenUrl ? [{ schemes: { [OAUTH2_SCHEME_NAME]: { list: sec.requiredScopes } } }] : []),
-    ];
-  }
-  return card;
+    },
+    requirements: [{ schemes: { [BEARER_SCHEME_NAME]: { list: [] } } }, ...(sec.tokenUrl ? [{ schemes: { [OAUTH2_SCHEME_NAME]: { list: sec.requiredScopes } } }] : [])],
+  };
+}
+
+/**
+ * The card's `securitySchemes` and `securityRequirements` (a2a.proto `AgentCard.security_requirements`, OpenAPI style: a list of alternatives,
+ * any one of which satisfies) for the binding's security: `apiKey`, `jwt`, or each alternative of
+ * `anyOf` in its order. An open binding (`none`) declares nothing, unless the card announces the
+ * extended card, which needs an API key of the organization (A2AAccessService `required`): then
+ * the key scheme is declared with an anonymous alternative first (`[{}, {apiKey}]`). Null when
+ * there is nothing to declare.
+ */
+function cardSecurity(resolved: ResolvedA2AAgent, extendedCard: boolean): Pick<AgentCard, 'securitySchemes' | 'securityRequirements'> | null {
+  const sec = resolved.binding.security;
+  const alternatives: CredentialSecurity[] = sec.scheme === 'anyOf' ? sec.anyOf : sec.scheme === 'none' ? (extendedCard ? [{ scheme: 'apiKey' }] : []) : [sec];
+  if (alternatives.length === 0) return null;
+  const parts = alternatives.map((a) => credentialSecurity(resolved, a));
+  return {
+    securitySchemes: Object.assign({}, ...parts.map((p) => p.schemes)) as Record<string, SecurityScheme>,
+    securityRequirements: [...(sec.scheme === 'none' ? [{ schemes: {} }] : []), ...parts.flatMap((p) => p.requirements)],
+  };
 }
 
 /**
@@ -259,7 +293,8 @@ export interface V03AgentCard {
   defaultInputModes: string[];
   defaultOutputModes: string[];
   skills: AgentSkill[];
-  supportsAuthenticatedExtendedCard: false;
+  /** True exactly when the v1.0 card's `capabilities.extendedAgentCard` is: `agent/getAuthenticatedExtendedCard` serves it. */
+  supportsAuthenticatedExtendedCard: boolean;
   /** JWS signatures of this card (v0.3 `AgentCardSignature`), added when it is served signed. */
   signatures?: Array<{ protected: string; signature: string; header?: Record<string, unknown> }>;
 }
@@ -299,7 +334,7 @@ export function toV03AgentCard(card: AgentCard): V03AgentCard | null {
     defaultInputModes: card.defaultInputModes,
     defaultOutputModes: card.defaultOutputModes,
     skills: card.skills,
-    supportsAuthenticatedExtendedCard: false,
+    supportsAuthenticatedExtendedCard: card.capabilities.extendedAgentCard === true,
   };
 }
 

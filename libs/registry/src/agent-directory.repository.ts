@@ -67,6 +67,24 @@ export class AgentDirectoryRepository {
   }
 
   /**
+   * Whether any servable agent of the deployment (published active revision, enabled A2A binding;
+   * every organization: a readiness question about this process, nothing of an organization is
+   * returned) declares each capability that needs a setting of the process serving its card. Two
+   * EXISTS probes, each stopping at the first match.
+   */
+  async claimsAny(): Promise<{ signedAgentCard: boolean; pushNotifications: boolean }> {
+    const probe = (capability: string) => `EXISTS (SELECT 1 FROM agents a
+        JOIN agent_revisions r ON r.id = a.active_revision_id AND r.status = 'published'
+        JOIN protocol_bindings b ON b.agent_id = a.id AND b.protocol = 'a2a' AND b.enabled
+       WHERE r.protocol_profiles #>> '{a2a,capabilities,${capability}}' = 'true')`;
+    const res = await this.db.pool.query<{ signedAgentCard: boolean; pushNotifications: boolean }>({
+      name: 'registry.directory.claims_any',
+      text: `SELECT ${probe('signedAgentCard')} AS "signedAgentCard", ${probe('pushNotifications')} AS "pushNotifications"`,
+    });
+    return res.rows[0]!;
+  }
+
+  /**
    * Servable agents of an organization (published active revision, enabled A2A binding) matching
    * every given filter, ordered by slug, after `afterSlug`, at most `limit` (+1 to tell a next page).
    * `q` matches the agent's name or description, or a skill's name, description or tag

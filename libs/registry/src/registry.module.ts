@@ -15,6 +15,9 @@ import { RevisionService } from './revision.service.js';
 import { SigningKeyRepository } from './signing-key.repository.js';
 import { SigningKeyService } from './signing-key.service.js';
 import { RuntimeSecretsModule } from './runtime-secrets.module.js';
+import { CardSignatureRepository } from './card-signature.repository.js';
+import { CardSignatureService } from './card-signature.service.js';
+import { CardClaimsReadiness } from './served-capabilities.js';
 
 /**
  * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
@@ -40,7 +43,10 @@ import { RuntimeSecretsModule } from './runtime-secrets.module.js';
     BootstrapService,
     SigningKeyRepository,
     SigningKeyService,
+    CardSignatureRepository,
+    CardSignatureService,
+    CardClaimsReadiness,
   ],
-  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory, SigningKeyService],
+  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory, SigningKeyService, CardSignatureService, CardClaimsReadiness],
 })
 export class RegistryModule {}

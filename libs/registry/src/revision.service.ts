@@ -3,13 +3,15 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { ExtensionRegistry } from '#libs/extensions';
 import { AppError, invalidRequest } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { ProtocolProfilesSchema, SERVED_A2A_CAPABILITIES, SUBSTATES_EXTENSION_URI, type ProtocolProfiles } from '#libs/contracts';
+import { ProtocolProfilesSchema, SUBSTATES_EXTENSION_URI, type ProtocolProfiles } from '#libs/contracts';
 import { RuntimeRegistry } from '#libs/runtimes';
 import { ZodError } from 'zod';
 import { AgentService } from './agent.service.js';
 import { isUuid } from './ids.js';
 import { RevisionRepository } from './revision.repository.js';
 import { RuntimeSecretService } from './runtime-secret.service.js';
+import { CAPABILITY_SETTINGS, servedCapabilities, type A2ACapabilityName } from './served-capabilities.js';
+import { SigningKeyService } from './signing-key.service.js';
 import type { Agent, Revision } from './registry.types.js';
 
 /**
@@ -31,13 +33,14 @@ export class RevisionService {
     @Inject(RuntimeRegistry) private readonly runtimes: RuntimeRegistry,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly secrets: RuntimeSecretService,
+    private readonly signingKeys: SigningKeyService,
     @Optional() private readonly extensions?: ExtensionRegistry,
   ) {
-    // push needs a key to keep its secrets: without one this deployment does not serve it
-    this.served = { ...SERVED_A2A_CAPABILITIES, pushNotifications: Boolean(config.PUSH_ENCRYPTION_SECRET ?? config.SIGNING_KEY_ENCRYPTION_SECRET) };
+    // push needs a key to keep its secrets, signing one to decrypt its keys: without it this process does not serve them
+    this.served = servedCapabilities(config);
   }
 
-  private readonly served: Record<keyof typeof SERVED_A2A_CAPABILITIES, boolean>;
+  private readonly served: Record<A2ACapabilityName, boolean>;
 
   /** Create a draft numbered after the agent's newest revision. Both parts are validated. */
   async createDraft(orgId: string, agentRef: string, input: { protocolProfiles: unknown; runtime: unknown }): Promise<Revision> {
@@ -99,9 +102,14 @@ export class RevisionService {
       const declared = (current.protocolProfiles as { a2a?: { capabilities?: Record<string, unknown> } }).a2a?.capabilities ?? {};
       const unserved = Object.entries(this.served).filter(([name, served]) => declared[name] === true && !served).map(([name]) => name);
       if (unserved.length > 0) {
-        const hint = unserved.includes('pushNotifications') ? ' (push needs PUSH_ENCRYPTION_SECRET)' : '';
+        const hint = unserved.map((c) => CAPABILITY_SETTINGS[c as A2ACapabilityName]).filter(Boolean).map((s) => ` (${s} is not set)`).join('');
         throw new AppError('revision.unsupported_capability', `this deployment does not serve ${unserved.join(', ')}${hint}: remove it from protocolProfiles.a2a.capabilities`, {
           details: { revisionId, capabilities: unserved.join(',') },
+        });
+      }
+      if (declared.signedAgentCard === true && (await this.signingKeys.activeKids(orgId)).length === 0) {
+        throw new AppError('revision.unsupported_capability', 'signedAgentCard needs an active signing key of the organization: create one (POST /v1/signing-keys) first', {
+          details: { revisionId, capabilities: 'signedAgentCard' },
         });
       }
       const profiles = await this.withRuntimeDefaults(orgId, current.protocolProfiles as ProtocolProfiles, current.runtime);

@@ -46,12 +46,34 @@ export class SigningKeyRepository {
     );
   }
 
-  /** Null when the org has no such key. */
-  async retire(orgId: string, id: string): Promise<SigningKeyRow | null> {
-    const rows = await this.db.query<SigningKeyRow>(
-      `UPDATE signing_keys SET status = 'retired', retired_at = COALESCE(retired_at, now()) WHERE org_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+  /**
+   * Retire a key. `{ ok: false, reason: 'not_found' }` when the org has no such key; `'last_signing'`
+   * when it is the org's last active key and a servable agent of the org (its active published
+   * revision) declares `signedAgentCard`: its card would lose every signature. One statement: the
+   * org's active keys are locked first (a concurrent retire of another key is waited for and
+   * re-read), so two retires can never leave such a card with no key.
+   */
+  async retire(orgId: string, id: string): Promise<{ ok: true; row: SigningKeyRow } | { ok: false; reason: 'not_found' | 'last_signing' }> {
+    const rows = await this.db.query<SigningKeyRow & { blocked: boolean }>(
+      `WITH locked AS (SELECT id FROM signing_keys WHERE org_id = $1 AND status = 'active' FOR UPDATE),
+            guard AS (
+              SELECT NOT EXISTS (SELECT 1 FROM locked WHERE id <> $2)
+                 AND EXISTS (SELECT 1 FROM locked WHERE id = $2)
+                 AND EXISTS (SELECT 1 FROM agents a JOIN agent_revisions r ON r.id = a.active_revision_id AND r.status = 'published'
+                              WHERE a.org_id = $1 AND r.org_id = $1 AND r.protocol_profiles #>> '{a2a,capabilities,signedAgentCard}' = 'true') AS blocked),
+            upd AS (
+              UPDATE signing_keys SET status = 'retired', retired_at = COALESCE(retired_at, now())
+               WHERE org_id = $1 AND id = $2 AND NOT (SELECT blocked FROM guard)
+              RETURNING ${COLUMNS})
+       SELECT upd.*, false AS blocked FROM upd
+       UNION ALL
+       SELECT ${COLUMNS.replaceAll(/(^|,\s*)([a-z_]+)/g, '$1k.$2')}, true AS blocked FROM signing_keys k WHERE k.org_id = $1 AND k.id = $2 AND (SELECT blocked FROM guard)`,
       [orgId, id],
     );
-    return rows[0] ?? null;
+    const row = rows[0];
+    if (!row) return { ok: false, reason: 'not_found' };
+    if (row.blocked) return { ok: false, reason: 'last_signing' };
+    const { blocked: _, ...key } = row;
+    return { ok: true, row: key };
   }
 }

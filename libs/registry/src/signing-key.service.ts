@@ -43,6 +43,7 @@ const info = (r: SigningKeyRow): SigningKeyInfo => ({ id: r.id, kid: r.kid, alg:
 export class SigningKeyService {
   private readonly cipher: KeyCipher | null;
   private readonly cache = new TtlLruCache<string, Promise<ActiveSigningKey[]>>(ACTIVE_KEYS_CACHE_MAX, ACTIVE_KEYS_TTL_MS);
+  private readonly kidsCache = new TtlLruCache<string, Promise<string[]>>(ACTIVE_KEYS_CACHE_MAX, ACTIVE_KEYS_TTL_MS);
 
   constructor(
     private readonly repo: SigningKeyRepository,
@@ -70,20 +71,32 @@ export class SigningKeyService {
     const publicJwk: JWK = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
     const privateJwk = await exportJWK(privateKey);
     const row = await this.repo.insert({ id, orgId, kid, alg, publicJwk: publicJwk as Record<string, unknown>, privateKeyEnc: cipher.encrypt(JSON.stringify(privateJwk)) });
-    this.cache.delete(orgId);
+    this.forget(orgId);
     return info(row);
+  }
+
+  private forget(orgId: string): void {
+    this.cache.delete(orgId);
+    this.kidsCache.delete(orgId);
   }
 
   async list(orgId: string): Promise<SigningKeyInfo[]> {
     return (await this.repo.list(orgId)).map(info);
   }
 
-  /** Retire a key: it stops signing and leaves the JWKS. */
+  /**
+   * Retire a key: it stops signing and leaves the JWKS. Throws `signing_key.not_found`, and
+   * `signing_key.in_use` when it is the last active key while an agent of the org serves a card
+   * declaring `signedAgentCard` (create the next key first: rotation is create-then-retire).
+   */
   async retire(orgId: string, id: string): Promise<SigningKeyInfo> {
-    const row = /^[0-9a-f-]{36}$/i.test(id) ? await this.repo.retire(orgId, id) : null;
-    if (!row) throw new AppError('signing_key.not_found', `no signing key ${id}`, { details: { id } });
-    this.cache.delete(orgId);
-    return info(row);
+    const step = /^[0-9a-f-]{36}$/i.test(id) ? await this.repo.retire(orgId, id) : ({ ok: false, reason: 'not_found' } as const);
+    if (!step.ok && step.reason === 'not_found') throw new AppError('signing_key.not_found', `no signing key ${id}`, { details: { id } });
+    if (!step.ok) {
+      throw new AppError('signing_key.in_use', `signing key ${id} is the organization's last active key and an agent's card declares signedAgentCard: create another key first`, { details: { id } });
+    }
+    this.forget(orgId);
+    return info(step.row);
   }
 
   /** The org's active keys, decrypted and imported (cached for a few seconds). Empty when signing is off. */
@@ -100,6 +113,19 @@ export class SigningKeyService {
     keys.catch(() => this.cache.delete(orgId));
     this.cache.set(orgId, keys);
     return keys;
+  }
+
+  /**
+   * The `kid`s of the org's active keys, oldest first (cached as `activeKeys`). Needs no
+   * encryption secret: which keys sign a card is known to every process, signing or not.
+   */
+  activeKids(orgId: string): Promise<string[]> {
+    const hit = this.kidsCache.get(orgId);
+    if (hit) return hit;
+    const kids = this.repo.active(orgId).then((rows) => rows.map((r) => r.kid));
+    kids.catch(() => this.kidsCache.delete(orgId));
+    this.kidsCache.set(orgId, kids);
+    return kids;
   }
 
   /** The org's public JWKS (RFC 7517): its active keys. */

@@ -102,8 +102,8 @@ export class A2AAdmission {
 
   /**
    * The authenticated extended card of `agent` for this request (A2A v1.0 §3.1.11): the caller
-   * must present a valid API key of the agent's organization (a2a:invoke or admin), whatever the
-   * binding's security. Throws A2AError: Unauthenticated / Unauthorized, UnsupportedOperation,
+   * must present a credential the binding accepts (on an open binding: an API key of the agent's
+   * organization, a2a:invoke or admin), as the public card's security declares. Throws A2AError: Unauthenticated / Unauthorized, UnsupportedOperation,
    * ExtendedAgentCardNotConfigured.
    */
   async extendedCard(agent: ResolvedA2AAgent, req: FastifyRequest, version: A2AProtocolVersion = '1.0'): Promise<Record<string, unknown>> {
@@ -115,9 +115,9 @@ export class A2AAdmission {
     // not declared / not configured is said to anyone; the card itself only to the authenticated
     const card = projectExtendedAgentCard(agent, base, this.grpc);
     try {
-      // a jwt binding's callers are authenticated by their token; otherwise a key of the organization
-      if (agent.binding.security.scheme === 'jwt') await this.access.caller(agent, { bearer: presented.bearer });
-      else await this.access.authorize(agent, presented.apiKey, { required: true });
+      // the binding's own credentials (any alternative of an `anyOf`); on an open binding a key of
+      // the organization (the card declares it: projectAgentCard)
+      await this.access.caller(agent, presented, { required: true });
     } catch (e) {
       throw toA2AError(e);
     }

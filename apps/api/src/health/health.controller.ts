@@ -2,13 +2,18 @@ import { Controller, Get } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { DatabaseHealth } from '#libs/db';
+import { CardClaimsReadiness } from '#libs/registry';
 import { RedisHealth } from './redis.health.js';
 
 /**
  * Health routes (`@nestjs/terminus`):
  * - `GET /healthz` liveness (the process answers);
- * - `GET /readyz` readiness, what routing traffic here needs: PostgreSQL reachable and every
- *   migration of this build applied. Redis is reported (`redis.reachable`) but does not make the API
+ * - `GET /readyz` readiness, what routing traffic here needs: PostgreSQL reachable, every
+ *   migration of this build applied, and `cardClaims`: this process can serve what every served
+ *   Agent Card claims (a card declaring `signedAgentCard` needs SIGNING_KEY_ENCRYPTION_SECRET,
+ *   `pushNotifications` PUSH_ENCRYPTION_SECRET or that one), so a card and the answers behind it
+ *   never change with the instance a load balancer picks (down: `unserved` lists each capability
+ *   and the setting it needs). Redis is reported (`redis.reachable`) but does not make the API
  *   unready: while it is down requests are still served (dispatches wait in the outbox, live streams
  *   fall back to polling), so a Redis outage must not take every API pod out of its Service;
  * - `GET /healthz/dependencies` every dependency, Redis included: 503 when any is down (for
@@ -23,6 +28,7 @@ export class HealthController {
     private readonly indicators: HealthIndicatorService,
     private readonly db: DatabaseHealth,
     private readonly redis: RedisHealth,
+    private readonly claims: CardClaimsReadiness,
   ) {}
 
   @Get('healthz')
@@ -33,10 +39,22 @@ export class HealthController {
   }
 
   @Get('readyz')
-  @ApiOperation({ summary: 'Readiness: PostgreSQL reachable and migrated (Redis reported, not required)' })
+  @ApiOperation({ summary: 'Readiness: PostgreSQL reachable and migrated, and this process configured for what the served cards claim (Redis reported, not required)' })
   @HealthCheck()
   ready() {
-    return this.health.check([...this.database(), () => this.redisCheck(false)]);
+    return this.health.check([...this.database(), () => this.cardClaims(), () => this.redisCheck(false)]);
+  }
+
+  /** Down when a served card claims a capability this process's configuration cannot serve. */
+  private async cardClaims() {
+    const check = this.indicators.check('cardClaims');
+    let unserved;
+    try {
+      unserved = await this.claims.unserved();
+    } catch (e) {
+      return check.down({ message: e instanceof Error ? e.message : String(e) });
+    }
+    return unserved.length === 0 ? check.up() : check.down({ unserved });
   }
 
   @Get('healthz/dependencies')
