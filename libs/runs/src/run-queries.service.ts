@@ -133,6 +133,16 @@ export class RunQueries {
     return this.runs.lastTrigger(orgId, runId);
   }
 
+  /** The trigger event of the execution the resumption at `before` replaces (see RunRepository.triggerBefore). */
+  triggerBefore(orgId: string, runId: string, before: number) {
+    return this.runs.triggerBefore(orgId, runId, before);
+  }
+
+  /** The operation ids the run's log holds, oldest first (see RunRepository.operationIds). */
+  operationIds(orgId: string, runId: string): Promise<string[]> {
+    return this.runs.operationIds(orgId, runId);
+  }
+
   lastUserMessage(orgId: string, runId: string) {
     return this.runs.lastUserMessage(orgId, runId);
   }
