@@ -8,9 +8,9 @@ import { startStack, type Stack } from './support/stack.js';
 import { sendMessageRpc } from './support/a2a-rpc.js';
 
 /**
- * Execution leases: a worker process killed with SIGKILL mid-execution. With no worker alive, the
- * API's sweeper fails the run whose lease expired within 2 heartbeats; a run waiting on its caller
- * is never failed for it.
+ * Execution leases: a worker process killed with SIGKILL mid-execution. With no worker alive and no
+ * resumption allowed (EXECUTION_MAX_RESUMPTIONS=0), the API's sweeper fails the run whose lease
+ * expired within 2 heartbeats; a run waiting on its caller is never failed for it.
  */
 const HEARTBEAT_MS = 600;
 const RULES = {
@@ -26,8 +26,9 @@ let agent: PublishedAgent;
 let worker: ChildProcess;
 
 beforeAll(async () => {
-  // only leases detect losses here: the stale rule is pushed far away
-  stack = await startStack({ worker: false, env: { EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS), RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2), RUN_STALE_AFTER_MS: '600000' } });
+  // only leases detect losses here: the stale rule is pushed far away. No resumption budget: a
+  // lost execution fails its run (scripted runs resume otherwise: test/scripted-resume.test.ts)
+  stack = await startStack({ worker: false, env: { EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS), RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2), RUN_STALE_AFTER_MS: '600000', EXECUTION_MAX_RESUMPTIONS: '0' } });
   agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'holder', runtime: RULES });
   worker = spawn(process.execPath, ['dist/apps/worker/src/main.js'], { env: { ...process.env, ...stack.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] });
 });
