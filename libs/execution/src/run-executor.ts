@@ -600,6 +600,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       messageIds: view.history.map((m) => m.messageId),
       artifacts: view.artifacts.map((a) => ({ artifactId: a.artifactId, parts: a.parts, complete: a.complete })),
       operationIds,
+      lastSequence: view.run.lastSequence,
     };
   }
 

@@ -116,6 +116,8 @@ export interface RecordedRun {
   artifacts: Array<{ artifactId: string; parts: Part[]; complete: boolean }>;
   /** The ids of the operations the log holds (OperationOptions.id), oldest first. */
   operationIds: string[];
+  /** The run's last sequence (its newest event). */
+  lastSequence: number;
 }
 
 /** What a runtime sees of the run it executes. */

@@ -11,7 +11,7 @@ import {
 import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { backendFrames, CHUNK_END, FrameLimitError } from './backend-frames.js';
-import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
+import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type OperationOptions, type RuntimeContext } from '../runtime.js';
 import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
@@ -31,9 +31,21 @@ class BackendError extends Error {}
  * errors, 5xx) are retried `retries` times; afterwards, or for any other failure, the run fails with
  * a readable reason. Cancellation aborts the request and tells `cancelUrl`. A backend that ends
  * without a terminal status, an interaction or a delegation completes the run.
+ *
+ * Resumable (unless the config says `resumable: false`): an execution lost with its worker is
+ * POSTed again with trigger `resumed` — the lost trigger, the run's last sequence and the ids of the
+ * operations the log holds — under the lost execution's `webhook-id`; operations the backend sends
+ * again are dropped by id (its `id`, `message:<messageId>`, or `<artifactId>#<n>` for the n-th chunk
+ * of an artifact in this answer).
  */
 export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   readonly kind = 'http';
+  readonly resumable = true;
+
+  /** A backend that declares it cannot resume (`resumable: false`) keeps its lost runs failed. */
+  canResume(config: HttpRuntimeConfig): boolean {
+    return config.resumable !== false;
+  }
 
   /** `secrets`: the signing key's source, asked for the run's organization only (the default refuses all). */
   constructor(
@@ -67,11 +79,15 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       await ctx.setStatus('failed', { parts: [{ text: `The agent's backend is not configured (${describeSecretRef(ref)}): ${e.message}. Nothing was sent.` }] });
       return;
     }
-    const [history, extensions] = await Promise.all([ctx.history(), ctx.extensions()]);
-    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: ctx.trigger as HttpRuntimeRequest['trigger'], input: ctx.input, history, extensions };
+    const [history, extensions, recorded] = await Promise.all([ctx.history(), ctx.extensions(), ctx.resumed ? ctx.recorded() : null]);
+    const t = ctx.trigger;
+    const trigger = t.kind === 'resumed' && recorded ? { ...t, lastSequence: recorded.lastSequence, applied: recorded.operationIds } : t;
+    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: trigger as HttpRuntimeRequest['trigger'], input: ctx.input, history, extensions };
     const body = JSON.stringify(request);
-    const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(ctx.trigger)}`).digest('hex').slice(0, 16)}`;
-    const state = { applied: 0, ended: false };
+    // stable per execution: a resumed one answers its lost predecessor's trigger, under its id
+    const played = t.kind === 'resumed' && t.lost ? t.lost : t;
+    const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(played)}`).digest('hex').slice(0, 16)}`;
+    const state: ApplyState = { applied: 0, ended: false, chunks: new Map() };
     for (let attempt = 0; ; attempt++) {
       const headers = { accept: 'application/x-ndjson, text/event-stream, application/json', ...webhookHeaders(secret, webhookId, body) };
       try {
@@ -103,7 +119,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   }
 
   /** Read the answer in its format and apply each operation as it arrives. */
-  private async consume(contentType: string, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: { applied: number; ended: boolean }): Promise<void> {
+  private async consume(contentType: string, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: ApplyState): Promise<void> {
     const type = contentType.split(';')[0]!.trim().toLowerCase();
     const apply = async (raw: string, where: string) => {
       if (raw.trim() === '') return;
@@ -151,25 +167,46 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   }
 }
 
+/** What one answer did so far: operations applied, whether it ended the run, chunks per artifact. */
+interface ApplyState {
+  applied: number;
+  ended: boolean;
+  /** Chunks of each artifact seen in this answer (the chunk index of an artifact operation without id). */
+  chunks: Map<string, number>;
+}
+
+/** The id an operation is recorded under: its own, else one derived from what identifies it. */
+function operationId(op: HttpRuntimeOperation, state: ApplyState): OperationOptions {
+  if (op.op === 'artifact') {
+    const n = state.chunks.get(op.artifactId) ?? 0;
+    state.chunks.set(op.artifactId, n + 1);
+    return { id: op.id ?? `${op.artifactId}#${n}` };
+  }
+  if (op.op === 'delegate') return {};
+  if (op.id) return { id: op.id };
+  return op.op === 'message' && op.message.messageId ? { id: `message:${op.message.messageId}` } : {};
+}
+
 /** One wire operation through the RuntimeContext (the append path). */
-async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, state: { applied: number; ended: boolean }): Promise<void> {
+async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, state: ApplyState): Promise<void> {
   if (state.ended) throw new BackendError(`an operation (${op.op}) came after the run ended`);
+  const id = operationId(op, state);
   switch (op.op) {
     case 'status':
-      await ctx.setStatus(op.status, op.message);
+      await ctx.setStatus(op.status, op.message, id);
       state.ended = op.status !== 'working';
       break;
     case 'message':
-      await ctx.emitMessage(op.message);
+      await ctx.emitMessage(op.message, id);
       break;
     case 'artifact': {
-      const { op: _op, ...chunk } = op;
-      await ctx.emitArtifact(chunk);
+      const { op: _op, id: _id, ...chunk } = op;
+      await ctx.emitArtifact(chunk, id);
       break;
     }
     case 'interaction': {
-      const { op: _op, kind, message, ...opts } = op;
-      await ctx.requestInteraction(kind, message, opts);
+      const { op: _op, id: _id, kind, message, ...opts } = op;
+      await ctx.requestInteraction(kind, message, opts, id);
       state.ended = opts.blocking !== false;
       break;
     }

@@ -71,7 +71,7 @@ function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: un
     saveState: record('saveState'),
     savedState: async () => null,
     extensions: async () => [],
-    recorded: async () => ({ status: 'working', blockedReason: null, messageIds: [msg.messageId], artifacts: [], operationIds: [] }),
+    recorded: async () => ({ status: 'working', blockedReason: null, messageIds: [msg.messageId], artifacts: [], operationIds: [], lastSequence: 3 }),
     sleep: record('sleep'),
     waitUntilCanceled: record('waitUntilCanceled'),
   };
@@ -530,7 +530,7 @@ describe('resuming a lost execution', () => {
     Object.assign(r.ctx, {
       trigger: { kind: 'resumed', attempt: 1, lost: { kind: 'created' } },
       resumed: true,
-      recorded: async () => ({ status: 'working', blockedReason: null, messageIds: ['msg-1'], artifacts: [], operationIds: ['m:msg-1/0.0', 'm:msg-1/0.2#0'] }),
+      recorded: async () => ({ status: 'working', blockedReason: null, messageIds: ['msg-1'], artifacts: [], operationIds: ['m:msg-1/0.0', 'm:msg-1/0.2#0'], lastSequence: 5 }),
     });
     await runtime.execute(c, r.ctx);
     // from the artifact step on (the context drops chunk 0, recorded already): no wait before it
