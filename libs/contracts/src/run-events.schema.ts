@@ -62,7 +62,7 @@ export interface InteractionRequestOptions {
  * `interaction.requested`); an operation whose id the run's log holds already is dropped. Not shown
  * to A2A clients.
  */
-export const OperationIdSchema = z.string().min(1).max(200);
+export const OperationIdSchema = z.string().min(1).max(300);
 
 /** Kind of a RunLink between a parent run and a child run. */
 export const RunLinkKindSchema = z.enum(['delegation', 'subtask', 'handoff']);

@@ -385,9 +385,10 @@ export const HttpRuntimeRequestSchema = z.object({
    * `link`: linkId, childRunId, kind, status, your state), `resumed` (the execution before was
    * lost with its worker: `attempt` from 1, `lost` the trigger it was answering, `lastSequence` the
    * run's last recorded sequence, `applied` the ids of the operations the log holds — the wire
-   * `id`s, `message:<messageId>` for a message with a messageId and no id, `<artifactId>#<n>` for
-   * the n-th chunk (from 0) of an artifact sent without id; operations sent again with one of
-   * these ids are dropped). The `webhook-id` of a resumed request is the lost one's.
+   * `id`s, `message:<messageId>` for a message with a messageId and no id,
+   * `<execution>:<artifactId>#<n>` for the n-th chunk (from 0) of an artifact sent without id, where
+   * `<execution>` is the last part of the `webhook-id`; operations sent again with one of these ids
+   * are dropped). The `webhook-id` of a resumed request is the lost one's.
    */
   trigger: z.looseObject({ kind: z.enum(['created', 'continued', 'interaction_responded', 'interaction_expired', 'link_settled', 'resumed']) }),
   /** The user message that triggered it. */

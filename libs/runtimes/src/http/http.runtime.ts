@@ -7,6 +7,7 @@ import {
   type HttpRuntimeConfig,
   type HttpRuntimeOperation,
   type HttpRuntimeRequest,
+  type RunStatus,
 } from '#libs/contracts';
 import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
@@ -36,7 +37,7 @@ class BackendError extends Error {}
  * POSTed again with trigger `resumed` — the lost trigger, the run's last sequence and the ids of the
  * operations the log holds — under the lost execution's `webhook-id`; operations the backend sends
  * again are dropped by id (its `id`, `message:<messageId>`, or `<artifactId>#<n>` for the n-th chunk
- * of an artifact in this answer).
+ * of an artifact, per execution).
  */
 export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   readonly kind = 'http';
@@ -86,8 +87,9 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
     const body = JSON.stringify(request);
     // stable per execution: a resumed one answers its lost predecessor's trigger, under its id
     const played = t.kind === 'resumed' && t.lost ? t.lost : t;
-    const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(played)}`).digest('hex').slice(0, 16)}`;
-    const state: ApplyState = { applied: 0, ended: false, chunks: new Map() };
+    const key = createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(played)}`).digest('hex').slice(0, 16);
+    const webhookId = `run_${ctx.run.runId}_${key}`;
+    const state: ApplyState = { applied: 0, ended: false, key, chunks: new Map(), ...(recorded && { recorded: { status: recorded.status, operationIds: recorded.operationIds } }) };
     for (let attempt = 0; ; attempt++) {
       const headers = { accept: 'application/x-ndjson, text/event-stream, application/json', ...webhookHeaders(secret, webhookId, body) };
       try {
@@ -171,16 +173,32 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
 interface ApplyState {
   applied: number;
   ended: boolean;
-  /** Chunks of each artifact seen in this answer (the chunk index of an artifact operation without id). */
+  /** Names this execution (and the one resuming it) in the ids derived for its operations. */
+  key: string;
+  /** The index of the last chunk of each artifact in this answer (an artifact operation without id is named by it). */
   chunks: Map<string, number>;
+  /** A resumed execution: what the log held when it started. */
+  recorded?: { status: RunStatus; operationIds: string[] };
 }
 
-/** The id an operation is recorded under: its own, else one derived from what identifies it. */
+/**
+ * The id an operation is recorded under: its own; for an artifact chunk without one
+ * `<execution>:<artifactId>#<n>` (`<execution>`: the last part of the `webhook-id`), n its chunk index — 0 for a chunk that does not append, the next index for
+ * one that does (after the artifact's last chunk in this answer, or, on a resumed execution, in the
+ * log: a backend continuing an artifact goes on counting); for a message with a messageId
+ * `message:<messageId>`. Other operations without an id have none (a replaying backend should give
+ * ids).
+ */
 function operationId(op: HttpRuntimeOperation, state: ApplyState): OperationOptions {
   if (op.op === 'artifact') {
-    const n = state.chunks.get(op.artifactId) ?? 0;
-    state.chunks.set(op.artifactId, n + 1);
-    return { id: op.id ?? `${op.artifactId}#${n}` };
+    if (op.id) return { id: op.id };
+    let n = 0;
+    if (op.append) {
+      const last = state.chunks.get(op.artifactId) ?? lastRecordedChunk(`${state.key}:${op.artifactId}#`, state.recorded?.operationIds ?? []);
+      n = last + 1;
+    }
+    state.chunks.set(op.artifactId, n);
+    return { id: `${state.key}:${op.artifactId}#${n}` };
   }
   if (op.op === 'delegate') return {};
   if (op.id) return { id: op.id };
@@ -193,6 +211,8 @@ async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, sta
   const id = operationId(op, state);
   switch (op.op) {
     case 'status':
+      // a replayed `working` (no id, no message) of a resumed run that is working already says nothing new
+      if (!id.id && !op.message && state.recorded?.status === op.status && op.status === 'working') break;
       await ctx.setStatus(op.status, op.message, id);
       state.ended = op.status !== 'working';
       break;
@@ -216,6 +236,17 @@ async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, sta
       break;
   }
   state.applied++;
+}
+
+/** The highest chunk index among recorded operation ids `<prefix><n>`, -1 when none. */
+function lastRecordedChunk(prefix: string, ids: readonly string[]): number {
+  let last = -1;
+  for (const id of ids) {
+    if (!id.startsWith(prefix)) continue;
+    const n = Number(id.slice(prefix.length));
+    if (Number.isInteger(n) && n > last) last = n;
+  }
+  return last;
 }
 
 async function readAll(body: AsyncIterable<Buffer>): Promise<string> {
