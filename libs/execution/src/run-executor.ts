@@ -80,6 +80,8 @@ export class ExecutionError extends Error {
 export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RunExecutor.name);
   private readonly configs = new ParsedRuntimeCache(1000);
+  /** A resumed trigger → the sequence of the lost execution's trigger (its delegations' key). */
+  private readonly lostSequences = new WeakMap<RuntimeTrigger, number>();
   /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
   private readonly inFlight = new Map<string, Set<AbortController>>();
   private stopCancelListener?: () => void;
@@ -494,7 +496,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         recorded: () => this.durable(() => this.recorded(orgId, runId)),
         operationIds: () => this.durable(() => this.queries.operationIds(orgId, runId)),
         extensions: () => this.durable(() => this.queries.activatedExtensions(orgId, runId)),
-        triggerKey: String(triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
+        // a resumed execution delegates under its lost predecessor's key: a replayed delegation is the same child
+        triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
       { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs },
@@ -544,7 +547,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (job.trigger === 'created') return { kind: 'created' };
     if (job.trigger === 'resumed') {
       const lost = triggerSequence !== null ? await this.lostTrigger(job, triggerSequence) : null;
-      return { kind: 'resumed', attempt: job.attempt ?? 1, ...(lost && { lost }) };
+      const t: RuntimeTrigger = { kind: 'resumed', attempt: job.attempt ?? 1, ...(lost && { lost: lost.trigger }) };
+      if (lost) this.lostSequences.set(t, lost.sequence);
+      return t;
     }
     if ((job.trigger === 'continued' || job.trigger === 'interaction_expired') && job.interactionId) {
       const [ir] = await this.queries.interactions(orgId, runId, job.interactionId);
@@ -577,7 +582,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * `continued`; an answer; an expiry that continues; a settled child it awaits). Null when none
    * (or it is gone).
    */
-  private async lostTrigger(job: RunExecuteJob, resumedAt: number): Promise<Exclude<RuntimeTrigger, { kind: 'resumed' }> | null> {
+  private async lostTrigger(job: RunExecuteJob, resumedAt: number): Promise<{ trigger: Exclude<RuntimeTrigger, { kind: 'resumed' }>; sequence: number } | null> {
     const e = await this.queries.triggerBefore(job.orgId, job.runId, resumedAt);
     if (!e) return null;
     const { orgId, runId } = job;
@@ -588,7 +593,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     else if (e.type === 'interaction.expired' && p.interactionId) t = await this.triggerOf({ orgId, runId, trigger: 'interaction_expired', interactionId: p.interactionId }, null);
     else if (e.type === 'run.link_updated' && p.linkId) t = await this.triggerOf({ orgId, runId, trigger: 'link_settled', linkId: p.linkId }, null);
     else t = null;
-    return t && t.kind !== 'resumed' ? t : null;
+    return t && t.kind !== 'resumed' ? { trigger: t, sequence: e.sequence } : null;
   }
 
   /** What the log holds of the run now (RuntimeContext.recorded). */
