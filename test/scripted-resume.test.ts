@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
+import { Metrics } from '#libs/metrics';
 import { publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { readSse, type SseFrame } from './support/sse.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -183,6 +184,9 @@ describe('scripted runtime: a worker killed mid-run', () => {
     const log = await events(runId);
     expect(log.map((e) => e.sequence)).toEqual(log.map((_, i) => i + 1));
     expect(log.at(-1)!.payload.reason).toBe('the execution was lost (its lease expired) (after 3 resumptions)');
+    // failed by this API's sweeper (no worker is alive any more), and counted
+    const exhausted = (await stack.api.get(Metrics).resumptions.get()).values.find((v) => v.labels.outcome === 'exhausted');
+    expect(exhausted?.value).toBe(1);
     const { ended } = await held.done;
     expect(ended).toBe(true);
     const chunks = log.filter((e) => e.type === 'artifact.updated').map((e) => `${e.payload.artifactId}:${e.payload.parts[0].text}`);
