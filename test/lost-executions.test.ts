@@ -105,6 +105,22 @@ describe('lost executions', () => {
     expect(payloads).toEqual([true, true, true, true, false, false, false, true]);
   });
 
+  it('an execution a resumption replaced (slow, not dead) records nothing more: its next append is refused', async () => {
+    const id = await send('hold the slow one');
+    const db = stack.api.get(DatabaseService);
+    const at = async () => (await db.query<{ last_sequence: number; org_id: string }>('SELECT last_sequence, org_id FROM runs WHERE id = $1', [id]))[0]!;
+    const { last_sequence: started, org_id: orgId } = await at();
+    const ops = stack.api.get(RuntimeOperations);
+    const slow = await ops.apply(orgId, id, [{ op: 'status', status: 'working' }], { expectedSequence: started, yieldToResumption: true });
+    expect(await ops.resumeExecution(orgId, id, 'the execution was lost (its lease expired)', 3)).toEqual({ outcome: 'resumed', attempt: 1 });
+    const resumedAt = (await at()).last_sequence;
+    await expect(ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'late' }] } }], { expectedSequence: slow.lastSequence, yieldToResumption: true })).rejects.toMatchObject({ code: 'run.conflict' });
+    expect((await at()).last_sequence).toBe(resumedAt);
+    // the resumed execution (expecting the run at its resumption) appends
+    await ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'resumed' }] } }], { expectedSequence: resumedAt, yieldToResumption: true });
+    expect((await at()).last_sequence).toBe(resumedAt + 1);
+  });
+
   it('a verdict on a run that moved since, or now waits on its caller, fails nothing (found by npm run faults)', async () => {
     // the sweeper reads its candidates, then the job's state from Redis (seconds during an outage),
     // then acts: a run that started working or asked its caller in between is not lost

@@ -34,6 +34,8 @@ export interface RuntimeContextWrites {
   expectedSequence?: number;
   /** How long (ms) a write the database could not take is retried (0: not retried). */
   retryForMs: number;
+  /** Refuse to append once a resumption replaced this execution (RuntimeOperations ApplyOptions.yieldToResumption). */
+  yieldToResumption?: boolean;
 }
 
 /**
@@ -197,7 +199,7 @@ export class BatchingRuntimeContext implements RuntimeContext {
     const ops = this.pending;
     this.pending = [];
     try {
-      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs });
+      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs, yieldToResumption: this.writes.yieldToResumption });
       this.expected = run.lastSequence;
     } catch (e) {
       this.failure = e;

@@ -500,7 +500,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
-      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs },
+      // an execution that a resumption replaced (it was only slow, not dead) stops recording; more
+      // input forwarded to a working run (trigger continued) is not what a resumption replays
+      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, yieldToResumption: isResumable(entry.runtime, entry.config) && trigger.kind !== 'continued' },
     );
     const resumable = isResumable(entry.runtime, entry.config);
     try {

@@ -81,6 +81,12 @@ export interface ApplyOptions {
   expectedSequence?: number;
   /** Retry an append the database could not take for up to this many ms (0 or absent: no retry). */
   retryForMs?: number;
+  /**
+   * The caller is an execution that a resumption replaces (with `expectedSequence`): when the log
+   * moved past it and holds a `run.execution_resumed` after that sequence, the append is refused
+   * with `run.conflict` (another execution carries the run on) instead of being appended after it.
+   */
+  yieldToResumption?: boolean;
 }
 
 /** Times `apply` re-reads a log that other writers keep moving before it gives up (`run.conflict`). */
@@ -271,6 +277,10 @@ export class RuntimeOperations {
           // any attempt still in flight expected less than the run is at now: it cannot commit
           unsure = undefined;
           if (isTerminal(run.status)) throw refusal(run, guard);
+          // this execution was declared lost and a resumed one replaces it: it must not record beside it
+          if (opts.yieldToResumption && (await this.events.readAfter(orgId, runId, expected)).some((e) => e.event.type === 'run.execution_resumed')) {
+            throw new AppError('run.conflict', `run ${runId}: its execution was resumed elsewhere`, { details: { runId } });
+          }
           if (++moves > MAX_SEQUENCE_MOVES) throw new AppError('run.conflict', `run ${runId}: its log kept moving while an execution appended to it`, { details: { runId } });
           expected = run.lastSequence;
           continue;
