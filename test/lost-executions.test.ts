@@ -8,9 +8,9 @@ import { startStack, type Stack } from './support/stack.js';
 import { sendMessageRpc } from './support/a2a-rpc.js';
 
 /**
- * Execution leases: a worker process killed with SIGKILL mid-execution. With no worker alive, the
- * API's sweeper fails the run whose lease expired within 2 heartbeats; a run waiting on its caller
- * is never failed for it.
+ * Execution leases: a worker process killed with SIGKILL mid-execution. With no worker alive and no
+ * resumption allowed (EXECUTION_MAX_RESUMPTIONS=0), the API's sweeper fails the run whose lease
+ * expired within 2 heartbeats; a run waiting on its caller is never failed for it.
  */
 const HEARTBEAT_MS = 600;
 const RULES = {
@@ -26,8 +26,9 @@ let agent: PublishedAgent;
 let worker: ChildProcess;
 
 beforeAll(async () => {
-  // only leases detect losses here: the stale rule is pushed far away
-  stack = await startStack({ worker: false, env: { EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS), RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2), RUN_STALE_AFTER_MS: '600000' } });
+  // only leases detect losses here: the stale rule is pushed far away. No resumption budget: a
+  // lost execution fails its run (scripted runs resume otherwise: test/scripted-resume.test.ts)
+  stack = await startStack({ worker: false, env: { EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS), RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2), RUN_STALE_AFTER_MS: '600000', EXECUTION_MAX_RESUMPTIONS: '0' } });
   agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'holder', runtime: RULES });
   worker = spawn(process.execPath, ['dist/apps/worker/src/main.js'], { env: { ...process.env, ...stack.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] });
 });
@@ -102,6 +103,22 @@ describe('lost executions', () => {
       [id],
     )).map((r) => r.payload.handedOn === true);
     expect(payloads).toEqual([true, true, true, true, false, false, false, true]);
+  });
+
+  it('an execution a resumption replaced (slow, not dead) records nothing more: its next append is refused', async () => {
+    const id = await send('hold the slow one');
+    const db = stack.api.get(DatabaseService);
+    const at = async () => (await db.query<{ last_sequence: number; org_id: string }>('SELECT last_sequence, org_id FROM runs WHERE id = $1', [id]))[0]!;
+    const { last_sequence: started, org_id: orgId } = await at();
+    const ops = stack.api.get(RuntimeOperations);
+    const slow = await ops.apply(orgId, id, [{ op: 'status', status: 'working' }], { expectedSequence: started, yieldToResumption: true });
+    expect(await ops.resumeExecution(orgId, id, 'the execution was lost (its lease expired)', 3)).toEqual({ outcome: 'resumed', attempt: 1 });
+    const resumedAt = (await at()).last_sequence;
+    await expect(ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'late' }] } }], { expectedSequence: slow.lastSequence, yieldToResumption: true })).rejects.toMatchObject({ code: 'run.conflict' });
+    expect((await at()).last_sequence).toBe(resumedAt);
+    // the resumed execution (expecting the run at its resumption) appends
+    await ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'resumed' }] } }], { expectedSequence: resumedAt, yieldToResumption: true });
+    expect((await at()).last_sequence).toBe(resumedAt + 1);
   });
 
   it('a verdict on a run that moved since, or now waits on its caller, fails nothing (found by npm run faults)', async () => {

@@ -127,7 +127,7 @@ describe('worker executes runs from BullMQ', () => {
 });
 
 describe('lost executions', () => {
-  it('a job gone before any worker claimed it is enqueued again and runs; a claimed execution that left nothing is failed; held runs are left alone', async () => {
+  it('a job gone before any worker claimed it is enqueued again and runs; a claimed execution that left nothing is resumed (scripted); held runs are left alone', async () => {
     const stack = await startStack({ worker: false, env: { RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '600000', EXECUTION_HEARTBEAT_MS: '400' } });
     try {
       const runs = runsOf(stack.api);
@@ -152,13 +152,13 @@ describe('lost executions', () => {
         await expect.poll(async () => (await runs.getRun(seed.orgId, held.id))!.status, { timeout: 10_000 }).toBe('working');
         await new Promise((r) => setTimeout(r, 1200));
         const failed = await worker.get(RunSweeper).sweep();
-        expect(failed).toContain(lost.id);
-        expect(failed).not.toContain(held.id);
-        expect(failed).not.toContain(requeued.id);
+        // nothing failed: the lost one is resumed (its runtime replays), the others were not lost
+        expect(failed).toEqual([]);
         // the unclaimed dispatch is enqueued again by the relay once the queue has nothing waiting
         expect((await runs.waitUntilSettled(seed.orgId, requeued.id, 15_000)).status).toBe('completed');
-        const lostNow = await runs.view(seed.orgId, lost.id);
-        expect(lostNow.run.status).toBe('failed');
+        expect((await runs.waitUntilSettled(seed.orgId, lost.id, 15_000)).status).toBe('completed');
+        const resumed = await db.query<{ payload: { reason: string; attempt: number } }>(`SELECT payload FROM run_events WHERE run_id = $1 AND type = 'run.execution_resumed'`, [lost.id]);
+        expect(resumed.map((r) => r.payload)).toEqual([{ reason: 'the execution was lost (no live execution)', attempt: 1 }]);
         expect((await runs.getRun(seed.orgId, held.id))!.status).toBe('working');
         await runs.cancelRun(seed.orgId, held.id);
       } finally {

@@ -317,7 +317,9 @@ export function check(history: History, db: DbSnapshot, opts: CheckOptions = {})
         }
       }
     }
-    prop('lost-only-when-lost', `${n} runs failed as lost`, v);
+    // executions lost (or handed on) and resumed instead: a crash that cost its run nothing
+    const resumed = db.runs.reduce((k, r) => k + (eventsByRun.get(r.id) ?? []).filter((e) => e.type === 'run.execution_resumed').length, 0);
+    prop('lost-only-when-lost', `${n} runs failed as lost (${resumed} executions resumed)`, v);
   }
 
   return { properties, violations: properties.flatMap((p) => p.violations) };

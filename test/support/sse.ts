@@ -9,11 +9,12 @@ export interface SseFrame {
  * POST/GET `url` and read its `text/event-stream` body frame by frame (WHATWG SSE parsing, enough
  * for our frames). Stops after `max` frames (then aborts the connection, as a client that is cut
  * off would), or when the server ends the stream. Returns the frames and the HTTP status.
+ * `onFrame`: called with each frame as it arrives (e.g. to learn a task id while the stream goes on).
  */
 export async function readSse(
   url: string,
   init: RequestInit,
-  opts: { max?: number; timeoutMs?: number } = {},
+  opts: { max?: number; timeoutMs?: number; onFrame?: (frame: SseFrame, index: number) => void } = {},
 ): Promise<{ status: number; contentType: string | null; frames: SseFrame[]; ended: boolean; body?: string }> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), opts.timeoutMs ?? 15_000);
@@ -39,6 +40,7 @@ export async function readSse(
         if (line === '') {
           if (dataLines.length > 0) {
             frames.push({ ...cur, data: dataLines.join('\n') });
+            opts.onFrame?.(frames.at(-1)!, frames.length - 1);
             if (opts.max !== undefined && frames.length >= opts.max) {
               ac.abort();
               return { status: res.status, contentType, frames, ended: false };

@@ -171,6 +171,12 @@ export const ConfigSchema = z.object({
    */
   EXECUTION_HEARTBEAT_MS: z.coerce.number().int().min(200).max(600_000).default(10_000),
   /**
+   * Executions: how many times a run whose execution was lost (its worker died, its lease expired)
+   * is given a new execution when its runtime is resumable; past that the run fails with the
+   * reason. Hand-offs by a gracefully stopping worker do not count. 0 = never resume.
+   */
+  EXECUTION_MAX_RESUMPTIONS: z.coerce.number().int().min(0).max(100).default(3),
+  /**
    * Executions: how long (ms) an execution keeps retrying, with backoff, a database call that
    * failed because the database was unreachable (event appends, its lease, its reads) before it
    * gives up and its run fails; 0 = no retry.

@@ -63,6 +63,15 @@ export interface InteractionRequestOptions {
   metadata?: Record<string, unknown>;
 }
 
+/**
+ * The id a runtime gives one of its operations (a step of a script, an operation of an http
+ * backend) so that a resumed execution never records it twice: stored as `opId` in the payload of
+ * the event the operation appended (`run.status_changed`, `message.added`, `artifact.updated`,
+ * `interaction.requested`); an operation whose id the run's log holds already is dropped. Not shown
+ * to A2A clients.
+ */
+export const OperationIdSchema = z.string().min(1).max(300);
+
 /** Kind of a RunLink between a parent run and a child run. */
 export const RunLinkKindSchema = z.enum(['delegation', 'subtask', 'handoff']);
 export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;
@@ -96,6 +105,7 @@ export type RunLinkKind = z.infer<typeof RunLinkKindSchema>;
  *   worker stopped gracefully: `handedOn`) and, its runtime being resumable, a new execution was
  *   dispatched (trigger `resumed`, `attempt` counts every resumption from 1) instead of failing
  *   the run. No A2A output: the runtime reconciles what follows.
+ * Events a runtime's operation appended may carry that operation's `opId` (OperationIdSchema).
  * - `run.runtime_state_saved`: the runtime recorded its own state for this run (e.g. the
  *   upstream task an `a2a` runtime follows), read back by later executions. No A2A output.
  */
@@ -123,10 +133,11 @@ export const RunEventSchema = z.discriminatedUnion('type', [
       message: CanonicalMessageSchema.optional(),
       /** Operator-facing reason (e.g. why the platform failed the run). */
       reason: z.string().optional(),
+      opId: OperationIdSchema.optional(),
     }),
   }),
-  z.object({ type: z.literal('message.added'), payload: z.object({ message: CanonicalMessageSchema }) }),
-  z.object({ type: z.literal('artifact.updated'), payload: ArtifactChunkSchema }),
+  z.object({ type: z.literal('message.added'), payload: z.object({ message: CanonicalMessageSchema, opId: OperationIdSchema.optional() }) }),
+  z.object({ type: z.literal('artifact.updated'), payload: ArtifactChunkSchema.extend({ opId: OperationIdSchema.optional() }) }),
   z.object({
     type: z.literal('interaction.requested'),
     payload: z.object({
@@ -148,6 +159,7 @@ export const RunEventSchema = z.discriminatedUnion('type', [
       /** The runtime's own resume state, handed back when the interaction closes (opaque). */
       state: z.unknown().optional(),
       metadata: z.record(z.string(), z.unknown()).optional(),
+      opId: OperationIdSchema.optional(),
     }),
   }),
   z.object({

@@ -269,7 +269,9 @@ const ONE_SECRET_JSON = { oneOf: [{ required: ['secret'] }, { required: ['secret
  * `AAAS_RUNTIME_SECRET_<ORG>_<NAME>`. Exactly one of them. The backend's answer is applied as
  * runtime operations (see HttpRuntimeRequest / HttpRuntimeOperationSchema, docs/runtimes.md).
  * `timeoutMs` bounds one attempt; `retries` more attempts are made only before any operation was
- * applied; on cancel the request is aborted and `cancelUrl` (if any) is told.
+ * applied; on cancel the request is aborted and `cancelUrl` (if any) is told. `resumable` (default
+ * true): an execution lost with its worker is POSTed again with trigger `resumed` (what the log
+ * holds, see HttpRuntimeRequest); false: the backend cannot resume, the run fails instead.
  */
 export const HttpRuntimeConfigSchema = z
   .strictObject({
@@ -280,6 +282,7 @@ export const HttpRuntimeConfigSchema = z
     timeoutMs: z.int().min(1000).max(600_000).default(60_000),
     retries: z.int().min(0).max(5).default(1),
     cancelUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+    resumable: z.boolean().default(true),
   })
   .refine(oneSecret, ONE_SECRET)
   .meta(ONE_SECRET_JSON);
@@ -369,6 +372,12 @@ export const A2ARuntimeConfigSchema = z
   .refine((c) => c.requireSignedCard === undefined || c.cardUrl !== undefined, { message: 'requireSignedCard needs cardUrl (a card to verify)', path: ['requireSignedCard'] });
 export type A2ARuntimeConfig = z.infer<typeof A2ARuntimeConfigSchema>;
 
+/**
+ * An operation's id on the http runtime's wire (optional on every operation, unique within the
+ * run): an operation sent again whose id the run's log holds is dropped (a resumed execution).
+ */
+const WireOperationIdSchema = z.string().min(1).max(200);
+
 /** An agent message on the http runtime's wire. */
 const WireMessageSchema = z.strictObject({
   parts: z.array(PartSchema).min(1),
@@ -382,10 +391,11 @@ const WireMessageSchema = z.strictObject({
  * runtime performs through RuntimeContext.
  */
 export const HttpRuntimeOperationSchema = z.discriminatedUnion('op', [
-  z.strictObject({ op: z.literal('status'), status: z.enum(['working', 'completed', 'failed', 'rejected']), message: WireMessageSchema.optional() }),
-  z.strictObject({ op: z.literal('message'), message: WireMessageSchema }),
+  z.strictObject({ op: z.literal('status'), id: WireOperationIdSchema.optional(), status: z.enum(['working', 'completed', 'failed', 'rejected']), message: WireMessageSchema.optional() }),
+  z.strictObject({ op: z.literal('message'), id: WireOperationIdSchema.optional(), message: WireMessageSchema }),
   z.strictObject({
     op: z.literal('artifact'),
+    id: WireOperationIdSchema.optional(),
     artifactId: z.string().min(1).max(200),
     name: z.string().max(500).optional(),
     description: z.string().max(2000).optional(),
@@ -396,6 +406,7 @@ export const HttpRuntimeOperationSchema = z.discriminatedUnion('op', [
   }),
   z.strictObject({
     op: z.literal('interaction'),
+    id: WireOperationIdSchema.optional(),
     kind: z.enum(['input', 'auth', 'confirmation']),
     message: WireMessageSchema.optional(),
     title: z.string().max(200).optional(),
@@ -420,7 +431,13 @@ export const HttpRuntimeRequestSchema = z.object({
   /**
    * Why this execution runs: `created`, `continued`, `interaction_responded` / `interaction_expired`
    * (with `interaction`: id, kind, status, decision, optionId, your state), `link_settled` (with
-   * `link`: linkId, childRunId, kind, status, your state), `resumed`.
+   * `link`: linkId, childRunId, kind, status, your state), `resumed` (the execution before was
+   * lost with its worker: `attempt` from 1, `lost` the trigger it was answering, `lastSequence` the
+   * run's last recorded sequence, `applied` the ids of the operations the log holds — the wire
+   * `id`s, `message:<messageId>` for a message with a messageId and no id,
+   * `<execution>:<artifactId>#<n>` for the n-th chunk (from 0) of an artifact sent without id, where
+   * `<execution>` is the last part of the `webhook-id`; operations sent again with one of these ids
+   * are dropped). The `webhook-id` of a resumed request is the lost one's.
    */
   trigger: z.looseObject({ kind: z.enum(['created', 'continued', 'interaction_responded', 'interaction_expired', 'link_settled', 'resumed']) }),
   /** The user message that triggered it. */

@@ -5,6 +5,7 @@ import type {
   ChildRunResult,
   DelegationInput,
   InteractionRequestInput,
+  OperationOptions,
   RecordedRun,
   RuntimeContext,
   RuntimeRunView,
@@ -19,6 +20,8 @@ export interface RuntimeContextReads {
   history(): Promise<CanonicalMessage[]>;
   savedState(): Promise<unknown>;
   recorded(): Promise<RecordedRun>;
+  /** The operation ids the run's log holds (read once by a resumed execution). */
+  operationIds(): Promise<string[]>;
   extensions(): Promise<string[]>;
   childResult(childRunId: string): Promise<ChildRunResult | null>;
   /** Identifies this trigger of the run (same on a re-delivery of the same job). */
@@ -31,6 +34,8 @@ export interface RuntimeContextWrites {
   expectedSequence?: number;
   /** How long (ms) a write the database could not take is retried (0: not retried). */
   retryForMs: number;
+  /** Refuse to append once a resumption replaced this execution (RuntimeOperations ApplyOptions.yieldToResumption). */
+  yieldToResumption?: boolean;
 }
 
 /**
@@ -48,6 +53,10 @@ export interface RuntimeContextWrites {
  * retried for `writes.retryForMs` first, each append carrying the sequence this execution
  * expects the run at (the last append's result), so a retried append is never recorded twice
  * (RuntimeOperations.apply); a delegation is retried the same way (idempotent by its key).
+ *
+ * A resumed execution (trigger `resumed`) reads the operation ids the log holds once, before its
+ * first write, and drops every operation whose id is among them (or was given twice by this
+ * execution): a runtime replaying its lost predecessor records each operation once.
  */
 export class BatchingRuntimeContext implements RuntimeContext {
   private pending: RuntimeOp[] = [];
@@ -60,6 +69,11 @@ export class BatchingRuntimeContext implements RuntimeContext {
   /** The run's last sequence as this execution last saw it (its appends' results). */
   private expected: number | undefined;
 
+  /** Resumed executions: the operation ids recorded (the log's, then this execution's own). */
+  private recordedIds?: Promise<Set<string>>;
+
+  readonly resumed: boolean;
+
   constructor(
     private readonly runs: RuntimeOperations,
     readonly run: RuntimeRunView,
@@ -70,6 +84,7 @@ export class BatchingRuntimeContext implements RuntimeContext {
     private readonly writes: RuntimeContextWrites = { retryForMs: 0 },
   ) {
     this.expected = writes.expectedSequence;
+    this.resumed = trigger.kind === 'resumed';
   }
 
   /** Read once, on first use (most runtimes never ask, so the hot path pays nothing). */
@@ -95,18 +110,21 @@ export class BatchingRuntimeContext implements RuntimeContext {
     return this.reads.childResult(childRunId);
   }
 
-  async setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput): Promise<void> {
-    await this.push({ op: 'status', status, message }, isTerminal(status));
+  async setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput, op?: OperationOptions): Promise<void> {
+    if (await this.seen(op)) return;
+    await this.push({ op: 'status', status, message, ...idOf(op) }, isTerminal(status));
   }
 
-  async requestInteraction(kind: InteractionKind, message?: AgentMessageInput, options: InteractionRequestInput = {}): Promise<string> {
+  async requestInteraction(kind: InteractionKind, message?: AgentMessageInput, options: InteractionRequestInput = {}, op?: OperationOptions): Promise<string> {
     const interactionId = randomUUID();
-    await this.push({ op: 'interaction', kind, message, interactionId, origin: 'runtime', ...options }, options.blocking !== false);
+    if (await this.seen(op)) return interactionId;
+    await this.push({ op: 'interaction', kind, message, interactionId, origin: 'runtime', ...options, ...idOf(op) }, options.blocking !== false);
     return interactionId;
   }
 
-  async emitMessage(message: AgentMessageInput): Promise<void> {
-    await this.push({ op: 'message', message }, false);
+  async emitMessage(message: AgentMessageInput, op?: OperationOptions): Promise<void> {
+    if (await this.seen(op)) return;
+    await this.push({ op: 'message', message, ...idOf(op) }, false);
   }
 
   async saveState(state: unknown): Promise<void> {
@@ -131,9 +149,23 @@ export class BatchingRuntimeContext implements RuntimeContext {
     return this.reads.recorded();
   }
 
-  async emitArtifact(chunk: ArtifactChunkInput): Promise<void> {
+  async emitArtifact(chunk: ArtifactChunkInput, op?: OperationOptions): Promise<void> {
+    if (await this.seen(op)) return;
     if (this.pending.some((p) => p.op === 'artifact')) await this.flush();
-    await this.push({ op: 'artifact', chunk }, false);
+    await this.push({ op: 'artifact', chunk, ...idOf(op) }, false);
+  }
+
+  /**
+   * True when the operation must be dropped: this execution resumes a lost one and the log (or
+   * this execution) holds its id already. Only resumed executions read the log for it.
+   */
+  private async seen(op: OperationOptions | undefined): Promise<boolean> {
+    if (!op?.id || !this.resumed) return false;
+    this.recordedIds ??= this.reads.operationIds().then((ids) => new Set(ids));
+    const ids = await this.recordedIds;
+    if (ids.has(op.id)) return true;
+    ids.add(op.id);
+    return false;
   }
 
   async sleep(ms: number): Promise<void> {
@@ -167,7 +199,7 @@ export class BatchingRuntimeContext implements RuntimeContext {
     const ops = this.pending;
     this.pending = [];
     try {
-      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs });
+      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs, yieldToResumption: this.writes.yieldToResumption });
       this.expected = run.lastSequence;
     } catch (e) {
       this.failure = e;
@@ -180,4 +212,8 @@ export class BatchingRuntimeContext implements RuntimeContext {
     this.pending.push(op);
     if (flushNow) await this.flush();
   }
+}
+
+function idOf(op: OperationOptions | undefined): { opId?: string } {
+  return op?.id ? { opId: op.id } : {};
 }

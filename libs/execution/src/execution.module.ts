@@ -11,7 +11,7 @@ import { LostExecutionPolicy } from './lost-execution.policy.js';
  * worker is alive. Needs ConfigModule, DbModule and RuntimesModule (global).
  */
 @Module({
-  imports: [RunsModule],
+  imports: [RunsModule, MetricsModule],
   providers: [RunSweeper, LostExecutionPolicy],
   exports: [RunSweeper, LostExecutionPolicy],
 })

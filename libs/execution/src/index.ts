@@ -6,7 +6,7 @@
 export { ExecutionModule, SweeperModule } from './execution.module.js';
 export { RunExecutor, ExecutionError, type ExecutionWrapper } from './run-executor.js';
 export { RunSweeper } from './run-sweeper.js';
-export { LostExecutionPolicy, MAX_RESUMPTIONS } from './lost-execution.policy.js';
+export { LostExecutionPolicy } from './lost-execution.policy.js';
 export { ExecutionSlots, type SlotRequest } from './execution-slots.js';
 export { BatchingRuntimeContext } from './batching-runtime-context.js';
 /** BullMQ connection options, for the transport that feeds the executor (re-exported from libs/runs). */

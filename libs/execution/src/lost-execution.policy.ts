@@ -1,26 +1,33 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { Metrics } from '#libs/metrics';
 import { RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
-import { RuntimeRegistry } from '#libs/runtimes';
-
-/** Resumptions after a lost execution, per run at most; past them a lost execution fails the run (hand-offs by a stopping worker do not count). */
-export const MAX_RESUMPTIONS = 3;
+import { RuntimeRegistry, isResumable } from '#libs/runtimes';
 
 /**
  * What happens to a run whose execution was lost (its worker died, its job stalled, its lease
- * expired). A run whose revision's runtime is `resumable` (e.g. `a2a`, which re-attaches to its
- * upstream task) gets a new execution (`run.execution_resumed`, trigger `resumed`), at most
- * MAX_RESUMPTIONS times; any other run is failed with `why`. Safe with many callers at once: the
- * resumption is guarded by the run's last sequence and failing is a guarded append.
+ * expired). A run whose revision's runtime is resumable (AgentRuntime.resumable: `scripted`, which
+ * replays its steps; `http`, which asks its backend again; `a2a`, which re-attaches to its upstream
+ * task) gets a new execution (`run.execution_resumed`, trigger `resumed`), at most
+ * EXECUTION_MAX_RESUMPTIONS times (hand-offs by a stopping worker do not count); past them, or for
+ * any other runtime, the run is failed with `why`. Counted in `aaas_run_resumptions_total`. Safe
+ * with many callers at once: the resumption is guarded by the run's last sequence and failing is a
+ * guarded append.
  */
 @Injectable()
 export class LostExecutionPolicy {
   private readonly log = new Logger(LostExecutionPolicy.name);
+  private readonly maxResumptions: number;
 
   constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
     private readonly queries: RunQueries,
     private readonly ops: RuntimeOperations,
     private readonly registry: RuntimeRegistry,
-  ) {}
+    private readonly metrics: Metrics,
+  ) {
+    this.maxResumptions = config.EXECUTION_MAX_RESUMPTIONS;
+  }
 
   /**
    * Returns `resumed`, `failed`, or null when the run needed nothing (ended, blocked, moved on).
@@ -33,22 +40,29 @@ export class LostExecutionPolicy {
     if (!run || run.blockedReason || isTerminal(run.status)) return null;
     // judged at `lastSequence` (the sweeper's candidate): a run that moved since is not lost
     if (opts.lastSequence !== undefined && run.lastSequence !== opts.lastSequence) return null;
+    let outcome: 'exhausted' | 'failed' = 'failed';
     if (await this.resumable(orgId, run.revisionId)) {
-      const r = await this.ops.resumeExecution(orgId, runId, why, MAX_RESUMPTIONS, opts);
+      const r = await this.ops.resumeExecution(orgId, runId, why, this.maxResumptions, opts);
       if (r?.outcome === 'resumed') {
+        this.metrics.resumptions.inc({ outcome: opts.handedOn ? 'handed_on' : 'resumed' });
         this.log.warn(`run ${runId}: ${why}; resumed (attempt ${r.attempt})`);
         return 'resumed';
       }
       if (!r) return null;
-      why = `${why} (after ${MAX_RESUMPTIONS} resumptions)`;
+      why = `${why} (after ${this.maxResumptions} resumptions)`;
+      outcome = 'exhausted';
     }
-    return (await this.ops.failRun(orgId, runId, why, { expectedSequence: opts.lastSequence })) ? 'failed' : null;
+    const failed = await this.ops.failRun(orgId, runId, why, { expectedSequence: opts.lastSequence });
+    if (!failed) return null;
+    this.metrics.resumptions.inc({ outcome });
+    return 'failed';
   }
 
   private async resumable(orgId: string, revisionId: string): Promise<boolean> {
     const raw = await this.queries.revisionRuntime(orgId, revisionId);
     try {
-      return this.registry.parse(raw).runtime.resumable === true;
+      const { runtime, config } = this.registry.parse(raw);
+      return isResumable(runtime, config);
     } catch {
       return false;
     }

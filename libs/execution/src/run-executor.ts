@@ -5,7 +5,7 @@ import { AppError, isDependencyUnavailable } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { DispatchRelay, RunNotifier, RunQueries, RuntimeOperations, isTerminal, type RunExecutionJob } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
-import { ParsedRuntimeCache, RuntimeRegistry, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
+import { ParsedRuntimeCache, RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionSlots, RELEASE_WINDOW_MS, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
@@ -80,6 +80,8 @@ export class ExecutionError extends Error {
 export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RunExecutor.name);
   private readonly configs = new ParsedRuntimeCache(1000);
+  /** A resumed trigger → the sequence of the lost execution's trigger (its delegations' key). */
+  private readonly lostSequences = new WeakMap<RuntimeTrigger, number>();
   /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
   private readonly inFlight = new Map<string, Set<AbortController>>();
   private stopCancelListener?: () => void;
@@ -432,7 +434,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   ): Promise<void> {
     const { orgId, runId } = job;
     const inputMessageId = job.inputMessageId ?? null;
-    const trigger = await this.durable(() => this.triggerOf(job));
+    const trigger = await this.durable(() => this.triggerOf(job, triggerSequence));
     if (!trigger) return;
 
     let entry = this.configs.get(run.revisionId);
@@ -492,12 +494,17 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         childResult: (childRunId) => this.durable(() => this.childResult(orgId, runId, childRunId)),
         savedState: () => this.durable(() => this.queries.runtimeState(orgId, runId)),
         recorded: () => this.durable(() => this.recorded(orgId, runId)),
+        operationIds: () => this.durable(() => this.queries.operationIds(orgId, runId)),
         extensions: () => this.durable(() => this.queries.activatedExtensions(orgId, runId)),
-        triggerKey: String(triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
+        // a resumed execution delegates under its lost predecessor's key: a replayed delegation is the same child
+        triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
-      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs },
+      // an execution that a resumption replaced (it was only slow, not dead) stops recording; more
+      // input forwarded to a working run (trigger continued) is not what a resumption replays
+      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, yieldToResumption: isResumable(entry.runtime, entry.config) && trigger.kind !== 'continued' },
     );
+    const resumable = isResumable(entry.runtime, entry.config);
     try {
       await entry.runtime.execute(entry.config, ctx);
       await ctx.flush();
@@ -505,14 +512,14 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile).
       // Not for more input on a working run: that execution only hands the input to the one
       // following the run, which goes on elsewhere (resuming beside it would record twice)
-      if (this.stopping && abort.signal.aborted && entry.runtime.resumable && trigger.kind !== 'continued') {
+      if (this.stopping && abort.signal.aborted && resumable && trigger.kind !== 'continued') {
         await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped', { handedOn: true }).catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
       }
     } catch (e) {
       if (e instanceof AppError && e.code === 'run.terminal') return;
       // a resumable runtime whose output another execution of the run already recorded (a resumed
       // one, while this one was only slow): that execution carries on, this one just stops
-      if (e instanceof AppError && e.code === 'run.conflict' && entry.runtime.resumable) {
+      if (e instanceof AppError && e.code === 'run.conflict' && resumable) {
         this.log.warn(`run ${runId}: another execution recorded this one's output; stopping`);
         return;
       }
@@ -537,10 +544,15 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * runtime's state), for a settled child the link and the child's status (with the state given
    * at delegation, read from the parent's `run.linked` event). Null when that is gone.
    */
-  private async triggerOf(job: RunExecuteJob): Promise<RuntimeTrigger | null> {
+  private async triggerOf(job: RunExecuteJob, triggerSequence: number | null): Promise<RuntimeTrigger | null> {
     const { orgId, runId } = job;
     if (job.trigger === 'created') return { kind: 'created' };
-    if (job.trigger === 'resumed') return { kind: 'resumed', attempt: job.attempt ?? 1 };
+    if (job.trigger === 'resumed') {
+      const lost = triggerSequence !== null ? await this.lostTrigger(job, triggerSequence) : null;
+      const t: RuntimeTrigger = { kind: 'resumed', attempt: job.attempt ?? 1, ...(lost && { lost: lost.trigger }) };
+      if (lost) this.lostSequences.set(t, lost.sequence);
+      return t;
+    }
     if ((job.trigger === 'continued' || job.trigger === 'interaction_expired') && job.interactionId) {
       const [ir] = await this.queries.interactions(orgId, runId, job.interactionId);
       if (!ir) return null;
@@ -566,14 +578,36 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     return { kind: 'continued' };
   }
 
+  /**
+   * The trigger of the execution a resumption (at `resumedAt`) replaces, rebuilt from the log: the
+   * newest trigger event before it (a user message: `created` for the run's first, else
+   * `continued`; an answer; an expiry that continues; a settled child it awaits). Null when none
+   * (or it is gone).
+   */
+  private async lostTrigger(job: RunExecuteJob, resumedAt: number): Promise<{ trigger: Exclude<RuntimeTrigger, { kind: 'resumed' }>; sequence: number } | null> {
+    const e = await this.queries.triggerBefore(job.orgId, job.runId, resumedAt);
+    if (!e) return null;
+    const { orgId, runId } = job;
+    const p = e.payload as { interactionId?: string; linkId?: string };
+    let t: RuntimeTrigger | null;
+    if (e.type === 'message.added') t = e.first ? { kind: 'created' } : { kind: 'continued' };
+    else if (e.type === 'interaction.responded' && p.interactionId) t = await this.triggerOf({ orgId, runId, trigger: 'continued', interactionId: p.interactionId }, null);
+    else if (e.type === 'interaction.expired' && p.interactionId) t = await this.triggerOf({ orgId, runId, trigger: 'interaction_expired', interactionId: p.interactionId }, null);
+    else if (e.type === 'run.link_updated' && p.linkId) t = await this.triggerOf({ orgId, runId, trigger: 'link_settled', linkId: p.linkId }, null);
+    else t = null;
+    return t && t.kind !== 'resumed' ? { trigger: t, sequence: e.sequence } : null;
+  }
+
   /** What the log holds of the run now (RuntimeContext.recorded). */
   private async recorded(orgId: string, runId: string): Promise<RecordedRun> {
-    const view = await this.queries.view(orgId, runId);
+    const [view, operationIds] = await Promise.all([this.queries.view(orgId, runId), this.queries.operationIds(orgId, runId)]);
     return {
       status: view.run.status,
       blockedReason: view.run.blockedReason,
       messageIds: view.history.map((m) => m.messageId),
       artifacts: view.artifacts.map((a) => ({ artifactId: a.artifactId, parts: a.parts, complete: a.complete })),
+      operationIds,
+      lastSequence: view.run.lastSequence,
     };
   }
 

@@ -83,6 +83,12 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly resumptions = new Counter({
+    name: 'aaas_run_resumptions_total',
+    help: 'Lost or handed-on executions, by what became of their run (resumed | handed_on | exhausted: failed past EXECUTION_MAX_RESUMPTIONS | failed: not resumable)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly executionDuration = new Histogram({
     name: 'aaas_execution_duration_seconds',
     help: 'One execution of a runtime for a trigger, seconds',

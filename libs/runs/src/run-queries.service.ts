@@ -132,6 +132,16 @@ export class RunQueries {
     return this.runs.lastTrigger(orgId, runId);
   }
 
+  /** The trigger event of the execution the resumption at `before` replaces (see RunRepository.triggerBefore). */
+  triggerBefore(orgId: string, runId: string, before: number) {
+    return this.runs.triggerBefore(orgId, runId, before);
+  }
+
+  /** The operation ids the run's log holds, oldest first (see RunRepository.operationIds). */
+  operationIds(orgId: string, runId: string): Promise<string[]> {
+    return this.runs.operationIds(orgId, runId);
+  }
+
   /**
    * Wait until the run is settled (terminal, or blocked on its caller) or `timeoutMs` passes;
    * returns the run as it is then. See `awaitSettled`.

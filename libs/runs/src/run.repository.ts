@@ -375,6 +375,39 @@ export class RunRepository {
   }
 
   /**
+   * The event that triggered the execution a resumption (`run.execution_resumed` at `before`)
+   * replaces: the newest trigger event (as `lastTrigger` counts them, resumptions aside) before
+   * `before`. `first`: it is the run's first user message (the run's creation). Null when none.
+   */
+  async triggerBefore(orgId: string, runId: string, before: number): Promise<{ sequence: number; type: string; payload: Record<string, unknown>; first: boolean } | null> {
+    const rows = await this.db.query<{ sequence: number; type: string; payload: Record<string, unknown>; first: boolean }>(
+      `SELECT e.sequence, e.type, e.payload,
+              NOT EXISTS (SELECT 1 FROM run_events p WHERE p.run_id = e.run_id AND p.sequence < e.sequence
+                            AND p.type IN ('message.added', 'interaction.responded') AND p.payload->'message'->>'role' = 'user') AS first
+         FROM run_events e
+        WHERE e.run_id = $1 AND e.org_id = $2 AND e.sequence < $3 AND (
+              (e.type IN ('message.added', 'interaction.responded') AND e.payload->'message'->>'role' = 'user')
+           OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
+           OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
+               AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))
+        ORDER BY e.sequence DESC LIMIT 1`,
+      [runId, orgId, before],
+      'runs.trigger_before',
+    );
+    return rows[0] ?? null;
+  }
+
+  /** The operation ids (`opId`) the run's events carry, oldest first (RuntimeOp.opId). */
+  async operationIds(orgId: string, runId: string): Promise<string[]> {
+    const rows = await this.db.query<{ op_id: string }>(
+      `SELECT payload->>'opId' AS op_id FROM run_events WHERE run_id = $1 AND org_id = $2 AND payload ? 'opId' ORDER BY sequence`,
+      [runId, orgId],
+      'runs.operation_ids',
+    );
+    return rows.map((r) => r.op_id);
+  }
+
+  /**
    * The newest event of `type` in a run's log (its payload and sequence) and how many there are;
    * null payload when none. One round trip, scoped by organization.
    */

@@ -81,6 +81,12 @@ export interface ApplyOptions {
   expectedSequence?: number;
   /** Retry an append the database could not take for up to this many ms (0 or absent: no retry). */
   retryForMs?: number;
+  /**
+   * The caller is an execution that a resumption replaces (with `expectedSequence`): when the log
+   * moved past it and holds a `run.execution_resumed` after that sequence, the append is refused
+   * with `run.conflict` (another execution carries the run on) instead of being appended after it.
+   */
+  yieldToResumption?: boolean;
 }
 
 /** Times `apply` re-reads a log that other writers keep moving before it gives up (`run.conflict`). */
@@ -94,14 +100,19 @@ const DEFAULT_CONFIRMATION_OPTIONS: InteractionOption[] = [
   { id: 'reject', label: 'Reject', kind: 'reject' },
 ];
 
-/** One runtime operation, as RuntimeOperations.apply takes them (each becomes one event). */
-export type RuntimeOp =
+/**
+ * One runtime operation, as RuntimeOperations.apply takes them (each becomes one event). `opId`
+ * (OperationIdSchema, optional): the runtime's id for it, stored in its event's payload, so that a
+ * resumed execution can tell it is recorded (RuntimeContext.recorded) — `state` carries none.
+ */
+export type RuntimeOp = (
   | { op: 'status'; status: RuntimeStatus; message?: AgentMessageDraft; reason?: string }
   | ({ op: 'interaction'; kind: InteractionKind } & InteractionDraft)
   | { op: 'message'; message: AgentMessageDraft }
   | { op: 'artifact'; chunk: ArtifactChunkInput }
   /** Record the runtime's own state for this run (`run.runtime_state_saved`); JSON, bounded. */
-  | { op: 'state'; state: unknown };
+  | { op: 'state'; state: unknown }
+) & { opId?: string };
 
 function agentMessage(draft: AgentMessageDraft): CanonicalMessage {
   const m: CanonicalMessage = { messageId: draft.messageId ?? randomUUID(), role: 'agent', parts: draft.parts };
@@ -187,6 +198,7 @@ export class RuntimeOperations {
           const payload: Extract<RunEvent, { type: 'run.status_changed' }>['payload'] = { status: op.status, blockedReason: null };
           if (op.message) payload.message = agentMessage(op.message);
           if (op.reason) payload.reason = op.reason;
+          if (op.opId) payload.opId = op.opId;
           events.push({ type: 'run.status_changed', payload });
           // a run blocked on its caller changes status only through its interaction (answer,
           // expiry, cancel): that keeps the overlay and the open InteractionRequest in step
@@ -199,6 +211,7 @@ export class RuntimeOperations {
         }
         case 'interaction': {
           const payload = interactionPayload(op);
+          if (op.opId) payload.opId = op.opId;
           events.push({ type: 'interaction.requested', payload });
           if (guard.status === undefined) guard.status = 'working';
           guard.blocked = false;
@@ -210,7 +223,7 @@ export class RuntimeOperations {
           break;
         }
         case 'message':
-          events.push({ type: 'message.added', payload: { message: agentMessage(op.message) } });
+          events.push({ type: 'message.added', payload: { message: agentMessage(op.message), ...(op.opId && { opId: op.opId }) } });
           break;
         case 'state': {
           const size = Buffer.byteLength(JSON.stringify(op.state ?? null));
@@ -220,7 +233,7 @@ export class RuntimeOperations {
         }
         case 'artifact':
           if (++artifacts > 1) throw new AppError('run.invalid_transition', 'one artifact chunk per batch', { details: { runId } });
-          events.push({ type: 'artifact.updated', payload: ArtifactChunkSchema.parse(op.chunk) });
+          events.push({ type: 'artifact.updated', payload: { ...ArtifactChunkSchema.parse(op.chunk), ...(op.opId && { opId: op.opId }) } });
           break;
       }
     }
@@ -264,6 +277,10 @@ export class RuntimeOperations {
           // any attempt still in flight expected less than the run is at now: it cannot commit
           unsure = undefined;
           if (isTerminal(run.status)) throw refusal(run, guard);
+          // this execution was declared lost and a resumed one replaces it: it must not record beside it
+          if (opts.yieldToResumption && (await this.events.readAfter(orgId, runId, expected)).some((e) => e.event.type === 'run.execution_resumed')) {
+            throw new AppError('run.conflict', `run ${runId}: its execution was resumed elsewhere`, { details: { runId } });
+          }
           if (++moves > MAX_SEQUENCE_MOVES) throw new AppError('run.conflict', `run ${runId}: its log kept moving while an execution appended to it`, { details: { runId } });
           expected = run.lastSequence;
           continue;

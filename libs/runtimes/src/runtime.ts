@@ -88,11 +88,23 @@ export type RuntimeTrigger =
   | { kind: 'interaction_expired'; interaction: ClosedInteraction }
   | { kind: 'link_settled'; link: LinkOutcome }
   /**
-   * The previous execution was lost (its worker died) and this runtime is `resumable`: pick up
-   * where the run is — read `savedState()` and `recorded()` and reconcile, without repeating what
-   * the log holds. `attempt` counts resumptions of this run from 1.
+   * The previous execution was lost (its worker died) or handed on (its worker stopped) and this
+   * runtime is `resumable`: pick up where the run is — read `savedState()` and `recorded()` and
+   * reconcile, without repeating what the log holds. `attempt` counts resumptions of this run
+   * from 1. `lost`: the trigger of the execution this one replaces (absent when the log holds none),
+   * so a deterministic runtime can replay it (operations with an id the log holds are dropped).
    */
-  | { kind: 'resumed'; attempt: number };
+  | { kind: 'resumed'; attempt: number; lost?: Exclude<RuntimeTrigger, { kind: 'resumed' }> };
+
+/**
+ * How a runtime names one of its operations (all optional). `id` (at most 200 characters, unique
+ * within the run): stored with the operation's event; when the run's log holds an operation with
+ * this id already, the call does nothing (a resumed execution replaying what its lost predecessor
+ * did records each operation once). Runtimes that replay give every operation a deterministic id.
+ */
+export interface OperationOptions {
+  id?: string;
+}
 
 /** What the log holds of the run so far, as a resuming runtime reconciles against it. */
 export interface RecordedRun {
@@ -102,6 +114,10 @@ export interface RecordedRun {
   messageIds: string[];
   /** The run's artifacts as the log assembled them (chunks appended), in creation order. */
   artifacts: Array<{ artifactId: string; parts: Part[]; complete: boolean }>;
+  /** The ids of the operations the log holds (OperationOptions.id), oldest first. */
+  operationIds: string[];
+  /** The run's last sequence (its newest event). */
+  lastSequence: number;
 }
 
 /** What a runtime sees of the run it executes. */
@@ -132,6 +148,11 @@ export interface RuntimeContext {
   /** Why this execution runs. */
   readonly trigger: RuntimeTrigger;
   /**
+   * True when this execution replaces a lost one (trigger `resumed`): operations with an id the
+   * log already holds are dropped (OperationOptions), `recorded()` says what the log holds.
+   */
+  readonly resumed: boolean;
+  /**
    * The thread so far (A2A contextId): every message of this agent's runs in the thread, oldest
    * first — earlier runs' messages, then this run's, `input` included — at most the newest 100.
    * Read from the log on first call.
@@ -140,13 +161,13 @@ export interface RuntimeContext {
   /** Aborted when the run is canceled or the worker shuts down. */
   readonly signal: AbortSignal;
   /** Move the run to `status`, optionally with an agent message explaining it. */
-  setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput): Promise<void>;
+  setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput, op?: OperationOptions): Promise<void>;
   /**
    * Open an InteractionRequest; blocking (the default) blocks the run on its caller
    * (input-required / auth-required / confirmation) and should end the execution: the answer
    * triggers a new one. Resolves to the interaction's id.
    */
-  requestInteraction(kind: InteractionKind, message?: AgentMessageInput, options?: InteractionRequestInput): Promise<string>;
+  requestInteraction(kind: InteractionKind, message?: AgentMessageInput, options?: InteractionRequestInput, op?: OperationOptions): Promise<string>;
   /**
    * Delegate to another published agent of the organization (a child run linked to this one).
    * With `await` (default) the execution should end: the child's settlement triggers a new one.
@@ -156,7 +177,7 @@ export interface RuntimeContext {
   /** What a child run of this run produced (null: no such child). */
   childResult(childRunId: string): Promise<ChildRunResult | null>;
   /** Add an agent message to the run's history. */
-  emitMessage(message: AgentMessageInput): Promise<void>;
+  emitMessage(message: AgentMessageInput, op?: OperationOptions): Promise<void>;
   /**
    * Record this runtime's own state on the run (JSON, at most 16 KiB; an event the A2A view does
    * not show), e.g. the id of the upstream task it follows. Batched like the other operations.
@@ -174,7 +195,7 @@ export interface RuntimeContext {
   /** What the log holds of this run now (pending operations are committed first). */
   recorded(): Promise<RecordedRun>;
   /** Create an artifact or append a chunk to it. */
-  emitArtifact(chunk: ArtifactChunkInput): Promise<void>;
+  emitArtifact(chunk: ArtifactChunkInput, op?: OperationOptions): Promise<void>;
   /**
    * Commit what is pending now (operations made back to back are committed together; a runtime
    * streaming from elsewhere calls this when its input pauses, so readers see each step at once).
@@ -204,11 +225,17 @@ export interface RuntimeCardDefaults {
 export interface AgentRuntime<Config = unknown> {
   readonly kind: string;
   /**
-   * True when an execution lost with its worker may simply run again (trigger `resumed`): the
-   * runtime reconciles from its saved state and the log instead of repeating output. Otherwise
-   * (the default) a lost execution fails its run ("the execution was lost").
+   * True when an execution lost with its worker may simply run again (trigger `resumed`, at most
+   * EXECUTION_MAX_RESUMPTIONS times per run): the runtime reconciles from its saved state and the
+   * log (`ctx.recorded()`, operation ids) instead of repeating output. Otherwise (the default) a
+   * lost execution fails its run ("the execution was lost"). See also `canResume`.
    */
   readonly resumable?: boolean;
+  /**
+   * For a `resumable` runtime: false when executions under this revision config must not be
+   * resumed after all (e.g. an `http` backend that declares it cannot resume). Default: true.
+   */
+  canResume?(config: Config): boolean;
   /** Validate a revision's runtime config at draft/publish time. Throws a zod error when invalid. */
   parseConfig(raw: unknown): Config;
   /**
@@ -232,4 +259,9 @@ export interface AgentRuntime<Config = unknown> {
   directReply(config: Config, input: CanonicalMessage): AgentMessageInput | null;
   /** Execute one trigger of a run. Returns when the runtime has nothing more to do for now. */
   execute(config: Config, ctx: RuntimeContext): Promise<void>;
+}
+
+/** Whether executions of `runtime` under `config` are resumed when lost (AgentRuntime.resumable). */
+export function isResumable<C>(runtime: AgentRuntime<C>, config: C): boolean {
+  return runtime.resumable === true && (runtime.canResume?.(config) ?? true);
 }

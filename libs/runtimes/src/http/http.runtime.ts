@@ -7,11 +7,12 @@ import {
   type HttpRuntimeConfig,
   type HttpRuntimeOperation,
   type HttpRuntimeRequest,
+  type RunStatus,
 } from '#libs/contracts';
 import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { backendFrames, CHUNK_END, FrameLimitError } from './backend-frames.js';
-import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
+import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type OperationOptions, type RuntimeContext } from '../runtime.js';
 import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
@@ -31,9 +32,21 @@ class BackendError extends Error {}
  * errors, 5xx) are retried `retries` times; afterwards, or for any other failure, the run fails with
  * a readable reason. Cancellation aborts the request and tells `cancelUrl`. A backend that ends
  * without a terminal status, an interaction or a delegation completes the run.
+ *
+ * Resumable (unless the config says `resumable: false`): an execution lost with its worker is
+ * POSTed again with trigger `resumed` — the lost trigger, the run's last sequence and the ids of the
+ * operations the log holds — under the lost execution's `webhook-id`; operations the backend sends
+ * again are dropped by id (its `id`, `message:<messageId>`, or `<artifactId>#<n>` for the n-th chunk
+ * of an artifact, per execution).
  */
 export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   readonly kind = 'http';
+  readonly resumable = true;
+
+  /** A backend that declares it cannot resume (`resumable: false`) keeps its lost runs failed. */
+  canResume(config: HttpRuntimeConfig): boolean {
+    return config.resumable !== false;
+  }
 
   /** `secrets`: the signing key's source, asked for the run's organization only (the default refuses all). */
   constructor(
@@ -67,11 +80,16 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       await ctx.setStatus('failed', { parts: [{ text: `The agent's backend is not configured (${describeSecretRef(ref)}): ${e.message}. Nothing was sent.` }] });
       return;
     }
-    const [history, extensions] = await Promise.all([ctx.history(), ctx.extensions()]);
-    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: ctx.trigger as HttpRuntimeRequest['trigger'], input: ctx.input, history, extensions };
+    const [history, extensions, recorded] = await Promise.all([ctx.history(), ctx.extensions(), ctx.resumed ? ctx.recorded() : null]);
+    const t = ctx.trigger;
+    const trigger = t.kind === 'resumed' && recorded ? { ...t, lastSequence: recorded.lastSequence, applied: recorded.operationIds } : t;
+    const request: HttpRuntimeRequest = { run: { ...ctx.run }, trigger: trigger as HttpRuntimeRequest['trigger'], input: ctx.input, history, extensions };
     const body = JSON.stringify(request);
-    const webhookId = `run_${ctx.run.runId}_${createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(ctx.trigger)}`).digest('hex').slice(0, 16)}`;
-    const state = { applied: 0, ended: false };
+    // stable per execution: a resumed one answers its lost predecessor's trigger, under its id
+    const played = t.kind === 'resumed' && t.lost ? t.lost : t;
+    const key = createHash('sha256').update(`${ctx.input.messageId}|${JSON.stringify(played)}`).digest('hex').slice(0, 16);
+    const webhookId = `run_${ctx.run.runId}_${key}`;
+    const state: ApplyState = { applied: 0, ended: false, key, chunks: new Map(), ...(recorded && { recorded: { status: recorded.status, operationIds: recorded.operationIds } }) };
     for (let attempt = 0; ; attempt++) {
       const headers = { accept: 'application/x-ndjson, text/event-stream, application/json', ...webhookHeaders(secret, webhookId, body) };
       try {
@@ -103,7 +121,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   }
 
   /** Read the answer in its format and apply each operation as it arrives. */
-  private async consume(contentType: string, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: { applied: number; ended: boolean }): Promise<void> {
+  private async consume(contentType: string, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: ApplyState): Promise<void> {
     const type = contentType.split(';')[0]!.trim().toLowerCase();
     const apply = async (raw: string, where: string) => {
       if (raw.trim() === '') return;
@@ -151,25 +169,64 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   }
 }
 
+/** What one answer did so far: operations applied, whether it ended the run, chunks per artifact. */
+interface ApplyState {
+  applied: number;
+  ended: boolean;
+  /** Names this execution (and the one resuming it) in the ids derived for its operations. */
+  key: string;
+  /** The index of the last chunk of each artifact in this answer (an artifact operation without id is named by it). */
+  chunks: Map<string, number>;
+  /** A resumed execution: what the log held when it started. */
+  recorded?: { status: RunStatus; operationIds: string[] };
+}
+
+/**
+ * The id an operation is recorded under: its own; for an artifact chunk without one
+ * `<execution>:<artifactId>#<n>` (`<execution>`: the last part of the `webhook-id`), n its chunk index — 0 for a chunk that does not append, the next index for
+ * one that does (after the artifact's last chunk in this answer, or, on a resumed execution, in the
+ * log: a backend continuing an artifact goes on counting); for a message with a messageId
+ * `message:<messageId>`. Other operations without an id have none (a replaying backend should give
+ * ids).
+ */
+function operationId(op: HttpRuntimeOperation, state: ApplyState): OperationOptions {
+  if (op.op === 'artifact') {
+    if (op.id) return { id: op.id };
+    let n = 0;
+    if (op.append) {
+      const last = state.chunks.get(op.artifactId) ?? lastRecordedChunk(`${state.key}:${op.artifactId}#`, state.recorded?.operationIds ?? []);
+      n = last + 1;
+    }
+    state.chunks.set(op.artifactId, n);
+    return { id: `${state.key}:${op.artifactId}#${n}` };
+  }
+  if (op.op === 'delegate') return {};
+  if (op.id) return { id: op.id };
+  return op.op === 'message' && op.message.messageId ? { id: `message:${op.message.messageId}` } : {};
+}
+
 /** One wire operation through the RuntimeContext (the append path). */
-async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, state: { applied: number; ended: boolean }): Promise<void> {
+async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, state: ApplyState): Promise<void> {
   if (state.ended) throw new BackendError(`an operation (${op.op}) came after the run ended`);
+  const id = operationId(op, state);
   switch (op.op) {
     case 'status':
-      await ctx.setStatus(op.status, op.message);
+      // a replayed `working` (no id, no message) of a resumed run that is working already says nothing new
+      if (!id.id && !op.message && state.recorded?.status === op.status && op.status === 'working') break;
+      await ctx.setStatus(op.status, op.message, id);
       state.ended = op.status !== 'working';
       break;
     case 'message':
-      await ctx.emitMessage(op.message);
+      await ctx.emitMessage(op.message, id);
       break;
     case 'artifact': {
-      const { op: _op, ...chunk } = op;
-      await ctx.emitArtifact(chunk);
+      const { op: _op, id: _id, ...chunk } = op;
+      await ctx.emitArtifact(chunk, id);
       break;
     }
     case 'interaction': {
-      const { op: _op, kind, message, ...opts } = op;
-      await ctx.requestInteraction(kind, message, opts);
+      const { op: _op, id: _id, kind, message, ...opts } = op;
+      await ctx.requestInteraction(kind, message, opts, id);
       state.ended = opts.blocking !== false;
       break;
     }
@@ -179,6 +236,17 @@ async function applyOperation(op: HttpRuntimeOperation, ctx: RuntimeContext, sta
       break;
   }
   state.applied++;
+}
+
+/** The highest chunk index among recorded operation ids `<prefix><n>`, -1 when none. */
+function lastRecordedChunk(prefix: string, ids: readonly string[]): number {
+  let last = -1;
+  for (const id of ids) {
+    if (!id.startsWith(prefix)) continue;
+    const n = Number(id.slice(prefix.length));
+    if (Number.isInteger(n) && n > last) last = n;
+  }
+  return last;
 }
 
 async function readAll(body: AsyncIterable<Buffer>): Promise<string> {

@@ -32,10 +32,19 @@ interface Call {
  */
 function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: unknown }; abortOn?: Call['method'] } = {}) {
   const calls: Call[] = [];
+  /** The operation ids given, in call order (they are stripped from `calls`). */
+  const opIds: string[] = [];
   const controller = new AbortController();
+  const isOp = (x: unknown) => typeof x === 'object' && x !== null && Object.keys(x).length === 1 && typeof (x as { id?: unknown }).id === 'string';
+  const isEmpty = (x: unknown) => (typeof x === 'object' && x !== null && Object.keys(x).length === 0);
   const record =
     (method: Call['method']) =>
-    async (...args: unknown[]): Promise<void> => {
+    async (...given: unknown[]): Promise<void> => {
+      const args = [...given];
+      if (args.length > 1 && isOp(args.at(-1))) opIds.push((args.pop() as { id: string }).id);
+      // the closing `completed` the runtime adds itself has no message
+      if (opIds.at(-1)?.endsWith('/end') && args.length === 2 && args[1] === undefined) args.pop();
+      while (args.length > 1 && isEmpty(args.at(-1))) args.pop();
       const index = calls.push({ method, args }) - 1;
       if (opts.abortOn === method) controller.abort();
       if (opts.reject?.at === index) throw opts.reject.error;
@@ -47,6 +56,7 @@ function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: un
     signal: controller.signal,
     setStatus: record('setStatus'),
     trigger: { kind: 'created' },
+    resumed: false,
     requestInteraction: async (...args: unknown[]) => {
       await record('requestInteraction')(...args);
       return 'interaction-id';
@@ -61,11 +71,11 @@ function fakeCtx(msg: CanonicalMessage, opts: { reject?: { at: number; error: un
     saveState: record('saveState'),
     savedState: async () => null,
     extensions: async () => [],
-    recorded: async () => ({ status: 'working', blockedReason: null, messageIds: [msg.messageId], artifacts: [] }),
+    recorded: async () => ({ status: 'working', blockedReason: null, messageIds: [msg.messageId], artifacts: [], operationIds: [], lastSequence: 3 }),
     sleep: record('sleep'),
     waitUntilCanceled: record('waitUntilCanceled'),
   };
-  return { ctx, calls, controller, artifacts: () => calls.filter((c) => c.method === 'emitArtifact').map((c) => c.args[0] as ArtifactChunkInput) };
+  return { ctx, calls, opIds, controller, artifacts: () => calls.filter((c) => c.method === 'emitArtifact').map((c) => c.args[0] as ArtifactChunkInput) };
 }
 
 const issues = (raw: unknown) => {
@@ -486,5 +496,53 @@ describe('interaction and delegate steps', () => {
       { method: 'emitMessage', args: [{ parts: [{ text: 'got: ' }] }] },
       { method: 'setStatus', args: ['completed'] },
     ]);
+  });
+});
+
+describe('resuming a lost execution', () => {
+  const c = config([
+    rule({ text: '^go' }, [
+      { type: 'status', status: 'working' },
+      { type: 'wait', ms: 50 },
+      { type: 'artifact', content: { text: 'abcdef' }, chunks: 3 },
+      { type: 'wait', ms: 50 },
+      { type: 'message', text: 'done' },
+    ]),
+  ]);
+
+  it('names every operation by its step (stable across executions of the same trigger), artifacts included', async () => {
+    const a = fakeCtx(input('go'));
+    await runtime.execute(c, a.ctx);
+    expect(a.opIds).toEqual(['m:msg-1/0.0', 'm:msg-1/0.2#0', 'm:msg-1/0.2#1', 'm:msg-1/0.2#2', 'm:msg-1/0.4', 'm:msg-1/end']);
+    const b = fakeCtx(input('go'));
+    await runtime.execute(c, b.ctx);
+    expect(b.opIds).toEqual(a.opIds);
+    // the artifact's id is derived from the run and the step (a replay continues the same artifact)
+    expect(new Set([...a.artifacts(), ...b.artifacts()].map((x) => x.artifactId)).size).toBe(1);
+    // another trigger (another user message) names its steps apart
+    const other = fakeCtx(input('go', 'msg-2'));
+    await runtime.execute(c, other.ctx);
+    expect(other.opIds[0]).toBe('m:msg-2/0.0');
+  });
+
+  it("replays the lost trigger from the last step the log holds: earlier steps (and their waits) are skipped", async () => {
+    const r = fakeCtx(input('go'));
+    Object.assign(r.ctx, {
+      trigger: { kind: 'resumed', attempt: 1, lost: { kind: 'created' } },
+      resumed: true,
+      recorded: async () => ({ status: 'working', blockedReason: null, messageIds: ['msg-1'], artifacts: [], operationIds: ['m:msg-1/0.0', 'm:msg-1/0.2#0'], lastSequence: 5 }),
+    });
+    await runtime.execute(c, r.ctx);
+    // from the artifact step on (the context drops chunk 0, recorded already): no wait before it
+    expect(r.calls.map((x) => x.method)).toEqual(['emitArtifact', 'emitArtifact', 'emitArtifact', 'sleep', 'emitMessage', 'setStatus']);
+    expect(r.opIds).toEqual(['m:msg-1/0.2#0', 'm:msg-1/0.2#1', 'm:msg-1/0.2#2', 'm:msg-1/0.4', 'm:msg-1/end']);
+  });
+
+  it('replays everything when the log holds nothing of the lost execution', async () => {
+    const r = fakeCtx(input('go'));
+    Object.assign(r.ctx, { trigger: { kind: 'resumed', attempt: 2, lost: { kind: 'created' } }, resumed: true });
+    await runtime.execute(c, r.ctx);
+    expect(r.opIds[0]).toBe('m:msg-1/0.0');
+    expect(r.calls.filter((x) => x.method === 'sleep')).toHaveLength(2);
   });
 });

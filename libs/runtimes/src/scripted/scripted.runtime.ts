@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { compileSafeRegex, safeMatchLength } from './safe-regex.js';
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import {
   messageText,
   SCRIPTED_INPUT_PLACEHOLDER,
@@ -14,7 +14,7 @@ import {
   type ScriptedRuntimeConfig,
   type ScriptedStep,
 } from '#libs/contracts';
-import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RuntimeContext } from '../runtime.js';
+import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type OperationOptions, type RuntimeContext, type RuntimeTrigger } from '../runtime.js';
 
 type StepOf<T extends ScriptedStep['type']> = Extract<ScriptedStep, { type: T }>;
 
@@ -79,6 +79,40 @@ type StepPath = Array<string | number>;
 interface Queued {
   step: ScriptedStep;
   path: StepPath;
+}
+
+/** The trigger a scripted execution plays (a resumed one plays its lost predecessor's). */
+type PlayedTrigger = Exclude<RuntimeTrigger, { kind: 'resumed' }>;
+
+/**
+ * Where the operations of one execution are named from: the trigger it plays, identified within
+ * the run (the user message for a creation or new input, the interaction, the link). A resumed
+ * execution plays the same trigger, so it computes the same operation ids.
+ */
+function frameOf(t: PlayedTrigger, input: CanonicalMessage): string {
+  switch (t.kind) {
+    case 'interaction_responded':
+    case 'interaction_expired':
+      return `i:${t.interaction.id}`;
+    case 'link_settled':
+      return `l:${t.link.linkId}`;
+    default:
+      return `m:${input.messageId}`;
+  }
+}
+
+/**
+ * The operation id of a step (`<frame>/<path>`, `#<chunk>` for an artifact's chunks): stored with
+ * its events, so a resumed execution records each step once.
+ */
+function stepId(frame: string, path: StepPath, chunk?: number): string {
+  return `${frame}/${path.join('.')}${chunk === undefined ? '' : `#${chunk}`}`;
+}
+
+/** A stable UUID-shaped id derived from `key` (an artifact's id when its step names none). */
+function stableUuid(key: string): string {
+  const h = createHash('sha256').update(key).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h.slice(16, 18), 16) & 0x3f) | 0x80).toString(16)}${h.slice(18, 20)}-${h.slice(20, 32)}`;
 }
 
 /** The runtime state the scripted runtime leaves on interactions and links. */
@@ -157,8 +191,11 @@ function fileMeta(c: { mediaType?: string; filename?: string }): Pick<Part, 'med
   };
 }
 
-/** The chunks of an artifact step, with append/lastChunk set (`{{input}}` filled in text content). */
-function artifactChunks(step: StepOf<'artifact'>, input: CanonicalMessage): ArtifactChunkInput[] {
+/**
+ * The chunks of an artifact step, with append/lastChunk set (`{{input}}` filled in text content).
+ * `defaultId`: the artifact's id when the step names none (stable, so a replay continues it).
+ */
+function artifactChunks(step: StepOf<'artifact'>, input: CanonicalMessage, defaultId: string): ArtifactChunkInput[] {
   const { content, chunks = 1 } = step;
   let parts: Part[];
   if ('text' in content) {
@@ -175,7 +212,7 @@ function artifactChunks(step: StepOf<'artifact'>, input: CanonicalMessage): Arti
   } else {
     parts = [{ data: content.data }];
   }
-  const artifactId = step.artifactId ?? randomUUID();
+  const artifactId = step.artifactId ?? defaultId;
   const { name, description } = step;
   return parts.map((part, i) => ({
     artifactId,
@@ -193,6 +230,13 @@ function artifactChunks(step: StepOf<'artifact'>, input: CanonicalMessage): Arti
  */
 export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
   readonly kind = 'scripted';
+  /**
+   * Deterministic, so resumable: a resumed execution plays the trigger of the one it replaces
+   * (`trigger.lost`) again, skips the steps before the last one the log holds (no waits), and
+   * drops every operation already recorded (each step's events carry the step's id: `<frame>/<path>`,
+   * `#<chunk>` for artifact chunks, `<frame>/end` for the closing `completed`).
+   */
+  readonly resumable = true;
 
   /**
    * Throws a `ZodError` when `raw` is not a valid scripted config, including a `match.text` that
@@ -234,18 +278,38 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
    */
   async execute(config: ScriptedRuntimeConfig, ctx: RuntimeContext): Promise<void> {
     const vars: RenderVars = { input: ctx.input };
+    const played: PlayedTrigger = ctx.trigger.kind === 'resumed' ? (ctx.trigger.lost ?? { kind: 'created' }) : ctx.trigger;
+    const frame = frameOf(played, ctx.input);
     try {
-      const queue = (await this.resumption(config, ctx, vars)) ?? this.fresh(config, ctx.input);
+      let queue = (await this.resumption(config, ctx, played, frame, vars)) ?? this.fresh(config, ctx.input);
       if (!queue) return;
+      if (ctx.resumed) queue = await this.unplayed(queue, ctx, frame);
       for (const item of queue) {
         if (ctx.signal.aborted) return;
-        if (await this.runStep(item, ctx, vars)) return;
+        if (await this.runStep(item, ctx, vars, frame)) return;
       }
-      if (!ctx.signal.aborted) await ctx.setStatus('completed');
+      if (!ctx.signal.aborted) await ctx.setStatus('completed', undefined, { id: `${frame}/end` });
     } catch (e) {
       if (isRunTerminal(e)) return;
       throw e;
     }
+  }
+
+  /**
+   * A resumed execution's queue: from the last step whose operation the log holds (that step runs
+   * again: its recorded operations are dropped, e.g. the chunks of an artifact already appended),
+   * so waits of steps done are not waited again. The whole queue when the log holds none of it.
+   */
+  private async unplayed(queue: Queued[], ctx: RuntimeContext, frame: string): Promise<Queued[]> {
+    const recorded = new Set((await ctx.recorded()).operationIds);
+    const prefix = `${frame}/`;
+    if (![...recorded].some((id) => id.startsWith(prefix))) return queue;
+    let last = -1;
+    queue.forEach((item, i) => {
+      const id = stepId(frame, item.path);
+      if (recorded.has(id) || recorded.has(`${id}#0`)) last = i;
+    });
+    return last > 0 ? queue.slice(last) : queue;
   }
 
   private fresh(config: ScriptedRuntimeConfig, input: CanonicalMessage): Queued[] {
@@ -259,8 +323,7 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
    * settled child), or undefined when it does not (a fresh rule is selected). An empty list or
    * null: nothing more to run (null: the run was ended here).
    */
-  private async resumption(config: ScriptedRuntimeConfig, ctx: RuntimeContext, vars: RenderVars): Promise<Queued[] | null | undefined> {
-    const t = ctx.trigger;
+  private async resumption(config: ScriptedRuntimeConfig, ctx: RuntimeContext, t: PlayedTrigger, frame: string, vars: RenderVars): Promise<Queued[] | null | undefined> {
     if (t.kind === 'interaction_responded' || t.kind === 'interaction_expired') {
       const path = pathOf(t.interaction.state);
       const at = path && resumeAt(config, path);
@@ -280,15 +343,15 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
       const child = await ctx.childResult(t.link.childRunId);
       if (!child || child.status !== 'completed') {
         if ((step.onFailure ?? 'fail') === 'fail') {
-          await ctx.setStatus('failed', { parts: [{ text: `The delegated task ${t.link.childRunId} (${step.agent}) ended ${child?.status ?? 'missing'}` }] });
+          await ctx.setStatus('failed', { parts: [{ text: `The delegated task ${t.link.childRunId} (${step.agent}) ended ${child?.status ?? 'missing'}` }] }, { id: `${frame}/end` });
           return null;
         }
         return at.after;
       }
       vars.result = resultText(child);
       if (step.adopt ?? true) {
-        for (const a of child.artifacts) {
-          await ctx.emitArtifact({ ...a, metadata: { ...a.metadata, fromTaskId: child.runId }, append: false, lastChunk: true });
+        for (const [i, a] of child.artifacts.entries()) {
+          await ctx.emitArtifact({ ...a, metadata: { ...a.metadata, fromTaskId: child.runId }, append: false, lastChunk: true }, { id: `${frame}/adopt#${i}` });
         }
       }
       return at.after;
@@ -296,26 +359,27 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
     return undefined;
   }
 
-  /** Run one step; true when the execution ends with it. */
-  private async runStep({ step, path }: Queued, ctx: RuntimeContext, vars: RenderVars): Promise<boolean> {
+  /** Run one step; true when the execution ends with it. Its operations carry its id (`frame`, `path`). */
+  private async runStep({ step, path }: Queued, ctx: RuntimeContext, vars: RenderVars, frame: string): Promise<boolean> {
+    const op: OperationOptions = { id: stepId(frame, path) };
     switch (step.type) {
       case 'status': {
         const message = step.message !== undefined ? agentMessage({ text: step.message }, vars) : undefined;
         if (step.status === 'input-required' || step.status === 'auth-required') {
-          await ctx.requestInteraction(step.status === 'input-required' ? 'input' : 'auth', message);
+          await ctx.requestInteraction(step.status === 'input-required' ? 'input' : 'auth', message, {}, op);
           return true;
         }
-        await ctx.setStatus(step.status, message);
+        await ctx.setStatus(step.status, message, op);
         return step.status !== 'working';
       }
       case 'message':
       case 'reply':
-        await ctx.emitMessage(agentMessage(step, vars));
+        await ctx.emitMessage(agentMessage(step, vars), op);
         return false;
       case 'artifact':
-        for (const chunk of artifactChunks(step, vars.input)) {
+        for (const [i, chunk] of artifactChunks(step, vars.input, stableUuid(`${ctx.run.runId}/${op.id!}`)).entries()) {
           if (ctx.signal.aborted) return true;
-          await ctx.emitArtifact(chunk);
+          await ctx.emitArtifact(chunk, { id: stepId(frame, path, i) });
         }
         return false;
       case 'wait':
@@ -334,11 +398,11 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
           ...(step.expiresInMs !== undefined && { expiresInMs: step.expiresInMs }),
           ...(step.onExpire !== undefined && { onExpire: step.onExpire }),
           state,
-        });
+        }, op);
         return step.blocking !== false;
       }
       case 'substate':
-        await ctx.setStatus('working', { parts: [{ text: step.text !== undefined ? render(step.text, vars) : step.state }], metadata: { [SUBSTATES_EXTENSION_URI]: { state: step.state } } });
+        await ctx.setStatus('working', { parts: [{ text: step.text !== undefined ? render(step.text, vars) : step.state }], metadata: { [SUBSTATES_EXTENSION_URI]: { state: step.state } } }, op);
         return false;
       case 'delegate': {
         const state: ScriptedState = { scripted: { path } };
@@ -347,7 +411,7 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
         } catch (e) {
           const code = (e as { code?: unknown }).code;
           if (code !== 'agent.not_published' && code !== 'run.link_too_deep') throw e;
-          await ctx.setStatus('failed', { parts: [{ text: `Cannot delegate to ${step.agent}: ${(e as Error).message}` }] });
+          await ctx.setStatus('failed', { parts: [{ text: `Cannot delegate to ${step.agent}: ${(e as Error).message}` }] }, op);
         }
         return true;
       }
