@@ -12,8 +12,10 @@
 //   node scripts/dev-host.mjs <module under dist/> <exported start function>
 //   The start function resolves with something to close() (the listening app). Each IPC message
 //   `{ changed: [<path under dist/>, …] }` (sent once setup.mjs has written the transpiled files)
-//   reloads the app; messages that arrive during a reload make one more reload after it. The host
-//   exits when the channel closes (setup.mjs is gone).
+//   reloads the app; messages that arrive during a reload make one more reload after it. After each
+//   start the host sends `{ started: <generation> }`, or `{ failed: <generation> }` when the import
+//   or the start function threw (it then waits for the next change). It exits when the channel
+//   closes (setup.mjs is gone).
 // Exit codes: 75 = restart this process (setup.mjs does): the app did not close within 5 s, or
 //   this process has kept too many generations (each one's modules stay in memory: the ESM loader
 //   never frees a module).
@@ -69,11 +71,13 @@ async function reload(reason) {
     const importedAt = Date.now();
     running = await mod[exported]();
     const used = process.cpuUsage(cpu);
+    process.send?.({ started: generation });
     if (reason) console.log(`[dev] ${name} reloaded in ${Date.now() - started} ms (close ${closedAt - started}, import ${importedAt - closedAt}, start ${Date.now() - importedAt}; ${Math.round((used.user + used.system) / 1000)} ms of CPU) after ${reason}`);
   } catch (e) {
     // as node --watch does: say why, keep the process, try again at the next change
     console.error(`aaas ${name}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
     console.error(`[dev] ${name} is not running: waiting for a change`);
+    process.send?.({ failed: generation });
   } finally {
     busy = false;
     if (again) {
