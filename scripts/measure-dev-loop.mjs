@@ -5,7 +5,7 @@
 // libs/registry/src/agent-directory.ts (the "agent … not found" message) and polls
 // GET /a2a/dev-probe/none/.well-known/agent-card.json every 20 ms until the message carries the new
 // text. Puts the file back (its modification time too: the next build sees no change) and stops
-// the session (as Ctrl-C does) at the end, on an error or on Ctrl-C. Prints each time, the median
+// the session (as Ctrl-C does) at the end, on an error, on Ctrl-C or SIGTERM. Prints each time, the median
 // and the worst, with the load average (the machine may be shared).
 // Usage: node scripts/measure-dev-loop.mjs [edits=5] [-- <dev command …>]
 //   The environment passes through (PORT, DATABASE_URL, REDIS_PREFIX …); PORT defaults to 3000.
@@ -46,10 +46,12 @@ const stop = () => {
     // already gone
   }
 };
-process.on('SIGINT', () => {
-  stop();
-  process.exit(130);
-});
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    stop();
+    process.exit(130);
+  });
+}
 
 /** Polls the probe URL until `accept(body)` holds; resolves with the ms since `since`. */
 async function until(accept, since, timeout = TIMEOUT_MS) {

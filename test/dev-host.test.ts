@@ -9,10 +9,11 @@ import { TEST_DATABASE_URL, TEST_REDIS_URL } from './support/env.js';
 import { freePort } from './support/redis-server.js';
 
 /**
- * `npm run dev`'s API host (scripts/dev-host.mjs): each change message starts the app again from
- * fresh copies of the compiled modules under dist/, in the same process, with node_modules loaded
- * once; a start that throws leaves the host waiting for the next change; an app that does not close
- * makes it ask for a fresh process (exit 75). Then the real API (dist/, build first) reloaded the
+ * `npm run dev`'s API host (scripts/dev-host.mjs): each change message starts the app again, in the
+ * same process, from fresh copies of the changed modules under dist/ and their importers; other
+ * modules, and node_modules, stay loaded; a start that throws leaves the host waiting for the next
+ * change (which reloads every module); an app that does not close makes it ask for a fresh process
+ * (exit 75). Then the real API (dist/, build first) reloaded the
  * same way answers from the database.
  */
 const fixture = path.join('dist', `.dev-host-test-${randomUUID().slice(0, 8)}`);
@@ -55,15 +56,17 @@ afterAll(async () => {
 });
 
 describe('dev host with a small app', () => {
-  // entry.js serves value.js's export and whether `zod` (node_modules) is the instance the first
-  // generation saw; close() hangs when value.js says so
+  // entry.js serves value.js's export, whether `zod` (node_modules) is the instance the first
+  // generation saw, and how often other.js (which the edits do not touch) was evaluated; close()
+  // hangs when value.js says so
   const entry = `
 import { createServer } from 'node:http';
 import * as z from 'zod';
 import { value, hang } from './value.js';
+import { evaluations } from './other.js';
 export async function start() {
   globalThis.firstZod ??= z;
-  const server = createServer((_req, res) => res.end(JSON.stringify({ value, sameZod: globalThis.firstZod === z })));
+  const server = createServer((_req, res) => res.end(JSON.stringify({ value, sameZod: globalThis.firstZod === z, other: evaluations() })));
   await new Promise((resolve) => server.listen(Number(process.env.FIXTURE_PORT), '127.0.0.1', resolve));
   return { close: () => (hang ? new Promise(() => {}) : new Promise((resolve) => server.close(resolve))) };
 }`;
@@ -72,19 +75,22 @@ export async function start() {
   it('serves each edit from fresh modules, keeps node_modules loaded, waits out a failing start and asks for a fresh process when close hangs', async () => {
     await mkdir(fixture, { recursive: true });
     await writeFile(path.join(fixture, 'entry.js'), entry);
+    await writeFile(path.join(fixture, 'other.js'), 'globalThis.otherEvaluations = (globalThis.otherEvaluations ?? 0) + 1;\nexport const evaluations = () => globalThis.otherEvaluations;\n');
     await value('one');
     const port = await freePort();
     const url = `http://127.0.0.1:${port}/`;
     const h = host(path.join(fixture, 'entry.js'), 'start', { FIXTURE_PORT: String(port) });
     expect(await h.next()).toEqual({ started: 1 });
-    expect(JSON.parse(await text(url))).toEqual({ value: 'one', sameZod: true });
+    expect(JSON.parse(await text(url))).toEqual({ value: 'one', sameZod: true, other: 1 });
 
     await value('two');
     h.child.send({ changed: [path.join(fixture, 'value.js')] });
     expect(await h.next()).toEqual({ started: 2 });
-    expect(JSON.parse(await text(url))).toEqual({ value: 'two', sameZod: true });
+    // value.js and its importer entry.js are fresh; other.js is the same instance
+    expect(JSON.parse(await text(url))).toEqual({ value: 'two', sameZod: true, other: 1 });
 
     // an edit that throws at import: reported, the process stays, the next edit starts it again
+    // (from fresh copies of every module under dist/: other.js is evaluated again)
     await value('three', 'throw new Error("broken on purpose");\n');
     h.child.send({ changed: [path.join(fixture, 'value.js')] });
     expect(await h.next()).toEqual({ failed: 3 });
@@ -93,7 +99,7 @@ export async function start() {
     await value('hang');
     h.child.send({ changed: [path.join(fixture, 'value.js')] });
     expect(await h.next()).toEqual({ started: 4 });
-    expect(JSON.parse(await text(url))).toEqual({ value: 'hang', sameZod: true });
+    expect(JSON.parse(await text(url))).toEqual({ value: 'hang', sameZod: true, other: 2 });
 
     // this generation's close() never ends: after 5 s the host exits 75 (setup.mjs starts a new one)
     h.child.send({ changed: [path.join(fixture, 'value.js')] });
