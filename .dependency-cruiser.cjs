@@ -88,7 +88,7 @@ module.exports = {
       name: 'db-in-repositories-only',
       severity: 'error',
       comment: 'only repositories (and module wiring) use the database service; services get plain types and AppErrors',
-      from: { path: '^(apps|libs)/', pathNot: ['^libs/db/', '\\.repository\\.ts$', '\\.module\\.ts$', '\\.health\\.ts$', '/health/health\\.controller\\.ts$', '/main\\.ts$', '/metrics\\.server\\.ts$'] },
+      from: { path: '^(apps|libs)/', pathNot: ['^libs/db/', '\\.repository\\.ts$', '\\.module\\.ts$', '\\.health\\.ts$', '/health/health\\.controller\\.ts$', '/main\\.ts$', '/api\\.process\\.ts$', '/metrics\\.server\\.ts$'] },
       to: { path: '^libs/db/src/index\\.ts$' },
     },
     {

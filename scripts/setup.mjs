@@ -79,19 +79,23 @@ if (build) {
 if (dev) {
   run(process.execPath, ['scripts/migrate.mjs']);
   // A type-checking rebuild (`tsc -b --watch`) took ~19 s from an edit in libs/ to a restarted API
-  // on 2 cores; transpiling only the edited file takes milliseconds, so the restart is the API's own
-  // boot. Type checking stays in the full build above, `npm run typecheck`, `npm run lint`,
-  // `npm test` and the editor. The worker restarts at a lower priority: the API answers first.
+  // on 2 cores; transpiling only the edited file takes milliseconds. Restarting the API process
+  // (node --watch) then took 3.4–3.5 s, most of it loading node_modules again, so the API runs in
+  // scripts/dev-host.mjs instead: it keeps node_modules loaded and, told which files changed,
+  // closes the app and starts it again from fresh copies of our compiled modules. Type checking
+  // stays in the full build above, `npm run typecheck`, `npm run lint`, `npm test` and the editor.
+  // The worker restarts (node --watch) at a lower priority: the API answers first.
   const worker = spawn(process.execPath, ['--watch', 'dist/apps/worker/src/main.js'], { stdio: 'inherit' });
   try {
     os.setPriority(worker.pid, 10); // inherited by each worker process it (re)starts
   } catch {
     // not permitted here: both restart at the same priority
   }
-  const children = [spawn(process.execPath, ['--watch', 'dist/apps/api/src/main.js'], { stdio: 'inherit' }), worker];
-  console.log('[dev] watching apps/ and libs/: each saved .ts file is transpiled into dist/ (no type check: npm run typecheck)');
-  const watchers = await transpileOnChange(['apps', 'libs']);
   let stopping = false;
+  let watchers = [];
+  let api = null;
+  let apiWaiting = false; // the API host exited on an error: started again at the next change
+  const children = new Set([worker]);
   const stop = (code) => {
     if (stopping) return;
     stopping = true;
@@ -99,13 +103,38 @@ if (dev) {
     for (const w of watchers) w.close();
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
   };
-  for (const c of children) {
-    // one process ending (a signal reached only it) ends the session
-    c.on('exit', (code) => {
+  const exited = (c, code, signal) => {
+    children.delete(c);
+    if (!stopping) {
+      // the API host asked for a fresh process (scripts/dev-host.mjs), or failed: as node --watch
+      // does, it starts again at the next change
+      if (c === api && signal === null && code === 75) return void startApi();
+      if (c === api && signal === null) {
+        apiWaiting = true;
+        return void console.error(`[dev] the API process exited (code ${code}): started again at the next change`);
+      }
+      // a signal that reached only one process, or the worker's watcher gone: the session ends
       stop(code ?? 0);
-      if (children.every((x) => x.exitCode !== null || x.signalCode !== null)) process.exit(process.exitCode);
-    });
-  }
+    }
+    if (children.size === 0) process.exit(process.exitCode);
+  };
+  const startApi = () => {
+    apiWaiting = false;
+    api = spawn(process.execPath, ['scripts/dev-host.mjs', 'dist/apps/api/src/api.process.js', 'startApiProcess'], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'] });
+    const self = api;
+    children.add(self);
+    self.on('exit', (code, signal) => exited(self, code, signal));
+  };
+  worker.on('exit', (code, signal) => exited(worker, code, signal));
+  startApi();
+  console.log('[dev] watching apps/ and libs/: each saved .ts file is transpiled into dist/ (no type check: npm run typecheck)');
+  watchers = await transpileOnChange(['apps', 'libs'], (outputs) => {
+    // what the API loads: its app and the libs (the worker's own node --watch sees its files)
+    const changed = outputs.filter((f) => f.startsWith('dist/libs/') || f.startsWith('dist/apps/api/'));
+    if (changed.length === 0 || stopping) return;
+    if (apiWaiting) startApi();
+    else if (api?.connected) api.send({ changed });
+  });
   // Ctrl-C reaches the whole process group; SIGTERM (e.g. from a supervisor) only this process
   process.on('SIGINT', () => stop(0));
   process.on('SIGTERM', () => stop(0));
@@ -115,9 +144,10 @@ if (dev) {
  * --dev: watch `dirs` and transpile each changed .ts file (what tsconfig.json compiles: not specs,
  * declarations or apps/console) on its own into dist/ with swc — decorators and their metadata as
  * tsc emits them, ESM, a source map — or remove its output when the file is gone. Changes within
- * 25 ms are one batch. Returns the watchers (close them to stop).
+ * 25 ms are one batch; `onBatch` gets the dist/ paths written or removed by each batch. Returns the
+ * watchers (close them to stop).
  */
-async function transpileOnChange(dirs) {
+async function transpileOnChange(dirs, onBatch) {
   const { transformFile } = await import('@swc/core');
   const compiles = (f) => f.endsWith('.ts') && !f.endsWith('.spec.ts') && !f.endsWith('.d.ts') && !f.startsWith('apps/console/');
   const pending = new Set();
@@ -127,11 +157,13 @@ async function transpileOnChange(dirs) {
     const files = [...pending];
     pending.clear();
     const started = Date.now();
+    const outputs = [];
     for (const file of files) {
       const out = path.join('dist', file.replace(/\.ts$/, '.js'));
       if (!existsSync(file)) {
         rmSync(out, { force: true });
         rmSync(`${out}.map`, { force: true });
+        outputs.push(out);
         continue;
       }
       try {
@@ -145,12 +177,14 @@ async function transpileOnChange(dirs) {
         mkdirSync(path.dirname(out), { recursive: true });
         writeFileSync(`${out}.map`, r.map ?? '');
         writeFileSync(out, `${r.code}\n//# sourceMappingURL=${path.basename(out)}.map\n`);
+        outputs.push(out);
       } catch (e) {
         // a syntax error: say where, keep the last good output (tsc --watch says more)
         console.error(`[dev] ${file}: ${e instanceof Error ? e.message : String(e)}`);
       }
     }
     if (files.length > 0) console.log(`[dev] transpiled ${files.join(', ')} (${Date.now() - started} ms)`);
+    if (outputs.length > 0) onBatch(outputs);
   };
   return dirs.map((dir) =>
     watch(dir, { recursive: true }, (_event, name) => {

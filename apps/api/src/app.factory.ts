@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { DocumentBuilder, type OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { createLogger, loadConfig, NestPinoLogger, type AppConfig } from '#libs/config';
 import { AppModule } from './app.module.js';
 import { API_KEY_SCHEME, API_KEY_SCHEME_DOC, BEARER_SCHEME, BEARER_SCHEME_DOC, contractSchemaConverter } from './admin/admin-openapi.js';
@@ -114,24 +114,28 @@ export async function createApiApp(
   await installConsole(fastify);
 
   if (!config.DOCS_ENABLED) return app;
-  const doc = addA2AOpenApi(
-    SwaggerModule.createDocument(
-      app,
-      new DocumentBuilder()
-        .setTitle('A2A control plane')
-        .setDescription(
-          'Admin API (`/v1`): publish agents, revisions and A2A bindings; read runs and their event logs. ' +
-            'Every `/v1` route takes an API key, in `X-API-Key` or as `Authorization: Bearer <key>`. ' +
-            'A2A endpoints (tags `a2a-jsonrpc`, `a2a-http-json`, `agent-cards`): A2A v1.0 over JSON-RPC and HTTP+JSON, and v0.3 JSON-RPC.',
-        )
-        .setVersion('1')
-        .setExternalDoc('A2A specification', A2A_SPEC_URL)
-        .addApiKey(API_KEY_SCHEME_DOC, API_KEY_SCHEME)
-        .addBearerAuth(BEARER_SCHEME_DOC, BEARER_SCHEME)
-        .build(),
-      { standardSchemaConverter: contractSchemaConverter },
-    ),
-  );
+  // The document is built on the first request for it (/docs, /docs/openapi.json …), once, not at
+  // boot: scanning every route and converting the contracts' schemas is a few hundred ms of CPU that
+  // each start (each `npm run dev` reload) would otherwise spend before answering.
+  const doc = (): OpenAPIObject =>
+    addA2AOpenApi(
+      SwaggerModule.createDocument(
+        app,
+        new DocumentBuilder()
+          .setTitle('A2A control plane')
+          .setDescription(
+            'Admin API (`/v1`): publish agents, revisions and A2A bindings; read runs and their event logs. ' +
+              'Every `/v1` route takes an API key, in `X-API-Key` or as `Authorization: Bearer <key>`. ' +
+              'A2A endpoints (tags `a2a-jsonrpc`, `a2a-http-json`, `agent-cards`): A2A v1.0 over JSON-RPC and HTTP+JSON, and v0.3 JSON-RPC.',
+          )
+          .setVersion('1')
+          .setExternalDoc('A2A specification', A2A_SPEC_URL)
+          .addApiKey(API_KEY_SCHEME_DOC, API_KEY_SCHEME)
+          .addBearerAuth(BEARER_SCHEME_DOC, BEARER_SCHEME)
+          .build(),
+        { standardSchemaConverter: contractSchemaConverter },
+      ),
+    );
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'docs/openapi.json' });
   return app;
 }
