@@ -7,6 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import { DatabaseService } from '#libs/db';
 import { publishAgent } from './support/admin-client.js';
 import { sendMessageRpc } from './support/a2a-rpc.js';
+import { readSse, type SseFrame } from './support/sse.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -94,13 +95,26 @@ const events = async (runId: string) =>
   stack.api.get(DatabaseService).query<{ sequence: number; type: string; payload: any }>('SELECT sequence, type, payload FROM run_events WHERE run_id = $1 ORDER BY sequence', [runId]);
 const leaseTrigger = async (runId: string) => (await stack.api.get(DatabaseService).query<{ t: number | null }>('SELECT lease_trigger AS t FROM runs WHERE id = $1', [runId]))[0]!.t;
 
-/** Start a run of `slug`, kill its worker with SIGKILL mid-stream, start another; returns the run id. */
+const V1 = { 'content-type': 'application/json', 'a2a-version': '1.0', accept: 'text/event-stream' };
+const rpc = (method: string, params: unknown) => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
+let held: Promise<{ frames: SseFrame[]; ended: boolean }> | undefined;
+
+/**
+ * Start a run of `slug`, kill its worker with SIGKILL mid-stream, start another; returns the run id.
+ * An A2A client subscribed to the task from its start (SubscribeToTask, Last-Event-ID 0) holds its
+ * stream across the crash: `held`.
+ */
 async function crashMidStream(slug: string): Promise<string> {
   // only the worker started here executes
   await Promise.all(workers.filter((w) => w.exitCode === null && w.signalCode === null).map((w) => new Promise((r) => (w.once('exit', r), w.kill('SIGKILL')))));
   const first = startWorker();
-  const a = await publishAgent(stack.baseUrl, stack.adminKey, { slug, runtime: { kind: 'http', url: `${base}/${slug.split('-')[0]}`, secretEnv, ...(slug.endsWith('-never') && { resumable: false }) } });
+  const a = await publishAgent(stack.baseUrl, stack.adminKey, {
+    slug,
+    a2a: { capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false } },
+    runtime: { kind: 'http', url: `${base}/${slug.split('-')[0]}`, secretEnv, ...(slug.endsWith('-never') && { resumable: false }) },
+  });
   const runId = (await sendMessageRpc(`${stack.baseUrl}${a.basePath}`, 'go', { returnImmediately: true })).body.result.task.id as string;
+  held = readSse(`${stack.baseUrl}${a.basePath}`, { method: 'POST', headers: { ...V1, 'last-event-id': '0' }, body: rpc('SubscribeToTask', { id: runId }) }, { timeoutMs: 60_000 });
   await expect.poll(async () => (await events(runId)).filter((e) => e.type === 'artifact.updated').length, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(2);
   await expect.poll(() => leaseTrigger(runId), { timeout: 20_000, interval: 20 }).not.toBeNull();
   first.kill('SIGKILL');
@@ -123,7 +137,18 @@ describe('http runtime: a worker killed mid-stream', () => {
   it('a backend that replays its answer: resumed under the same webhook-id, what the log holds is dropped', async () => {
     const runId = await crashMidStream('replay-agent');
     await expect.poll(async () => (await events(runId)).at(-1)?.payload?.status, { timeout: 40_000, interval: 100 }).toBe('completed');
-    checkCompleted(await events(runId));
+    const log = await events(runId);
+    checkCompleted(log);
+    // the A2A stream held across the crash is the log's story, each event once
+    const { frames, ended } = await held!;
+    expect(ended).toBe(true);
+    const projected = log.filter((e) => e.type !== 'run.created' && e.type !== 'run.execution_resumed' && !(e.type === 'message.added' && e.payload.message.role === 'user'));
+    expect(frames.map((f) => f.id)).toEqual(projected.map((e) => String(e.sequence)));
+    const chunks = frames.flatMap((f) => {
+      const u = JSON.parse(f.data).result.artifactUpdate;
+      return u ? [u.artifact.parts[0].text as string] : [];
+    });
+    expect(chunks.join('')).toBe(Array.from({ length: STEPS }, (_, i) => `c${i};`).join(''));
     const sent = requests.filter((r) => r.body.run.runId === runId);
     expect(sent.map((r) => r.body.trigger.kind)).toEqual(['created', 'resumed']);
     expect(sent[1]!.webhookId).toBe(sent[0]!.webhookId);
