@@ -6,6 +6,8 @@ import { CreateRunHandler } from './commands/create-run.command.js';
 import { RespondInteractionHandler } from './commands/respond-interaction.command.js';
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository } from './event-log.repository.js';
+import { RunArchiveRepository } from './run-archive.repository.js';
+import { RunArchives } from './run-archive.service.js';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunExecutionQueue } from './run-execution.queue.js';
@@ -38,8 +40,10 @@ const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandle
     RunStreamHub,
     StorageQuotaRepository,
     StorageQuotas,
+    RunArchiveRepository,
+    RunArchives,
     ...HANDLERS,
   ],
-  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, ...HANDLERS],
+  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, RunArchives, ...HANDLERS],
 })
 export class RunsModule {}
