@@ -62,3 +62,18 @@ export const ImportRunsResultSchema = z.object({
   linksSkipped: z.int(),
 });
 export type ImportRunsResult = z.infer<typeof ImportRunsResultSchema>;
+
+// ------------------------------------------------------------------ retention
+
+/** Body of PUT /v1/retention-policy and PUT /v1/retention-policy/agents/{agent}: days to keep terminal runs; null = forever. */
+export const SetRetentionBodySchema = z.strictObject({
+  retentionDays: z.int().min(1).max(36_500).nullable(),
+});
+export type SetRetentionBody = z.infer<typeof SetRetentionBodySchema>;
+
+/** An organization's retention policy: its default and its agents' overrides (null = keep forever). */
+export const RetentionPolicySchema = z.object({
+  retentionDays: z.int().nullable(),
+  agents: z.array(z.object({ agentId: z.uuid(), retentionDays: z.int().nullable() })),
+});
+export type RetentionPolicyResponse = z.infer<typeof RetentionPolicySchema>;

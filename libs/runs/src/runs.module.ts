@@ -8,6 +8,8 @@ import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository } from './event-log.repository.js';
 import { RunArchiveRepository } from './run-archive.repository.js';
 import { RunArchives } from './run-archive.service.js';
+import { RunRetentionRepository } from './run-retention.repository.js';
+import { RunRetention } from './run-retention.service.js';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunExecutionQueue } from './run-execution.queue.js';
@@ -42,8 +44,10 @@ const HANDLERS = [CreateRunHandler, ContinueRunHandler, RespondInteractionHandle
     StorageQuotas,
     RunArchiveRepository,
     RunArchives,
+    RunRetentionRepository,
+    RunRetention,
     ...HANDLERS,
   ],
-  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, RunArchives, ...HANDLERS],
+  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, RunArchives, RunRetention, ...HANDLERS],
 })
 export class RunsModule {}

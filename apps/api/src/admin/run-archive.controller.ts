@@ -105,7 +105,7 @@ export class RunArchiveController {
   @ApiConsumes(RUN_ARCHIVE_CONTENT_TYPE)
   @ApiOperation({ summary: 'Import a run archive (JSON Lines) into this organization, which must have no runs; all or nothing' })
   @ApiResponse({ status: 200, standardSchema: ImportRunsResultSchema, example: { runs: 120, events: 1480, linksSkipped: 0 } })
-  @AdminRoute(409, 415, 422)
+  @AdminRoute(409, 422)
   async import(@CurrentPrincipal() principal: Principal, @Req() req: FastifyRequest): Promise<ImportRunsResult> {
     const body = req.body;
     if (!(body instanceof Readable)) throw new AppError('request.unsupported_media_type', `an archive is sent as ${RUN_ARCHIVE_CONTENT_TYPE}`);
