@@ -223,6 +223,10 @@ describe('import', () => {
     const torn = await importText(c, JSON.stringify({ ...first, events: first.events.slice(1) }));
     expect(torn.status).toBe(422);
     expect(torn.body.error.message).toMatch(/sequences 1\.\./);
+    // refused at its first line, a large body still gets its answer (the rest is drained, not reset)
+    const big = await importText(c, `not json\n${'{"v":1}\n'.repeat(1_000_000)}`);
+    expect(big.status).toBe(422);
+    expect(big.body.error).toMatchObject({ code: 'archive.invalid', details: { line: 1 } });
     const json = await adminRequest(c.baseUrl, c.adminKey, 'POST', '/v1/run-archive', { not: 'an archive' });
     expect(json.status).toBe(415);
     expect(await exportText(c)).toBe('');

@@ -22,7 +22,8 @@ const LINE_EXAMPLE =
 async function* ndjsonLines(body: Readable): AsyncGenerator<string> {
   const decoder = new StringDecoder('utf8');
   let rest = '';
-  for await (const chunk of body) {
+  // an import refused mid-body must still answer: leaving the loop must not destroy the request
+  for await (const chunk of body.iterator({ destroyOnReturn: false })) {
     rest += typeof chunk === 'string' ? chunk : decoder.write(chunk as Buffer);
     let start = 0;
     for (let nl = rest.indexOf('\n'); nl >= 0; nl = rest.indexOf('\n', start)) {
