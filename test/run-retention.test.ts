@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SendMessageRequest, Task, taskStateToJSON } from '@a2a-js/sdk';
 import { ClientFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
@@ -33,6 +36,7 @@ const RUN_TABLES = ['run_events', 'messages', 'artifacts', 'interaction_requests
 let a: Stack;
 let other: Stack;
 let db: DatabaseService;
+let archiveDir: string;
 const agents: Record<string, PublishedAgent> = {};
 
 const state = (t: Task) => taskStateToJSON(t.status!.state);
@@ -73,7 +77,8 @@ async function pushConfig(runId: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  a = await startStack({ env: { RETENTION_INTERVAL_MS: '0' } });
+  archiveDir = await mkdtemp(path.join(tmpdir(), 'aaas-retention-'));
+  a = await startStack({ env: { RETENTION_INTERVAL_MS: '0', RETENTION_ARCHIVE_DIR: archiveDir } });
   other = await startStack({ worker: false });
   db = a.api.get(DatabaseService);
   agents.helper = await publishAgent(a.baseUrl, a.adminKey, { slug: 'helper', runtime: HELPER });
@@ -140,6 +145,25 @@ describe('a retention pass', () => {
     const view = await adminRequest(a.baseUrl, a.adminKey, 'GET', `/v1/runs/${liveParent}`);
     expect(view.status).toBe(200);
     expect((await adminRequest(a.baseUrl, a.adminKey, 'GET', `/v1/runs/${expired[0]}`)).status).toBe(404);
+
+    // archived before removal (RETENTION_ARCHIVE_DIR): the export's format, exactly the removed runs,
+    // and the archive restores into an empty organization
+    const orgId = (await adminRequest(a.baseUrl, a.adminKey, 'GET', '/v1/organization')).body.id as string;
+    const files = await readdir(path.join(archiveDir, orgId));
+    expect(files).toHaveLength(1);
+    const archive = await readFile(path.join(archiveDir, orgId, files[0]!), 'utf8');
+    const lines = archive.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l));
+    expect(new Set(lines.map((l) => l.run.id))).toEqual(new Set(expired));
+    for (const l of lines) expect(l.events).toHaveLength(l.run.last_sequence);
+    const fresh = await startStack({ worker: false });
+    try {
+      await publishAgent(fresh.baseUrl, fresh.adminKey, { slug: 'helper', runtime: HELPER });
+      await publishAgent(fresh.baseUrl, fresh.adminKey, { slug: 'concierge', runtime: CONCIERGE });
+      const restored = await adminRequest(fresh.baseUrl, fresh.adminKey, 'POST', '/v1/run-archive', archive, { 'content-type': 'application/x-ndjson' });
+      expect(restored.body).toEqual({ runs: 4, events: expiredBefore.run_events, linksSkipped: 0 });
+    } finally {
+      await fresh.close();
+    }
 
     // nothing more to do
     expect(await retention.pass()).toEqual({ removed: 0, outcome: 'done' });

@@ -25,12 +25,8 @@ export interface ArchiveRow extends ArchivePosition {
 
 const STRIP_RUN = `- 'org_id' - 'agent_id' - 'revision_id' - 'lease_owner' - 'lease_trigger' - 'lease_expires_at'`;
 
-/**
- * One page of an organization's runs as archive lines, built in PostgreSQL (one statement per
- * page): each run's row, its whole log in sequence order and its projection rows, keyed by
- * `(created_at, id)` (index runs_org_id_created_at_id_idx), so a page costs the same at any depth.
- */
-const PAGE_SQL = `
+/** The select list of one archive line per run `r` of organization `$1` (its agent `a`, revision `rv`). */
+const LINE_SELECT = `
 SELECT r.id, r.created_at AS "createdAt", jsonb_build_object(
   'v', 1,
   'agent', jsonb_build_object('slug', a.slug, 'revision', rv.number),
@@ -46,9 +42,18 @@ SELECT r.id, r.created_at AS "createdAt", jsonb_build_object(
   'links', (SELECT coalesce(jsonb_agg(to_jsonb(l) - 'org_id' ORDER BY l.sequence, l.id), '[]'::jsonb)
                FROM run_links l WHERE l.child_run_id = r.id AND l.org_id = $1)
 )::text AS line
+`;
+const LINE_FROM = `
   FROM runs r
   JOIN agents a ON a.id = r.agent_id AND a.org_id = $1
-  JOIN agent_revisions rv ON rv.id = r.revision_id AND rv.org_id = $1
+  JOIN agent_revisions rv ON rv.id = r.revision_id AND rv.org_id = $1`;
+
+/**
+ * One page of an organization's runs as archive lines, built in PostgreSQL (one statement per
+ * page): each run's row, its whole log in sequence order and its projection rows, keyed by
+ * `(created_at, id)` (index runs_org_id_created_at_id_idx), so a page costs the same at any depth.
+ */
+const PAGE_SQL = `${LINE_SELECT}${LINE_FROM}
  WHERE r.org_id = $1
    AND ($2::uuid IS NULL OR r.agent_id = $2::uuid)
    AND ($3::run_status[] IS NULL OR r.status = ANY($3::run_status[]))
@@ -57,6 +62,11 @@ SELECT r.id, r.created_at AS "createdAt", jsonb_build_object(
    AND ($6::timestamptz IS NULL OR (r.created_at, r.id) > ($6::timestamptz, $7::uuid))
  ORDER BY r.created_at, r.id
  LIMIT $8`;
+
+/** The archive lines of the given runs of organization $1 ($2: ids), oldest first: what retention archives. */
+export const LINES_OF_RUNS_SQL = `${LINE_SELECT}${LINE_FROM}
+ WHERE r.org_id = $1 AND r.id = ANY($2::uuid[])
+ ORDER BY r.created_at, r.id`;
 
 /**
  * Reads for run archives (export) and the agent revisions an import maps to. Every query is

@@ -1,11 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { DatabaseService } from '#libs/db';
+import { LINES_OF_RUNS_SQL, type ArchiveRow } from './run-archive.repository.js';
 
 /** An organization's retention policy: its default and its agents' overrides (days; null = keep forever). */
 export interface RetentionPolicy {
   retentionDays: number | null;
   agents: Array<{ agentId: string; retentionDays: number | null }>;
 }
+
+/** The archive lines of the runs a batch is about to remove, per organization (RunArchiveLine JSON without cursor). */
+export type ArchiveBeforeRemoval = (orgId: string, rows: ArchiveRow[]) => Promise<void>;
 
 /** What one batch removed, per organization. */
 export interface RemovedRuns {
@@ -73,21 +77,31 @@ export class RunRetentionRepository {
    * One batch: if no other process holds the retention lock (a transaction-level advisory lock, so
    * one batch at a time across the cluster), remove up to `limit` expired runs as of `now` with
    * everything that belongs to them — the log, messages, artifacts, interactions, links (either
-   * side), dispatches, push configs and their deliveries (ON DELETE CASCADE from runs). Resolves
+   * side), dispatches, push configs and their deliveries (ON DELETE CASCADE from runs) — after
+   * `archive` (when given) took their archive lines; an `archive` that throws removes nothing. Resolves
    * to null when another process holds the lock, else to what was removed per organization.
    */
-  async removeExpired(now: Date, limit: number): Promise<RemovedRuns[] | null> {
+  async removeExpired(now: Date, limit: number, archive?: ArchiveBeforeRemoval): Promise<RemovedRuns[] | null> {
     return this.db.transaction(async (q) => {
       const [lock] = await q<{ ok: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended('aaas.run-retention', 0)) AS ok`);
       if (!lock!.ok) return null;
+      const expired = await q<{ id: string; org_id: string }>(EXPIRED_SQL, [now, limit], 'retention.expired');
+      if (expired.length === 0) return [];
+      const byOrg = new Map<string, string[]>();
+      for (const r of expired) byOrg.set(r.org_id, [...(byOrg.get(r.org_id) ?? []), r.id]);
+      // archived inside the transaction: a run is removed only once its archive is written
+      if (archive) for (const [orgId, ids] of byOrg) await archive(orgId, await q<ArchiveRow>(LINES_OF_RUNS_SQL, [orgId, ids], 'retention.archive_lines'));
       await q(`SELECT set_config('aaas.retention', 'on', true)`);
-      return q<RemovedRuns>(
-        `WITH expired AS (${EXPIRED_SQL}),
-              gone AS (DELETE FROM runs r USING expired e WHERE r.id = e.id AND r.org_id = e.org_id RETURNING r.org_id)
-         SELECT org_id AS "orgId", count(*)::int AS runs FROM gone GROUP BY org_id`,
-        [now, limit],
-        'retention.remove_expired',
-      );
+      const removed: RemovedRuns[] = [];
+      for (const [orgId, ids] of byOrg) {
+        const [row] = await q<{ n: number }>(
+          `WITH gone AS (DELETE FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
+          [orgId, ids],
+          'retention.remove',
+        );
+        removed.push({ orgId, runs: row!.n });
+      }
+      return removed;
     });
   }
 }

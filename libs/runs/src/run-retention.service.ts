@@ -1,6 +1,11 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, open } from 'node:fs/promises';
+import path from 'node:path';
 import { Inject, Injectable, Logger, Module, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics, MetricsModule } from '#libs/metrics';
+import type { ArchiveRow } from './run-archive.repository.js';
+import { encodeArchiveCursor } from './run-archive.service.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 
 /** A pass stops after this many batches (the next pass goes on): bounds one pass's time. */
@@ -46,7 +51,8 @@ export class RunRetention {
     let removed = 0;
     try {
       for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-        const batch = await this.repo.removeExpired(now, limit);
+        const dir = this.config.RETENTION_ARCHIVE_DIR;
+        const batch = await this.repo.removeExpired(now, limit, dir ? (orgId, rows) => this.archive(dir, orgId, rows) : undefined);
         if (batch === null) {
           this.metrics.retentionPasses.inc({ outcome: 'skipped' });
           return { removed, outcome: 'skipped' };
@@ -63,6 +69,21 @@ export class RunRetention {
     }
     this.metrics.retentionPasses.inc({ outcome: 'done' });
     return { removed, outcome: 'done' };
+  }
+
+  /** Write the runs about to be removed as a run archive file (the export's lines), durably, before they go. */
+  private async archive(dir: string, orgId: string, rows: ArchiveRow[]): Promise<void> {
+    const orgDir = path.join(dir, orgId);
+    await mkdir(orgDir, { recursive: true });
+    const file = path.join(orgDir, `runs-${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}.jsonl`);
+    const fh = await open(file, 'wx');
+    try {
+      for (const row of rows) await fh.write(`{"cursor":${JSON.stringify(encodeArchiveCursor(row))},${row.line.slice(1)}\n`);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    this.log.log(`retention archived ${rows.length} runs of organization ${orgId} to ${file}`);
   }
 }
 
