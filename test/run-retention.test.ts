@@ -188,6 +188,9 @@ describe('a retention pass', () => {
     const [row] = await db.query<{ run_id: string }>('SELECT run_id FROM run_events LIMIT 1');
     await expect(db.query('DELETE FROM run_events WHERE run_id = $1', [row!.run_id])).rejects.toThrow(/append-only/);
     await expect(db.query(`UPDATE run_events SET type = type WHERE run_id = $1`, [row!.run_id])).rejects.toThrow(/append-only/);
+    // nor through a run: the cascade from runs hits the same guard
+    await expect(db.query('DELETE FROM runs WHERE id = $1', [row!.run_id])).rejects.toThrow(/append-only/);
+    expect((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM runs WHERE id = $1', [row!.run_id]))[0]!.n).toBe(1);
     // a setting that is not 'on' opens nothing
     await expect(db.transaction(async (q) => {
       await q(`SELECT set_config('aaas.retention', 'off', true)`);
