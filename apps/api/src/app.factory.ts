@@ -18,6 +18,7 @@ import { installRateLimits } from './common/rate-limit.js';
 import { installSecurityHeaders } from './common/security-headers.js';
 import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
+import { RUN_ARCHIVE_CONTENT_TYPE } from '#libs/contracts';
 import { nameServerSpan, tracedRequestListener } from '#libs/telemetry';
 
 export type ConfigOverrides = Partial<Record<keyof AppConfig, string>>;
@@ -89,6 +90,9 @@ export async function createApiApp(
     const bad = checkJsonValue(value);
     done(null, bad ? new MalformedJson(bad.reason, 'invalid', bad.path) : value);
   });
+
+  // run archives (POST /v1/run-archive) are read line by line from the request stream, never buffered
+  fastify.addContentTypeParser(RUN_ARCHIVE_CONTENT_TYPE, (_req, payload, done) => done(null, payload));
 
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides, opts), adapter, {
     bodyParser: false,

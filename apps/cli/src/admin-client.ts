@@ -105,4 +105,34 @@ export class AdminClient {
     }
     return json as T;
   }
+
+  /**
+   * A call whose body (in or out) is a stream, e.g. a run archive: resolves to the response once
+   * its status is 2xx (the body unread); a non-2xx answer is an `ApiError`, no answer a
+   * `NetworkError`. No overall timeout (a stream lasts as long as it lasts); `signal` aborts.
+   */
+  async stream(method: string, path: string, init: { body?: ReadableStream<Uint8Array>; headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
+    if (!this.opts.key) throw new UsageError('an API key is needed: --key or AAAS_API_KEY');
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${this.opts.key}`, ...init.headers },
+        ...(init.body !== undefined && { body: init.body, duplex: 'half' }),
+        ...(init.signal !== undefined && { signal: init.signal }),
+      } as RequestInit);
+    } catch (e) {
+      throw new NetworkError(method, `${this.base}${path}`, networkReason(e));
+    }
+    if (res.status >= 200 && res.status < 300) return res;
+    const text = await res.text().catch(() => '');
+    let json: any = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // not the API speaking
+    }
+    const message = typeof json?.error?.message === 'string' ? json.error.message : text.slice(0, 200);
+    throw new ApiError(method, path, res.status, typeof json?.error?.code === 'string' ? json.error.code : undefined, message);
+  }
 }

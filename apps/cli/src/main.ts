@@ -11,6 +11,10 @@
  *                                                 print the run's events as they are appended, until it ends;
  *                                                 survives dropped connections, resumes from the cursor file
  *   aaas runs get <run-id> [--events <n>]         state, agent, ages, open interactions, last events
+ *   aaas runs export [--agent <id|slug>] [--status <s,…>] [--from <iso>] [--to <iso>] [--limit <n>]
+ *        [--cursor <c>] [--output <file> [--resume]] [--retry-for <s>]
+ *                                                 runs with their whole log as JSON Lines (run-archive.ts)
+ *   aaas runs import <file|->                     re-import an archive into an organization with no runs
  *   aaas interactions list [--run <run-id>] [--open]
  *   aaas interactions answer <run-id> <interaction-id> (--text <t> | --option <id>) [--idempotency-key <k>]
  *   aaas login [--key-stdin] | context list | context use <name>   saved URL + key (cli-config.ts)
@@ -39,6 +43,7 @@ import { ago, short, statusText, table } from './output.js';
 import { adminClient, registerSessionCommands } from './session-commands.js';
 import { packageVersion } from './version.js';
 import { tailRun } from './run-tail.js';
+import { exportRuns, importRuns } from './run-archive.js';
 import { generateWebhookSecret, initCommand } from './init-agent.js';
 
 const program = new Command('aaas')
@@ -263,6 +268,40 @@ runs
       out,
       err,
     });
+  });
+
+runs
+  .command('export')
+  .description('write runs with their whole event log as JSON Lines (one run per line, oldest first) to stdout or --output')
+  .option('--agent <id-or-slug>', 'only this agent')
+  .option('--status <statuses>', 'comma-separated statuses (submitted, working, completed, failed, canceled, rejected)')
+  .option('--from <time>', 'only runs created at or after this ISO 8601 time')
+  .option('--to <time>', 'only runs created before this ISO 8601 time')
+  .option('--limit <n>', 'at most this many runs', intOption('--limit', 1))
+  .option('--cursor <cursor>', "start after the run whose line carried this cursor (each line's \"cursor\")")
+  .option('--output <file>', 'write to this file instead of stdout')
+  .option('--resume', 'with --output: continue after the last complete line of the file (a torn last line is cut off)')
+  .option('--retry-for <seconds>', 'on network errors and 5xx answers, resume from the last line this long', intOption('--retry-for', 0), '300')
+  .action(async (o: { agent?: string; status?: string; from?: string; to?: string; limit?: string; cursor?: string; output?: string; resume?: boolean; retryFor: string }) => {
+    const c = client();
+    const agentId = o.agent && !/^[0-9a-f-]{36}$/i.test(o.agent) ? (await c.call<{ id: string }>('GET', `/v1/agents/${seg(o.agent)}`)).id : o.agent;
+    const query: Record<string, string> = {
+      ...(agentId ? { agentId } : {}),
+      ...(o.status ? { status: o.status } : {}),
+      ...(o.from ? { createdFrom: o.from } : {}),
+      ...(o.to ? { createdTo: o.to } : {}),
+      ...(o.limit ? { limit: o.limit } : {}),
+    };
+    const n = await exportRuns({ client: c, query, cursor: o.cursor, output: o.output, resume: o.resume === true, retryForMs: Number(o.retryFor) * 1000, err });
+    err(`aaas: exported ${n} runs`);
+  });
+runs
+  .command('import')
+  .description('import an archive (from runs export) into this organization, which must have no runs; all or nothing')
+  .argument('<file>', "the archive ('-': stdin)")
+  .action(async (file: string) => {
+    const r = await importRuns(client(), file);
+    emit(r, () => `imported ${r.runs} runs (${r.events} events)${r.linksSkipped ? `; ${r.linksSkipped} links to runs outside the archive skipped` : ''}`);
   });
 
 // ------------------------------------------------------------------ interactions

@@ -3,6 +3,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '#libs/config';
 import { DbModule } from '#libs/db';
 import { ExecutionModule } from '#libs/execution';
+import { RunRetentionModule } from '#libs/runs';
 import { RuntimesModule, type AgentRuntime } from '#libs/runtimes';
 import { MetricsModule } from '#libs/metrics';
 import { RuntimeSecretsModule } from '#libs/registry';
@@ -20,7 +21,7 @@ export class WorkerModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}, opts: { runtimes?: AgentRuntime[] } = {}): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimeSecretsModule, RuntimesModule.forRoot({ runtimes: opts.runtimes }), ExecutionModule, PushDeliveryModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimeSecretsModule, RuntimesModule.forRoot({ runtimes: opts.runtimes }), ExecutionModule, PushDeliveryModule, RunRetentionModule],
       providers: [RunExecutionProcessor, WorkerMetricsServer],
     };
   }

@@ -200,6 +200,15 @@ export const ConfigSchema = z.object({
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */
   RUN_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).default(5_000),
+  /** Worker: how often (ms) the retention job removes expired runs (docs/architecture.md "Retention"); 0 = never. */
+  RETENTION_INTERVAL_MS: z.coerce.number().int().min(0).default(300_000),
+  /** Worker: runs removed per retention statement (one transaction each). */
+  RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(10_000).default(500),
+  /**
+   * Worker: when set, the retention job writes each batch's runs as a run archive (JSON Lines,
+   * `<dir>/<org id>/runs-<time>-<id>.jsonl`, fsynced) before it removes them; unset = no archive.
+   */
+  RETENTION_ARCHIVE_DIR: z.string().min(1).optional(),
 
   // ---------------------------------------------------------------- push notifications
   /**

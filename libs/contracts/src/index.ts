@@ -5,3 +5,4 @@ export * from './agent-profile.schema.js';
 export * from './runtime.schema.js';
 export * from './admin.schema.js';
 export * from './openapi-schemas.js';
+export * from './run-archive.schema.js';

@@ -59,6 +59,19 @@ export class Metrics {
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
+  /** Runs (with their logs and everything of theirs) removed by retention. */
+  readonly retentionRunsRemoved = new Counter({
+    name: 'aaas_retention_runs_removed_total',
+    help: 'Expired terminal runs removed by the retention job, with their logs, projections, links and push configs',
+    registers: [this.registry],
+  });
+  /** Retention passes by outcome: done, skipped (another process held the lock), failed. */
+  readonly retentionPasses = new Counter({
+    name: 'aaas_retention_passes_total',
+    help: 'Retention passes, by outcome (done | skipped | failed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   /** Runs entering a status (terminal statuses included), from the log. */
   readonly runStatus = new Counter({
     name: 'aaas_run_status_changes_total',

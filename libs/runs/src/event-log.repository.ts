@@ -400,6 +400,52 @@ function toRecord(raw: Record<string, unknown>): RunRecord {
 type Query = DatabaseService['query'];
 
 /** SQLSTATE of a deadlock PostgreSQL broke by aborting this statement (nothing of it committed). */
+/**
+ * The bulk-load path of run archives (docs/architecture.md "Archives"): the second and last writer
+ * of `run_events`, used only by `restore` into an organization that has no runs. It writes rows
+ * exactly as an archive recorded them (the log with its sequences, the projections the append path
+ * had derived, the run row with its `last_sequence`), so nothing is re-derived and the restored
+ * runs read back identically. Links are restored where both runs are (in this batch or earlier).
+ * Inputs: $1 runs, $2 run_events, $3 messages, $4 artifacts, $5 interaction_requests, $6 run_links
+ * (jsonb arrays of rows with snake_case columns), $7 the organization.
+ */
+const RESTORE_SQL = `
+WITH r AS (
+  INSERT INTO runs SELECT * FROM jsonb_populate_recordset(NULL::runs, $1::jsonb) RETURNING id
+), e AS (
+  INSERT INTO run_events SELECT * FROM jsonb_populate_recordset(NULL::run_events, $2::jsonb) RETURNING 1
+), m AS (
+  INSERT INTO messages SELECT * FROM jsonb_populate_recordset(NULL::messages, $3::jsonb) RETURNING 1
+), a AS (
+  INSERT INTO artifacts SELECT * FROM jsonb_populate_recordset(NULL::artifacts, $4::jsonb) RETURNING 1
+), i AS (
+  INSERT INTO interaction_requests SELECT * FROM jsonb_populate_recordset(NULL::interaction_requests, $5::jsonb) RETURNING 1
+), l AS (
+  INSERT INTO run_links
+  SELECT x.* FROM jsonb_populate_recordset(NULL::run_links, $6::jsonb) x
+   WHERE (x.parent_run_id IN (SELECT id FROM r) OR EXISTS (SELECT 1 FROM runs p WHERE p.id = x.parent_run_id AND p.org_id = $7))
+     AND (x.child_run_id IN (SELECT id FROM r) OR EXISTS (SELECT 1 FROM runs c WHERE c.id = x.child_run_id AND c.org_id = $7))
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM r)::int AS runs, (SELECT count(*) FROM e)::int AS events, (SELECT count(*) FROM l)::int AS links`;
+
+/** One statement's worth of archived rows for `restore` (snake_case columns, org, agent and revision ids set). */
+export interface RestoreBatch {
+  runs: Record<string, unknown>[];
+  events: Record<string, unknown>[];
+  messages: Record<string, unknown>[];
+  artifacts: Record<string, unknown>[];
+  interactions: Record<string, unknown>[];
+  links: Record<string, unknown>[];
+}
+
+/** What `restore` wrote. */
+export interface RestoreResult {
+  runs: number;
+  events: number;
+  linksSkipped: number;
+}
+
 const PG_DEADLOCK = '40P01';
 
 /** The repository's translation of a unique violation on messages (org, agent, sender, messageId). */
@@ -611,6 +657,43 @@ export class EventLogRepository {
     for (const e of events) {
       this.metrics.eventsAppended.inc({ type: e.type });
       if (e.type === 'run.status_changed') this.metrics.runStatus.inc({ status: e.payload.status });
+    }
+  }
+
+  /**
+   * Restore archived runs into `orgId`, all or nothing: ONE transaction that holds the
+   * organization's import lock (a transaction-level advisory lock), refuses unless the organization
+   * has no runs (409 `archive.org_not_empty`), then writes each batch with one statement
+   * (RESTORE_SQL: the documented bulk-load path, not an append). A run id that exists already (in
+   * any organization of this database) is 409 `archive.conflict`. Batches are pulled one at a time,
+   * so a streamed archive is never held in memory; the transaction is bounded by
+   * DATABASE_STATEMENT_TIMEOUT_MS of idleness between batches (a stalled upload rolls back).
+   */
+  async restore(orgId: string, batches: AsyncIterable<RestoreBatch>): Promise<RestoreResult> {
+    try {
+      return await this.db.transaction(async (q) => {
+        await q(`SELECT pg_advisory_xact_lock(hashtextextended('aaas.run-archive.restore:' || $1, 0))`, [orgId]);
+        const [taken] = await q<{ taken: boolean }>(`SELECT EXISTS (SELECT 1 FROM runs WHERE org_id = $1) AS taken`, [orgId]);
+        if (taken!.taken) throw new AppError('archive.org_not_empty', 'an archive imports only into an organization that has no runs');
+        const total: RestoreResult = { runs: 0, events: 0, linksSkipped: 0 };
+        for await (const b of batches) {
+          const [row] = await q<{ runs: number; events: number; links: number }>(
+            RESTORE_SQL,
+            [JSON.stringify(b.runs), JSON.stringify(b.events), JSON.stringify(b.messages), JSON.stringify(b.artifacts), JSON.stringify(b.interactions), JSON.stringify(b.links), orgId],
+            'runs.restore',
+          );
+          total.runs += row!.runs;
+          total.events += row!.events;
+          total.linksSkipped += b.links.length - row!.links;
+        }
+        return total;
+      });
+    } catch (e) {
+      const state = sqlState(e);
+      if (state === PG_UNIQUE_VIOLATION) throw new AppError('archive.conflict', 'a run (or message id) of the archive exists already in this deployment', { cause: e });
+      // data exceptions (22…) and other integrity violations (23…): rows PostgreSQL refused
+      if (state?.startsWith('22') || state?.startsWith('23')) throw new AppError('archive.invalid', 'the archive holds a row this database refuses', { cause: e });
+      throw e;
     }
   }
 

@@ -16,6 +16,10 @@ export { CancelRunHandler, type CancelRunCommand } from './commands/cancel-run.c
 // runtime operations and queries
 export { MAX_LINK_DEPTH, RuntimeOperations, type AgentMessageDraft, type Delegation, type DelegationDraft, type InteractionDraft, type RuntimeOp, type RuntimeStatus } from './runtime-operations.service.js';
 export { RunQueries } from './run-queries.service.js';
+export { RunArchives, decodeArchiveCursor, encodeArchiveCursor } from './run-archive.service.js';
+export type { ArchiveFilter } from './run-archive.repository.js';
+export { RetentionJob, RunRetention, RunRetentionModule } from './run-retention.service.js';
+export type { RetentionPolicy } from './run-retention.repository.js';
 export { STORAGE_USAGE_TTL_MS, StorageQuotas, type StorageUsage } from './storage-quotas.service.js';
 export type { RunRecord } from './event-log.repository.js';
 export { foldState, isStatusEvent, isUuid, type InteractionRecord, type RunLinkRecord, type RunState, type RunView, type RunViewOptions, type RunListFilter, type StoredArtifact } from './run.repository.js';

@@ -7,6 +7,10 @@ import { RecordReplyHandler } from './commands/record-reply.command.js';
 import { RespondInteractionHandler } from './commands/respond-interaction.command.js';
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository } from './event-log.repository.js';
+import { RunArchiveRepository } from './run-archive.repository.js';
+import { RunArchives } from './run-archive.service.js';
+import { RunRetentionRepository } from './run-retention.repository.js';
+import { RunRetention } from './run-retention.service.js';
 import { RunDispatchRepository } from './run-dispatch.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunExecutionQueue } from './run-execution.queue.js';
@@ -39,8 +43,12 @@ const HANDLERS = [CreateRunHandler, RecordReplyHandler, ContinueRunHandler, Resp
     RunStreamHub,
     StorageQuotaRepository,
     StorageQuotas,
+    RunArchiveRepository,
+    RunArchives,
+    RunRetentionRepository,
+    RunRetention,
     ...HANDLERS,
   ],
-  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, ...HANDLERS],
+  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, RunArchives, RunRetention, ...HANDLERS],
 })
 export class RunsModule {}

@@ -14,6 +14,8 @@ import { OrganizationsController } from './organizations.controller.js';
 import { RevisionsController } from './revisions.controller.js';
 import { RunsController } from './runs.controller.js';
 import { RunLiveController } from './run-live.controller.js';
+import { RunArchiveController } from './run-archive.controller.js';
+import { RetentionController } from './retention.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { SigningKeysController } from './signing-keys.controller.js';
 import { RuntimeSecretsController } from './runtime-secrets.controller.js';
@@ -27,7 +29,7 @@ import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
  */
 @Module({
   imports: [RegistryModule, RunsModule, PushModule],
-  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, InteractionsController, RunLiveController, SigningKeysController, RuntimeSecretsController, HttpRuntimeSchemaController],
+  controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, InteractionsController, RunLiveController, RunArchiveController, RetentionController, SigningKeysController, RuntimeSecretsController, HttpRuntimeSchemaController],
   providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor, SseHeartbeat],
 })
 export class AdminModule {}

@@ -1,0 +1,107 @@
+import { Injectable } from '@nestjs/common';
+import { DatabaseService } from '#libs/db';
+import { LINES_OF_RUNS_SQL, type ArchiveRow } from './run-archive.repository.js';
+
+/** An organization's retention policy: its default and its agents' overrides (days; null = keep forever). */
+export interface RetentionPolicy {
+  retentionDays: number | null;
+  agents: Array<{ agentId: string; retentionDays: number | null }>;
+}
+
+/** The archive lines of the runs a batch is about to remove, per organization (RunArchiveLine JSON without cursor). */
+export type ArchiveBeforeRemoval = (orgId: string, rows: ArchiveRow[]) => Promise<void>;
+
+/** What one batch removed, per organization. */
+export interface RemovedRuns {
+  orgId: string;
+  runs: number;
+}
+
+const TERMINAL = `('completed', 'failed', 'canceled', 'rejected')`;
+
+/**
+ * The expired runs of one batch: terminal, their status (the end) older than their policy's days —
+ * the agent's override when it has one, else the organization's — and not the child of a run that is
+ * still active (a live parent waits for its children). Locked, SKIP LOCKED: a run another
+ * transaction holds is taken by a later batch.
+ */
+const EXPIRED_SQL = `
+SELECT r.id, r.org_id
+  FROM retention_policies p
+  JOIN runs r ON r.org_id = p.org_id
+             AND (r.agent_id = p.agent_id
+                  OR (p.agent_id IS NULL AND NOT EXISTS (SELECT 1 FROM retention_policies o WHERE o.org_id = r.org_id AND o.agent_id = r.agent_id)))
+ WHERE p.retention_days IS NOT NULL
+   AND r.status IN ${TERMINAL}
+   AND r.status_at < $1::timestamptz - make_interval(days => p.retention_days)
+   AND NOT EXISTS (SELECT 1 FROM run_links l JOIN runs parent ON parent.id = l.parent_run_id
+                    WHERE l.child_run_id = r.id AND l.org_id = r.org_id AND parent.status NOT IN ${TERMINAL})
+ LIMIT $2
+   FOR UPDATE OF r SKIP LOCKED`;
+
+/**
+ * Retention policies and the removal of expired runs (docs/architecture.md "Retention"). Removal is
+ * the only path that deletes from `run_events`: the append-only guard (trigger
+ * `run_events_delete_guard`) lets a DELETE through only in a transaction that set `aaas.retention`.
+ */
+@Injectable()
+export class RunRetentionRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  async policy(orgId: string): Promise<RetentionPolicy> {
+    const rows = await this.db.query<{ agentId: string | null; retentionDays: number | null }>(
+      `SELECT agent_id AS "agentId", retention_days AS "retentionDays" FROM retention_policies WHERE org_id = $1 ORDER BY agent_id NULLS FIRST`,
+      [orgId],
+      'retention.policy',
+    );
+    return {
+      retentionDays: rows.find((r) => r.agentId === null)?.retentionDays ?? null,
+      agents: rows.filter((r) => r.agentId !== null).map((r) => ({ agentId: r.agentId!, retentionDays: r.retentionDays })),
+    };
+  }
+
+  /** Set the organization's default (agentId null) or an agent's override; `retentionDays` null = keep forever. */
+  async set(orgId: string, agentId: string | null, retentionDays: number | null): Promise<void> {
+    await this.db.transaction(async (q) => {
+      await q(`DELETE FROM retention_policies WHERE org_id = $1 AND agent_id IS NOT DISTINCT FROM $2::uuid`, [orgId, agentId]);
+      await q(`INSERT INTO retention_policies (org_id, agent_id, retention_days) VALUES ($1, $2::uuid, $3)`, [orgId, agentId, retentionDays]);
+    });
+  }
+
+  /** Remove an agent's override (it follows the organization's default again). */
+  async clearAgent(orgId: string, agentId: string): Promise<void> {
+    await this.db.query(`DELETE FROM retention_policies WHERE org_id = $1 AND agent_id = $2`, [orgId, agentId], 'retention.clear_agent');
+  }
+
+  /**
+   * One batch: if no other process holds the retention lock (a transaction-level advisory lock, so
+   * one batch at a time across the cluster), remove up to `limit` expired runs as of `now` with
+   * everything that belongs to them — the log, messages, artifacts, interactions, links (either
+   * side), dispatches, push configs and their deliveries (ON DELETE CASCADE from runs) — after
+   * `archive` (when given) took their archive lines; an `archive` that throws removes nothing. Resolves
+   * to null when another process holds the lock, else to what was removed per organization.
+   */
+  async removeExpired(now: Date, limit: number, archive?: ArchiveBeforeRemoval): Promise<RemovedRuns[] | null> {
+    return this.db.transaction(async (q) => {
+      const [lock] = await q<{ ok: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended('aaas.run-retention', 0)) AS ok`);
+      if (!lock!.ok) return null;
+      const expired = await q<{ id: string; org_id: string }>(EXPIRED_SQL, [now, limit], 'retention.expired');
+      if (expired.length === 0) return [];
+      const byOrg = new Map<string, string[]>();
+      for (const r of expired) byOrg.set(r.org_id, [...(byOrg.get(r.org_id) ?? []), r.id]);
+      // archived inside the transaction: a run is removed only once its archive is written
+      if (archive) for (const [orgId, ids] of byOrg) await archive(orgId, await q<ArchiveRow>(LINES_OF_RUNS_SQL, [orgId, ids], 'retention.archive_lines'));
+      await q(`SELECT set_config('aaas.retention', 'on', true)`);
+      const removed: RemovedRuns[] = [];
+      for (const [orgId, ids] of byOrg) {
+        const [row] = await q<{ n: number }>(
+          `WITH gone AS (DELETE FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
+          [orgId, ids],
+          'retention.remove',
+        );
+        removed.push({ orgId, runs: row!.n });
+      }
+      return removed;
+    });
+  }
+}

@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, open } from 'node:fs/promises';
+import path from 'node:path';
+import { Inject, Injectable, Logger, Module, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { Metrics, MetricsModule } from '#libs/metrics';
+import type { ArchiveRow } from './run-archive.repository.js';
+import { encodeArchiveCursor } from './run-archive.service.js';
+import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
+
+/** A pass stops after this many batches (the next pass goes on): bounds one pass's time. */
+const MAX_BATCHES_PER_PASS = 200;
+
+/**
+ * Retention (docs/architecture.md "Retention"): an organization's policy (days to keep terminal
+ * runs; null = forever), overridable per agent, and the passes that remove expired runs with
+ * everything that belongs to them, in batches of RETENTION_BATCH_SIZE, one batch at a time across
+ * the cluster. Runs that are not terminal, and children of a parent that is still active, stay.
+ */
+@Injectable()
+export class RunRetention {
+  private readonly log = new Logger(RunRetention.name);
+
+  constructor(
+    private readonly repo: RunRetentionRepository,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /** The organization's policy: `{ retentionDays, agents: [{ agentId, retentionDays }] }`. */
+  policy(orgId: string): Promise<RetentionPolicy> {
+    return this.repo.policy(orgId);
+  }
+
+  /** Set the organization's default (`agentId` null) or an agent's override (days >= 1, or null = keep forever). */
+  setPolicy(orgId: string, agentId: string | null, retentionDays: number | null): Promise<void> {
+    return this.repo.set(orgId, agentId, retentionDays);
+  }
+
+  /** Drop an agent's override: it follows the organization's default again. */
+  clearAgentPolicy(orgId: string, agentId: string): Promise<void> {
+    return this.repo.clearAgent(orgId, agentId);
+  }
+
+  /**
+   * One pass as of `now`: batches until one removes fewer than a batch (nothing left), another
+   * process holds the lock (`skipped`), or MAX_BATCHES_PER_PASS. Resolves to the runs removed.
+   */
+  async pass(now = new Date()): Promise<{ removed: number; outcome: 'done' | 'skipped' }> {
+    const limit = this.config.RETENTION_BATCH_SIZE;
+    let removed = 0;
+    try {
+      for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
+        const dir = this.config.RETENTION_ARCHIVE_DIR;
+        const batch = await this.repo.removeExpired(now, limit, dir ? (orgId, rows) => this.archive(dir, orgId, rows) : undefined);
+        if (batch === null) {
+          this.metrics.retentionPasses.inc({ outcome: 'skipped' });
+          return { removed, outcome: 'skipped' };
+        }
+        const n = batch.reduce((sum, b) => sum + b.runs, 0);
+        removed += n;
+        this.metrics.retentionRunsRemoved.inc(n);
+        for (const b of batch) this.log.log(`retention removed ${b.runs} expired runs of organization ${b.orgId}`);
+        if (n < limit) break;
+      }
+    } catch (e) {
+      this.metrics.retentionPasses.inc({ outcome: 'failed' });
+      throw e;
+    }
+    this.metrics.retentionPasses.inc({ outcome: 'done' });
+    return { removed, outcome: 'done' };
+  }
+
+  /** Write the runs about to be removed as a run archive file (the export's lines), durably, before they go. */
+  private async archive(dir: string, orgId: string, rows: ArchiveRow[]): Promise<void> {
+    const orgDir = path.join(dir, orgId);
+    await mkdir(orgDir, { recursive: true });
+    const file = path.join(orgDir, `runs-${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}.jsonl`);
+    const fh = await open(file, 'wx');
+    try {
+      for (const row of rows) await fh.write(`{"cursor":${JSON.stringify(encodeArchiveCursor(row))},${row.line.slice(1)}\n`);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    this.log.log(`retention archived ${rows.length} runs of organization ${orgId} to ${file}`);
+  }
+}
+
+/** Runs `RunRetention.pass` every RETENTION_INTERVAL_MS (0: never) in the process that has it (workers). */
+@Injectable()
+export class RetentionJob implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly log = new Logger(RetentionJob.name);
+  private timer?: NodeJS.Timeout;
+  private running = false;
+
+  constructor(
+    private readonly retention: RunRetention,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (this.config.RETENTION_INTERVAL_MS === 0) return;
+    this.timer = setInterval(() => void this.tick(), this.config.RETENTION_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.timer);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      await this.retention.pass();
+    } catch (e) {
+      this.log.warn(`retention pass failed: ${e instanceof Error ? e.message : String(e)}`);
+    } finally {
+      this.running = false;
+    }
+  }
+}
+
+/** The retention job, for workers (the API serves policies through RunsModule's RunRetention). */
+@Module({
+  imports: [MetricsModule],
+  providers: [RunRetentionRepository, RunRetention, RetentionJob],
+  exports: [RunRetention],
+})
+export class RunRetentionModule {}
