@@ -10,6 +10,7 @@ export default defineConfig({
   test: {
     include: ['libs/**/*.spec.ts', 'apps/**/*.spec.ts', 'test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
+    setupFiles: ['test/support/settle-leftover-runs.ts'],
     pool: 'forks',
     fileParallelism: false,
     testTimeout: 30_000,
