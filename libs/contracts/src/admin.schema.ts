@@ -241,14 +241,16 @@ export type SetActiveRevision = z.infer<typeof SetActiveRevisionSchema>;
 
 // ------------------------------------------------------------------ runs
 
+/** Run statuses in a query string, comma-separated (`working,completed`): at least one. */
+export const RunStatusListSchema = z
+  .string()
+  .transform((s) => s.split(',').filter((x) => x.length > 0))
+  .pipe(z.array(RunStatusSchema).min(1));
+
 /** Query of GET /v1/runs. `status` may list several statuses, comma-separated. */
 export const ListRunsQuerySchema = z.strictObject({
   agentId: z.uuid().optional(),
-  status: z
-    .string()
-    .transform((s) => s.split(',').filter((x) => x.length > 0))
-    .pipe(z.array(RunStatusSchema).min(1))
-    .optional(),
+  status: RunStatusListSchema.optional(),
   contextId: z.string().min(1).max(1000).optional(),
   /** Only runs of this kind: `execution` (A2A Tasks) or `reply` (direct replies, A2A Messages). */
   kind: RunKindSchema.optional(),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RunStatusSchema } from './run-events.schema.js';
+import { RunStatusListSchema } from './admin.schema.js';
 
 /**
  * Run archives (docs/architecture.md "Archives"): JSON Lines, one line per run, in `(createdAt, id)`
@@ -22,11 +22,7 @@ export const RUN_ARCHIVE_CONTENT_TYPE = 'application/x-ndjson';
 /** Query of GET /v1/run-archive. `status` may list several statuses, comma-separated. */
 export const ExportRunsQuerySchema = z.strictObject({
   agentId: z.uuid().optional(),
-  status: z
-    .string()
-    .transform((s) => s.split(',').filter((x) => x.length > 0))
-    .pipe(z.array(RunStatusSchema).min(1))
-    .optional(),
+  status: RunStatusListSchema.optional(),
   /** Only runs created at or after this time (ISO 8601). */
   createdFrom: z.iso.datetime({ offset: true }).optional(),
   /** Only runs created before this time (ISO 8601). */
