@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DatabaseService } from '#libs/db';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startPushReceiver } from './support/push-receiver.js';
 import { TestRedis } from './support/redis-server.js';
@@ -38,8 +39,8 @@ let worker: ChildProcess | undefined;
 let receiver: Awaited<ReturnType<typeof startPushReceiver>>;
 let delayMs = 0;
 
-function startWorker(): ChildProcess {
-  return spawn(process.execPath, ['dist/apps/worker/src/main.js'], { env: { ...process.env, ...stack.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] });
+function startWorker(env: Record<string, string> = {}): ChildProcess {
+  return spawn(process.execPath, ['dist/apps/worker/src/main.js'], { env: { ...process.env, ...stack.env, LOG_LEVEL: 'error', ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
 async function send(text: string, path: string): Promise<string> {
@@ -112,5 +113,26 @@ describe('push delivery under failures', () => {
     const want = await projected(runId);
     await receiver.waitFor(() => receiver.unique('/redis').length >= want.length, 30_000);
     expect(receiver.unique('/redis').map((r) => Number(r.headers['x-a2a-sequence']))).toEqual(want);
+  }, 60_000);
+
+  it('a worker that cannot read a config (another PUSH_ENCRYPTION_SECRET) records failed attempts and lives on; a worker that can delivers it all', async () => {
+    delayMs = 0;
+    worker!.kill('SIGKILL');
+    await new Promise((r) => worker!.once('exit', r));
+    worker = startWorker({ PUSH_ENCRYPTION_SECRET: 'another-deployments-push-encryption-secret' });
+    const runId = await send('burst please', '/sealed');
+    await expect.poll(async () => (await adminRequest(stack.baseUrl, stack.adminKey, 'GET', `/v1/runs/${runId}`)).body.run.status, { timeout: 20_000 }).toBe('completed');
+    const db = stack.api.get(DatabaseService);
+    await expect
+      .poll(async () => (await db.query<{ e: string | null }>('SELECT last_error AS e FROM push_configs WHERE run_id = $1', [runId]))[0]?.e ?? '', { timeout: 20_000, interval: 100 })
+      .toContain('cannot be read');
+    expect(receiver.unique('/sealed')).toHaveLength(0);
+    expect(worker.exitCode).toBeNull();
+    worker.kill('SIGKILL');
+    await new Promise((r) => worker!.once('exit', r));
+    worker = startWorker();
+    const want = await projected(runId);
+    await receiver.waitFor(() => receiver.unique('/sealed').length >= want.length, 30_000);
+    expect(receiver.unique('/sealed').map((r) => Number(r.headers['x-a2a-sequence']))).toEqual(want);
   }, 60_000);
 });

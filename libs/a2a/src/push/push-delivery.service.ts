@@ -348,8 +348,31 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
       const state = c.stateEvent !== undefined ? foldState(c.stateEvent ?? undefined) : (this.known.get(id)?.state ?? foldState(undefined));
       // a short page is the end of the log for now
       const complete = c.events.length < PAGE;
-      void this.pass({ id, runId: c.row.runId, target: this.target(c.row), cursor: c.row.cursor, state, failuresSoFar: c.row.attempts, events: c.events, startedAt: claimedAt, complete }).catch((e: unknown) => this.passFailed(id, e));
+      let target: PushTarget;
+      try {
+        target = this.target(c.row);
+      } catch (e) {
+        // its credentials cannot be read here (e.g. PUSH_ENCRYPTION_SECRET differs from the one
+        // that sealed them): a failed attempt like any other — retried with backoff, given up past
+        // PUSH_RETRY_BUDGET_MS — never a crash of the delivery loop
+        void this.unreadable(c, e).catch((err: unknown) => this.passFailed(id, err));
+        continue;
+      }
+      void this.pass({ id, runId: c.row.runId, target, cursor: c.row.cursor, state, failuresSoFar: c.row.attempts, events: c.events, startedAt: claimedAt, complete }).catch((e: unknown) => this.passFailed(id, e));
     }
+  }
+
+  /** Record a failed attempt for a claimed config whose target could not be built (see claim). */
+  private async unreadable(c: ClaimedPushConfig, e: unknown): Promise<void> {
+    const id = c.row.id;
+    const error = `the push config cannot be read: ${e instanceof Error ? e.message : String(e)}`;
+    const { status } = await this.record({ id, cursor: c.row.cursor, progressed: false, done: false, failure: { error, delayMs: this.backoff(c.row.attempts + 1), gone: false } }, []);
+    this.known.delete(id);
+    if (status !== null && status !== 'active') {
+      this.log.warn(`push config ${id} of task ${c.row.runId} is ${status}: ${error}`);
+      this.untrack(id, c.row.runId);
+    } else this.log.warn(`push config ${id} of task ${c.row.runId}: ${error} (will retry)`);
+    this.settle(id);
   }
 
   private passFailed(id: string, e: unknown): void {
