@@ -343,7 +343,7 @@ export interface Measured extends LoadResult {
   redisPerTask: number | null;
   /** Of redisPerTask, EVAL/EVALSHA/FCALL invocations. */
   redisScriptsPerTask: number | null;
-  /** Totals over the window: statements (with the most called ones) and commands per name. */
+  /** Totals over the window: statements (with the most called ones and those that took the most time) and commands per name; in a median, the last run's. */
   sql: SqlCount | null;
   redis: RedisCount | null;
   fixedRate?: FixedRateLatency;
@@ -395,8 +395,9 @@ export function medianOf(runs: Measured[]): Measured {
     sqlUtilityPerTask: m((r) => r.sqlUtilityPerTask),
     redisPerTask: m((r) => r.redisPerTask),
     redisScriptsPerTask: m((r) => r.redisScriptsPerTask),
-    sql: null,
-    redis: null,
+    // the statement lists are not averaged: the last run's, as a profile
+    sql: runs.at(-1)?.sql ?? null,
+    redis: runs.at(-1)?.redis ?? null,
     ...(fr.length
       ? {
           fixedRate: {
@@ -633,6 +634,17 @@ function printReport(medians: Measured[], repeat: number): void {
         String(r.leftOver).padStart(6),
       ].join(' '),
     );
+  }
+
+  const profiled = medians.filter((r) => r.sql?.topByTime.length && r.tasks > 0);
+  if (profiled.length) {
+    console.log(`\nWhere PostgreSQL's time goes (pg_stat_statements total_exec_time of the last run, ms per task; the top 5 statements):`);
+    for (const r of profiled) {
+      console.log(`  ${r.name}`);
+      for (const q of r.sql!.topByTime.slice(0, 5)) {
+        console.log(`    ${fmt(q.execMs / r.tasks, 3).padStart(7)} ms  ${fmt(q.calls / r.tasks).padStart(5)} calls  ${q.query.slice(0, 110)}`);
+      }
+    }
   }
 
   const fixed = medians.filter((r) => r.fixedRate);

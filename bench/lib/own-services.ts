@@ -208,7 +208,9 @@ export interface SqlCount {
   /** Of `calls`, BEGIN / COMMIT / ROLLBACK / SAVEPOINT / RELEASE / SET statements. */
   utilityCalls: number;
   /** The most called statements (query text as normalised by pg_stat_statements, truncated to 160 chars). */
-  top: Array<{ query: string; calls: number }>;
+  top: Array<{ query: string; calls: number; execMs: number }>;
+  /** The statements that took the most execution time in all (`total_exec_time`, ms), same shape: where PostgreSQL's CPU goes. */
+  topByTime: Array<{ query: string; calls: number; execMs: number }>;
 }
 
 /**
@@ -251,8 +253,8 @@ export class SqlCounter {
   /** Statements since `reset()`; `databases`: count only those run in these databases (default: all). */
   async read(databases?: string[]): Promise<SqlCount | null> {
     if (!this.available) return null;
-    const { rows } = await this.client.query<{ query: string; calls: string; utility: boolean }>(
-      `SELECT s.query, s.calls::text AS calls,
+    const { rows } = await this.client.query<{ query: string; calls: string; utility: boolean; exec_ms: number }>(
+      `SELECT s.query, s.calls::text AS calls, s.total_exec_time AS exec_ms,
               s.query ~* '^\\s*(begin|commit|rollback|start transaction|savepoint|release|set|deallocate|discard)\\y' AS utility
          FROM pg_stat_statements s
         WHERE s.userid NOT IN (SELECT oid FROM pg_roles WHERE rolname = '${SAMPLER_ROLE}')
@@ -267,7 +269,9 @@ export class SqlCounter {
       calls += Number(r.calls);
       if (r.utility) utilityCalls += Number(r.calls);
     }
-    return { calls, utilityCalls, top: rows.slice(0, 12).map((r) => ({ query: r.query.replace(/\s+/g, ' ').slice(0, 160), calls: Number(r.calls) })) };
+    const entry = (r: (typeof rows)[number]) => ({ query: r.query.replace(/\s+/g, ' ').slice(0, 160), calls: Number(r.calls), execMs: Math.round(Number(r.exec_ms) * 10) / 10 });
+    const byTime = [...rows].sort((a, b) => Number(b.exec_ms) - Number(a.exec_ms));
+    return { calls, utilityCalls, top: rows.slice(0, 12).map(entry), topByTime: byTime.slice(0, 12).map(entry) };
   }
 
   async close(): Promise<void> {
