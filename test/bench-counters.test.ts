@@ -38,7 +38,11 @@ describe('bench counters', () => {
       expect(n).not.toBeNull();
       expect(n!.calls).toBe(7);
       expect(n!.utilityCalls).toBe(2);
-      expect(n!.top[0]).toEqual({ query: 'INSERT INTO t VALUES ($1)', calls: 5 });
+      expect(n!.top[0]).toMatchObject({ query: 'INSERT INTO t VALUES ($1)', calls: 5 });
+      expect(n!.top[0]!.execMs).toBeGreaterThanOrEqual(0);
+      // by time: every counted statement is there, none of the sampler's
+      expect(n!.topByTime.map((q) => q.query)).toContain('INSERT INTO t VALUES ($1)');
+      expect(n!.topByTime.some((q) => q.query.includes('count(*)'))).toBe(false);
       expect(await sql.read(['no_such_database'])).toMatchObject({ calls: 0 });
     } finally {
       await app.end();
