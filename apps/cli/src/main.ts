@@ -25,7 +25,7 @@
  *   aaas secrets list | secrets create <name> [--from-env <VAR>] | secrets rotate <name> [--from-env <VAR>]
  *        | secrets delete <name>                runtime secrets (the value from stdin, or a variable of
  *                                                 this shell with --from-env; never printed)
- *   aaas verify-card <card-url> [--trust <url-prefix>…] [--jwks <url-or-file>]
+ *   aaas verify-card <card-url> [--trust <url>…] [--jwks <url-or-file>]
  *
  * Admin commands talk to the admin API at --url (AAAS_URL, else the context's, default
  * http://localhost:3000) with --key (AAAS_API_KEY, else the context's; see cli-config.ts). Output is readable (tables, short sentences); `--json` prints the API's
@@ -121,7 +121,7 @@ program
   .command('verify-card')
   .description("fetch an Agent Card, resolve its signing keys (its jku, if trusted, or --jwks) and verify every signature (exit 1 when none is valid)")
   .argument('<card-url>', 'the card URL (…/.well-known/agent-card.json) or a file')
-  .option('--trust <prefix...>', "URL prefixes a signature's jku may point into (default: the card's own origin)")
+  .option('--trust <url...>', "URLs a signature's jku may point into: same origin, under the path by whole segments (default: the card's own origin)")
   .option('--jwks <url-or-file>', "use this JWKS instead of the signatures' jku")
   .action(async (cardUrl: string, opts: { trust?: string[]; jwks?: string }) => {
     const card = (await fetchJson(cardUrl)) as Record<string, unknown>;

@@ -2,7 +2,7 @@ import { AgentCard, canonicalizeAgentCard, generateAgentCardSignature, verifyAge
 import { exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { canonicalCard } from './card-canonical.js';
-import { signAgentCard, verifyAgentCard } from './card-signature.js';
+import { jkuWithin, signAgentCard, verifyAgentCard } from './card-signature.js';
 
 /** A2A v1.0 §8.4.1 worked example (spec docs/specification.md, copied in shared/spec/examples/v1.0). */
 const SPEC_EXAMPLE = {
@@ -78,6 +78,22 @@ describe('signing and verification', () => {
     const onlyNew = await verifyAgentCard(both, async (kid) => (kid === 'new' ? next.publicKey : null));
     expect(onlyNew.valid).toBe(true);
     expect(onlyNew.checks.map((c) => [c.kid, c.valid])).toEqual([['old', false], ['new', true]]);
+  });
+
+  it('matches a jku to an anchor by origin and whole path segments, not by string prefix', () => {
+    expect(jkuWithin('https://keys.example.com/jwks.json', 'https://keys.example.com')).toBe(true);
+    expect(jkuWithin('https://keys.example.com/jwks.json', 'https://keys.example.com/')).toBe(true);
+    expect(jkuWithin('https://keys.example.com.evil.net/jwks.json', 'https://keys.example.com')).toBe(false);
+    expect(jkuWithin('https://keys.example.com@evil.net/jwks.json', 'https://keys.example.com')).toBe(false);
+    expect(jkuWithin('https://keys.example.com:8443/jwks.json', 'https://keys.example.com')).toBe(false);
+    expect(jkuWithin('http://keys.example.com/jwks.json', 'https://keys.example.com')).toBe(false);
+    expect(jkuWithin('https://cp.example/keys/jwks.json', 'https://cp.example/keys')).toBe(true);
+    expect(jkuWithin('https://cp.example/keys', 'https://cp.example/keys')).toBe(true);
+    expect(jkuWithin('https://cp.example/keys-old/jwks.json', 'https://cp.example/keys')).toBe(false);
+    expect(jkuWithin('https://cp.example/keys/../admin/jwks.json', 'https://cp.example/keys/')).toBe(false);
+    expect(jkuWithin('https://cp.example/keys/%2e%2e/admin/jwks.json', 'https://cp.example/keys/')).toBe(false);
+    expect(jkuWithin('file:///etc/jwks.json', 'file:///etc/')).toBe(false);
+    expect(jkuWithin('not a url', 'https://cp.example/')).toBe(false);
   });
 
   it('refuses a jku outside the trust anchors without fetching anything, and unknown algorithms', async () => {

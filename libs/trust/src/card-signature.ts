@@ -43,9 +43,32 @@ export interface SignatureCheck {
 }
 
 /**
+ * Whether `jku` lies within the trust anchor `anchor` (an absolute http(s) URL): the same origin
+ * (scheme, host and port, compared as parsed URLs, so `https://keys.example.com` does not admit
+ * `https://keys.example.com.evil.net/` nor `https://keys.example.com@evil.net/`), no user info, and
+ * a path under the anchor's by whole segments (`/keys` admits `/keys` and `/keys/…`, not
+ * `/keys-old/…`; dot segments are resolved first, so `/keys/../admin` is outside). A string that
+ * does not parse as such a URL is never within.
+ */
+export function jkuWithin(jku: string, anchor: string): boolean {
+  let u: URL;
+  let a: URL;
+  try {
+    u = new URL(jku);
+    a = new URL(anchor);
+  } catch {
+    return false;
+  }
+  if (!/^https?:$/.test(u.protocol) || u.username || u.password || a.username || a.password) return false;
+  if (u.origin !== a.origin) return false;
+  const base = a.pathname.endsWith('/') ? a.pathname : `${a.pathname}/`;
+  return u.pathname === a.pathname || u.pathname.startsWith(base);
+}
+
+/**
  * Verify every signature of a card (A2A v1.0 §8.4.3): re-canonicalize the card without
  * `signatures`, and check each detached JWS with the key `resolveKey(kid, jku)` returns. A `jku`
- * outside `trustedJku` (URL prefixes, or a predicate given the jku and the signature's kid) is
+ * outside `trustedJku` (URL anchors, matched by `jkuWithin`, or a predicate given the jku and the signature's kid) is
  * refused before any key is fetched (A2A #2096); only asymmetric `alg`s (ES256, EdDSA) are
  * accepted (a v0.3 card is canonicalized as v0.3 defines it, see `canonicalCard`). Never throws:
  * each signature gets a verdict and a reason. `valid` is true when at least one signature verifies.
@@ -59,7 +82,7 @@ export async function verifyAgentCard(
   if (!Array.isArray(sigs) || sigs.length === 0) return { valid: false, checks: [{ index: -1, valid: false, reason: 'the card has no signatures' }] };
   const payload = base64url.encode(canonicalCard(card));
   const trusted = opts.trustedJku;
-  const jkuTrusted = typeof trusted === 'function' ? trusted : (jku: string) => (trusted ?? []).some((anchor) => jku.startsWith(anchor));
+  const jkuTrusted = typeof trusted === 'function' ? trusted : (jku: string) => (trusted ?? []).some((anchor) => jkuWithin(jku, anchor));
   const checks: SignatureCheck[] = [];
   for (const [index, raw] of sigs.entries()) {
     const sig = raw as Partial<AgentCardSignature>;

@@ -3,5 +3,5 @@
  * detached-JWS signing and verification with `jose`. Framework-free.
  */
 export { canonicalCard, CARD_PRESENCE } from './card-canonical.js';
-export { signAgentCard, verifyAgentCard, CARD_SIGNING_ALGORITHMS, type AgentCardSignature, type CardSigningAlgorithm, type SignatureCheck, type SigningKey } from './card-signature.js';
+export { jkuWithin, signAgentCard, verifyAgentCard, CARD_SIGNING_ALGORITHMS, type AgentCardSignature, type CardSigningAlgorithm, type SignatureCheck, type SigningKey } from './card-signature.js';
 export { AesGcmKeyCipher, type KeyCipher } from './key-cipher.js';
