@@ -291,6 +291,13 @@ describe('aaas CLI', () => {
     expect(runLines[0]).toMatch(/^ID\s+AGENT\s+STATUS\s+UPDATED$/);
     expect(runLines.slice(1).every((l) => /^[0-9a-f-]{36}\s+cli-agent\s+\w+/.test(l))).toBe(true);
     expect(runLines.length).toBeGreaterThanOrEqual(3);
+    // the kind filter reaches the admin API: these are tasks, none is a direct reply
+    const tasks = await aaas('--json', 'runs', 'list', '--agent', 'cli-agent', '--kind', 'execution', '--limit', '5');
+    expect(tasks.code, tasks.stderr).toBe(0);
+    expect((JSON.parse(tasks.stdout) as { runs: Array<{ kind: string }> }).runs.map((r) => r.kind)).toEqual(runLines.slice(1).map(() => 'execution'));
+    const replies = await aaas('runs', 'list', '--agent', 'cli-agent', '--kind', 'reply');
+    expect(replies.code, replies.stderr).toBe(0);
+    expect(replies.stdout.trim()).toBe('no runs');
 
     const keys = await aaas('keys', 'list');
     expect(keys.code, keys.stderr).toBe(0);

@@ -194,6 +194,13 @@ describe.skipIf(!HAVE_CHROMIUM)('operator console', () => {
     await page.getByText('No runs match.').waitFor();
     await page.getByLabel('Blocked').selectOption('input_required');
     await row.waitFor();
+    // a task is an execution run: the kind filter keeps it for tasks and hides it for direct replies
+    await page.getByLabel('Kind').selectOption('reply');
+    await page.getByText('No runs match.').waitFor();
+    expect(page.url()).toContain('kind=reply');
+    await page.getByLabel('Kind').selectOption('execution');
+    await row.waitFor();
+    expect(await row.textContent()).not.toContain('reply');
     await page.screenshot({ path: `${SHOTS}/runs.png`, fullPage: true });
     await row.getByRole('link').click();
     await page.getByTestId('interaction').waitFor();

@@ -6,7 +6,7 @@
  *   aaas publish <manifest.yaml|.json> [--force]  create / update an agent, publish and activate a revision when its
  *                                                 content changed (else "unchanged"), bind A2A
  *   aaas agents list
- *   aaas runs list [--agent <id|slug>] [--status <s,…>] [--limit <n>] [--cursor <c>]
+ *   aaas runs list [--agent <id|slug>] [--status <s,…>] [--kind execution|reply] [--limit <n>] [--cursor <c>]
  *   aaas runs tail <run-id> [--after <seq>] [--cursor-file <path>] [--interval <ms>] [--retry-for <s>]
  *                                                 print the run's events as they are appended, until it ends;
  *                                                 survives dropped connections, resumes from the cursor file
@@ -235,17 +235,18 @@ runs
   .description('id, agent, status, last update; newest status change first')
   .option('--agent <id-or-slug>', 'only this agent')
   .option('--status <statuses>', 'comma-separated statuses (submitted, working, completed, failed, canceled, rejected)')
+  .option('--kind <kind>', 'execution (A2A tasks) or reply (direct replies, A2A messages)')
   .option('--limit <n>', 'page size (1..100)', intOption('--limit', 1), '20')
   .option('--cursor <cursor>', "the previous page's nextCursor")
-  .action(async (o: { agent?: string; status?: string; limit: string; cursor?: string }) => {
+  .action(async (o: { agent?: string; status?: string; kind?: string; limit: string; cursor?: string }) => {
     const c = client();
     const agentId = o.agent && !/^[0-9a-f-]{36}$/i.test(o.agent) ? (await c.call<{ id: string }>('GET', `/v1/agents/${seg(o.agent)}`)).id : o.agent;
-    const q = new URLSearchParams({ limit: o.limit, ...(agentId ? { agentId } : {}), ...(o.status ? { status: o.status } : {}), ...(o.cursor ? { cursor: o.cursor } : {}) });
-    const r = await c.call<{ runs: Array<{ id: string; agentId: string; status: string; blockedReason: string | null; updatedAt: string }>; nextCursor: string | null }>('GET', `/v1/runs?${q}`);
+    const q = new URLSearchParams({ limit: o.limit, ...(agentId ? { agentId } : {}), ...(o.status ? { status: o.status } : {}), ...(o.kind ? { kind: o.kind } : {}), ...(o.cursor ? { cursor: o.cursor } : {}) });
+    const r = await c.call<{ runs: Array<{ id: string; agentId: string; status: string; blockedReason: string | null; updatedAt: string; kind?: string }>; nextCursor: string | null }>('GET', `/v1/runs?${q}`);
     if (json()) return out(JSON.stringify(r, null, 2));
     if (r.runs.length === 0) return out('no runs');
     const slugs = new Map((await c.call<{ agents: Array<{ id: string; slug: string }> }>('GET', '/v1/agents')).agents.map((a) => [a.id, a.slug]));
-    out(table(['ID', 'AGENT', 'STATUS', 'UPDATED'], r.runs.map((x) => [x.id, slugs.get(x.agentId) ?? x.agentId, statusText(x.status, x.blockedReason), ago(x.updatedAt)])));
+    out(table(['ID', 'AGENT', 'STATUS', 'UPDATED'], r.runs.map((x) => [x.id, slugs.get(x.agentId) ?? x.agentId, `${statusText(x.status, x.blockedReason)}${x.kind === 'reply' ? ' (reply)' : ''}`, ago(x.updatedAt)])));
     if (r.nextCursor) out(`more: aaas runs list --cursor ${r.nextCursor}`);
   });
 runs

@@ -113,6 +113,8 @@ export interface RunSummary {
   createdAt: string;
   updatedAt: string;
   statusAt: string;
+  /** `execution`: an A2A Task; `reply`: a direct reply (an A2A Message, recorded complete). */
+  kind: 'execution' | 'reply';
 }
 export interface Part {
   text?: string;

@@ -5,7 +5,7 @@ import { ErrorNote, useSession } from '../session-context';
 import { age, shortId, statusLabel, when } from '../format';
 
 const PAGE = 50;
-const FILTERS = ['agentId', 'status', 'blocked', 'statusFrom', 'statusTo', 'q'] as const;
+const FILTERS = ['agentId', 'status', 'blocked', 'kind', 'statusFrom', 'statusTo', 'q'] as const;
 
 /** datetime-local value (local time, no zone) → ISO 8601 with the zone. */
 const toIso = (local: string) => (local ? new Date(local).toISOString() : '');
@@ -88,6 +88,14 @@ export function RunsPage() {
           </select>
         </label>
         <label>
+          Kind
+          <select name="kind" value={params.get('kind') ?? ''} onChange={(e) => set('kind', (e.target as HTMLSelectElement).value)}>
+            <option value="">tasks and replies</option>
+            <option value="execution">tasks (executions)</option>
+            <option value="reply">direct replies</option>
+          </select>
+        </label>
+        <label>
           Changed from
           <input type="datetime-local" name="statusFrom" value={toLocal(params.get('statusFrom'))} onChange={(e) => set('statusFrom', toIso((e.target as HTMLInputElement).value))} />
         </label>
@@ -124,6 +132,11 @@ export function RunsPage() {
                 <td>{agentSlug.get(r.agentId) ?? shortId(r.agentId)}</td>
                 <td>
                   <span class={`badge status-${r.status}`}>{statusLabel(r.status, r.blockedReason)}</span>
+                  {r.kind === 'reply' && (
+                    <span class="badge kind-reply" title="A direct reply: the agent answered with a Message, no task was created">
+                      reply
+                    </span>
+                  )}
                 </td>
                 <td title={when(r.statusAt)}>{age(r.statusAt)}</td>
                 <td title={when(r.createdAt)}>{age(r.createdAt)}</td>
