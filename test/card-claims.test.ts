@@ -15,7 +15,8 @@ import { freePort } from './support/redis-server.js';
  * alike (SIGNING_KEY_ENCRYPTION_SECRET, one PUBLIC_BASE_URL), C without the secret. A signed card
  * is byte-identical from A and B (ES256 signatures are randomized: only stored signatures make
  * that true), C serves the same stored bytes or refuses (503), never an unsigned card, and C
- * reports not ready while a served card claims what it cannot serve (a signed card, push).
+ * reports not ready while a served card claims what it cannot serve (a signed card, push); so does
+ * a worker (W2) that cannot read push secrets, which it would have to deliver.
  */
 const SECRET = 'test-signing-secret-claims-0123456789';
 const PUBLIC = 'https://agents.claims.example';
@@ -23,8 +24,8 @@ const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const alnum = (n: number) => Array.from(randomBytes(n), (b) => ALNUM[b % ALNUM.length]).join('');
 
 const children: ChildProcess[] = [];
-function start(env: Record<string, string>): void {
-  children.push(spawn(process.execPath, ['dist/apps/api/src/main.js'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] }));
+function start(env: Record<string, string>, app: 'api' | 'worker' = 'api'): void {
+  children.push(spawn(process.execPath, [`dist/apps/${app}/src/main.js`], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] }));
 }
 
 async function waitListening(base: string): Promise<void> {
@@ -44,6 +45,9 @@ const built = existsSync('dist/apps/api/src/main.js');
 let baseA: string;
 let baseB: string;
 let baseC: string;
+/** Workers' /readyz ports: with the secret (W1) and without (W2). */
+let workerW1: string;
+let workerW2: string;
 let adminKey: string;
 let orgSlug: string;
 
@@ -66,7 +70,11 @@ beforeAll(async () => {
   start({ ...env, PORT: String(a), SIGNING_KEY_ENCRYPTION_SECRET: SECRET });
   start({ ...env, PORT: String(b), SIGNING_KEY_ENCRYPTION_SECRET: SECRET });
   start({ ...env, PORT: String(c) });
-  await Promise.all([waitListening(baseA), waitListening(baseB), waitListening(baseC)]);
+  const [w1, w2] = [await freePort(), await freePort()];
+  [workerW1, workerW2] = [w1, w2].map((p) => `http://127.0.0.1:${p}`);
+  start({ ...env, WORKER_METRICS_PORT: String(w1), SIGNING_KEY_ENCRYPTION_SECRET: SECRET }, 'worker');
+  start({ ...env, WORKER_METRICS_PORT: String(w2) }, 'worker');
+  await Promise.all([waitListening(baseA), waitListening(baseB), waitListening(baseC), waitListening(workerW1), waitListening(workerW2)]);
 }, 120_000);
 
 afterAll(async () => {
@@ -143,5 +151,17 @@ describe.skipIf(!built)('cards across API processes (compiled app)', () => {
     const pushy = { basePath: `/a2a/${orgSlug}/pushy` } as PublishedAgent;
     expect((await cardOf(baseC, pushy)).text).toBe((await cardOf(baseA, pushy)).text);
     expect(JSON.parse((await cardOf(baseC, pushy)).text).capabilities.pushNotifications).toBe(true);
+
+    // workers deliver push notifications: the one that cannot read push secrets is not ready;
+    // signing is the API's business, so the signed card does not make a worker unready
+    const w2 = await fetch(`${workerW2}/readyz`);
+    expect(w2.status).toBe(503);
+    expect(((await w2.json()) as { details: Record<string, unknown> }).details.pushClaims).toEqual({
+      status: 'down',
+      unserved: [{ capability: 'pushNotifications', needs: 'PUSH_ENCRYPTION_SECRET (or SIGNING_KEY_ENCRYPTION_SECRET)' }],
+    });
+    const w1 = await fetch(`${workerW1}/readyz`);
+    expect(w1.status).toBe(200);
+    expect(((await w1.json()) as { details: Record<string, unknown> }).details.pushClaims).toEqual({ status: 'up' });
   });
 });

@@ -30,7 +30,9 @@ const scrape = async (url: string) => {
 };
 
 beforeAll(async () => {
-  stack = await startStack({ env: { WORKER_METRICS_PORT: '0' } });
+  // cards of other test files in this database may claim push notifications: the worker's
+  // readiness also says whether it can deliver them (tested in card-claims), so it can here
+  stack = await startStack({ env: { WORKER_METRICS_PORT: '0', PUSH_ENCRYPTION_SECRET: 'test-only-push-encryption-secret' } });
   workerMetricsUrl = `http://127.0.0.1:${stack.worker!.get(WorkerMetricsServer).port}/metrics`;
   const echo = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'echo' });
   endpoint = `${stack.baseUrl}${echo.basePath}`;
@@ -45,7 +47,7 @@ describe('worker health', () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     const ready = await fetch(`${base}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ status: 'ok', details: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up' } } });
+    expect(await ready.json()).toMatchObject({ status: 'ok', details: { postgresql: { status: 'up' }, migrations: { status: 'up' }, redis: { status: 'up' }, pushClaims: { status: 'up' } } });
   });
 });
 

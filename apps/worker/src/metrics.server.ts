@@ -3,13 +3,15 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplica
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { DatabaseHealth } from '#libs/db';
 import { Metrics } from '#libs/metrics';
+import { CardClaimsReadiness } from '#libs/registry';
 import { Redis } from 'ioredis';
 
 /**
  * The worker's small HTTP port (`WORKER_METRICS_PORT` on `WORKER_METRICS_HOST`, 127.0.0.1 by
  * default; off when the port is unset): `GET /metrics` (Prometheus text), `GET /healthz`
- * (liveness) and `GET /readyz` (PostgreSQL reachable and migrated, Redis answering; 503 with the
- * failing checks), the same checks as the API's. Wiring only.
+ * (liveness) and `GET /readyz` (PostgreSQL reachable and migrated, Redis answering, and
+ * `pushClaims`: this worker can read push secrets whenever a served card claims
+ * `pushNotifications` — it delivers them; 503 with the failing checks). Wiring only.
  */
 @Injectable()
 export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -20,17 +22,29 @@ export class WorkerMetricsServer implements OnApplicationBootstrap, OnApplicatio
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly metrics: Metrics,
     private readonly db: DatabaseHealth,
+    private readonly claims: CardClaimsReadiness,
   ) {}
 
   private async readiness(): Promise<{ ok: boolean; body: Record<string, unknown> }> {
-    const [schema, redis] = await Promise.all([this.db.status(), pingRedis(this.config.REDIS_URL)]);
+    const [schema, redis, push] = await Promise.all([this.db.status(), pingRedis(this.config.REDIS_URL), this.pushClaims()]);
     const checks = {
       postgresql: schema.reachable ? { status: 'up' } : { status: 'down', message: schema.error },
       migrations: schema.reachable && schema.pending.length === 0 ? { status: 'up' } : { status: 'down', pending: schema.pending },
       redis: redis.up ? { status: 'up' } : { status: 'down', message: redis.error },
+      pushClaims: push,
     };
     const ok = Object.values(checks).every((c) => c.status === 'up');
     return { ok, body: { status: ok ? 'ok' : 'error', details: checks } };
+  }
+
+  /** Down when a served card claims push notifications and this worker cannot read push secrets (signing is the API's). */
+  private async pushClaims(): Promise<Record<string, unknown>> {
+    try {
+      const unserved = (await this.claims.unserved()).filter((c) => c.capability === 'pushNotifications');
+      return unserved.length === 0 ? { status: 'up' } : { status: 'down', unserved };
+    } catch (e) {
+      return { status: 'down', message: e instanceof Error ? e.message : String(e) };
+    }
   }
 
   /** The port it listens on (when started; 0 in the config picks a free one). */

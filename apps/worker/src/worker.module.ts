@@ -6,7 +6,7 @@ import { ExecutionModule } from '#libs/execution';
 import { RunRetentionModule } from '#libs/runs';
 import { RuntimesModule, type AgentRuntime } from '#libs/runtimes';
 import { MetricsModule } from '#libs/metrics';
-import { RuntimeSecretsModule } from '#libs/registry';
+import { CardClaimsModule, RuntimeSecretsModule } from '#libs/registry';
 import { WorkerMetricsServer } from './metrics.server.js';
 import { RunExecutionProcessor } from './run-execution.processor.js';
 
@@ -21,7 +21,7 @@ export class WorkerModule {
   static forRoot(overrides: Partial<Record<keyof AppConfig, string>> = {}, opts: { runtimes?: AgentRuntime[] } = {}): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimeSecretsModule, RuntimesModule.forRoot({ runtimes: opts.runtimes }), ExecutionModule, PushDeliveryModule, RunRetentionModule],
+      imports: [ConfigModule.forRoot(overrides), DbModule, MetricsModule, RuntimeSecretsModule, CardClaimsModule, RuntimesModule.forRoot({ runtimes: opts.runtimes }), ExecutionModule, PushDeliveryModule, RunRetentionModule],
       providers: [RunExecutionProcessor, WorkerMetricsServer],
     };
   }

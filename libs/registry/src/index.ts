@@ -13,7 +13,7 @@ export { NEW_ORG_ADMIN_SCOPES, OrganizationService } from './organization.servic
 export { RevisionService } from './revision.service.js';
 export { RegistryModule } from './registry.module.js';
 export { CardSignatureService } from './card-signature.service.js';
-export { CardClaimsReadiness, CAPABILITY_SETTINGS, servedCapabilities, type A2ACapabilityName, type UnservedClaim } from './served-capabilities.js';
+export { CardClaimsModule, CardClaimsReadiness, CAPABILITY_SETTINGS, servedCapabilities, type A2ACapabilityName, type UnservedClaim } from './served-capabilities.js';
 export { SigningKeyService, type ActiveSigningKey, type SigningKeyInfo } from './signing-key.service.js';
 export { RuntimeSecretService, type RuntimeSecretInfo } from './runtime-secret.service.js';
 export { RuntimeSecretsModule } from './runtime-secrets.module.js';

@@ -17,7 +17,7 @@ import { SigningKeyService } from './signing-key.service.js';
 import { RuntimeSecretsModule } from './runtime-secrets.module.js';
 import { CardSignatureRepository } from './card-signature.repository.js';
 import { CardSignatureService } from './card-signature.service.js';
-import { CardClaimsReadiness } from './served-capabilities.js';
+import { CardClaimsModule } from './served-capabilities.js';
 
 /**
  * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
@@ -26,7 +26,7 @@ import { CardClaimsReadiness } from './served-capabilities.js';
  * Importing it also runs BootstrapService at application bootstrap.
  */
 @Module({
-  imports: [RuntimeSecretsModule],
+  imports: [RuntimeSecretsModule, CardClaimsModule],
   providers: [
     OrganizationRepository,
     ApiKeyRepository,
@@ -45,8 +45,7 @@ import { CardClaimsReadiness } from './served-capabilities.js';
     SigningKeyService,
     CardSignatureRepository,
     CardSignatureService,
-    CardClaimsReadiness,
   ],
-  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory, SigningKeyService, CardSignatureService, CardClaimsReadiness],
+  exports: [OrganizationService, ApiKeyService, AgentService, RevisionService, BindingService, AgentDirectory, SigningKeyService, CardSignatureService, CardClaimsModule],
 })
 export class RegistryModule {}

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Module } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { SERVED_A2A_CAPABILITIES } from '#libs/contracts';
 import { AgentDirectoryRepository } from './agent-directory.repository.js';
@@ -56,3 +56,12 @@ export class CardClaimsReadiness {
     return (['signedAgentCard', 'pushNotifications'] as const).filter((c) => claims[c] && !this.served[c]).map((capability) => ({ capability, needs: CAPABILITY_SETTINGS[capability]! }));
   }
 }
+
+/**
+ * CardClaimsReadiness alone (with the directory query it needs), for processes that do not serve
+ * cards but must refuse traffic on the same grounds: the worker delivers push notifications, so a
+ * worker that cannot read push secrets is not ready while a served card claims `pushNotifications`.
+ * Needs DbModule and ConfigModule (global).
+ */
+@Module({ providers: [AgentDirectoryRepository, CardClaimsReadiness], exports: [CardClaimsReadiness] })
+export class CardClaimsModule {}
