@@ -307,6 +307,12 @@ export const RELEASE_WINDOW_MS = 5;
  */
 const LINE_ABSENCE_MS = 2_000;
 
+/**
+ * How often (ms) a process presents every dispatch it keeps parked, not only the ones that could
+ * start now (well within LINE_ABSENCE_MS: a parked dispatch keeps its place in its line).
+ */
+export const PARKED_PRESENCE_MS = 500;
+
 /** How often (ms) a process does the global housekeeping of the slots (see ACQUIRE_BATCH). */
 const HOUSEKEEPING_MS = 500;
 

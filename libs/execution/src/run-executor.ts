@@ -7,7 +7,7 @@ import { DispatchRelay, RunNotifier, RunQueries, RuntimeOperations, isTerminal, 
 import { Metrics } from '#libs/metrics';
 import { ParsedRuntimeCache, RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
-import { ExecutionSlots, RELEASE_WINDOW_MS, type SlotTicket } from './execution-slots.js';
+import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
 import { randomUUID } from 'node:crypto';
@@ -45,6 +45,20 @@ interface ParkedEntry {
  * jobs (until half of them have started); past twice that, the youngest go back to the queue.
  */
 const PARK_FACTOR = 10;
+
+/**
+ * The first `n` entries of each organization, in the order given (parked dispatches sorted by
+ * enqueue time: each organization's line order).
+ */
+function firstPerOrg(entries: readonly ParkedEntry[], n: number): ParkedEntry[] {
+  const taken = new Map<string, number>();
+  return entries.filter((e) => {
+    const k = taken.get(e.p.job.orgId) ?? 0;
+    if (k >= n) return false;
+    taken.set(e.p.job.orgId, k + 1);
+    return true;
+  });
+}
 
 /** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
 const PARK_RETRY_MS = 100;
@@ -101,6 +115,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private parkRetryScheduled = false;
   private parkRetrying = false;
   private parkRetryAgain = false;
+  /** When every parked dispatch was last presented to the slots (see PARKED_PRESENCE_MS). */
+  private parkPresentedAt = 0;
   /** The transport's job intake (BullMQ: pause / resume the worker), paused while the parking is full. */
   private intake?: { pause(): void; resume(): void };
   private intakePaused = false;
@@ -356,13 +372,25 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         return;
       }
       const room = Math.max(0, this.concurrency - this.admitted);
+      // Only those that could start are asked about: at most `room` start, and within an
+      // organization only its oldest (its line), so each organization's first `room`. Every
+      // PARKED_PRESENCE_MS all of them are presented, which keeps their places in their lines.
+      const now = Date.now();
+      const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
+      const asked = presentAll ? entries : room === 0 ? [] : firstPerOrg(entries, room);
+      if (asked.length === 0) {
+        this.parked.unshift(...entries);
+        return;
+      }
+      if (presentAll) this.parkPresentedAt = now;
       const granted = await this.slots.acquireBatch(
-        entries.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
-        entries[0]!.slotTtl,
+        asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
+        asked[0]!.slotTtl,
         room,
       );
-      const go = entries.filter((_, i) => granted[i]);
-      this.parked.unshift(...entries.filter((_, i) => !granted[i]));
+      const started = new Set(asked.filter((_, i) => granted[i]));
+      const go = asked.filter((e) => started.has(e));
+      this.parked.unshift(...entries.filter((e) => !started.has(e)));
       this.checkIntake();
       this.admitted += go.length;
       if (go.length > 0) {
