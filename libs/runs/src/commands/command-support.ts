@@ -3,7 +3,8 @@ import type { CanonicalMessage, RunEvent } from '#libs/contracts';
 import type { DispatchRelay } from '../dispatch.relay.js';
 import type { AppendResult, RunRecord } from '../event-log.repository.js';
 import type { RunNotifier } from '../run-notifier.js';
-import type { RunState } from '../run.repository.js';
+import type { RunState } from '../reads/run-rows.repository.js';
+import { runTerminal, threadMismatch } from '../run-errors.js';
 import { isTerminal } from '../run-state.js';
 
 /**
@@ -20,11 +21,6 @@ export function cancelOpenInteractions(run: Pick<RunState, 'openInteractionId' |
 /** A caller's message as the log records it (role forced to `user`). */
 export function userMessage(message: CanonicalMessage): CanonicalMessage {
   return { ...message, role: 'user' };
-}
-
-/** `run.not_found`, worded canonically (adapters reword it). */
-export function runNotFound(runId: string): AppError {
-  return new AppError('run.not_found', `run ${runId} not found`, { details: { runId } });
 }
 
 /**
@@ -45,23 +41,16 @@ export async function admitInput<T>(admit: () => Promise<void>, replay: () => Pr
   }
 }
 
-/** `run.conflict`: the messageId is recorded on another run. */
-export function messageConflict(messageId: string): AppError {
-  return new AppError('run.conflict', `messageId ${messageId} was already used on another run`, { details: { messageId } });
-}
-
 /**
  * Why input to `run` was refused, in the order a caller needs to hear it: the thread it named is
  * not the run's, the run is terminal, or (for `blocked`) what the run is waiting for.
  */
 export function refuseInput(run: RunState, requestedThreadId: string | undefined, blocked: () => AppError): AppError {
   if (requestedThreadId !== undefined && requestedThreadId !== run.threadId) {
-    return new AppError('run.thread_mismatch', `thread ${requestedThreadId} is not the thread of run ${run.id}`, {
-      details: { runId: run.id, threadId: run.threadId, requestedThreadId },
-    });
+    return threadMismatch(run, requestedThreadId);
   }
   if (isTerminal(run.status)) {
-    return new AppError('run.terminal', `run ${run.id} is ${run.status} and accepts no more input`, { details: { runId: run.id, status: run.status } });
+    return runTerminal(run, 'accepts no more input');
   }
   return blocked();
 }

@@ -5,9 +5,10 @@ import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob }
 import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from '../event-log.repository.js';
-import { RunRepository } from '../run.repository.js';
+import { CommandReads } from '../reads/command-reads.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
-import { admitInput, messageConflict, userMessage } from './command-support.js';
+import { messageConflict } from '../run-errors.js';
+import { admitInput, userMessage } from './command-support.js';
 
 /** A new run: the first user message to an agent's active revision (A2A: SendMessage without taskId). */
 export interface CreateRunCommand {
@@ -49,7 +50,7 @@ export interface CreateRunResult {
 export class CreateRunHandler {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly relay: DispatchRelay,
     private readonly quotas: StorageQuotas,
   ) {}
