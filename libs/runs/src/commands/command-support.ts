@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, RunEvent } from '#libs/contracts';
 import type { DispatchRelay } from '../dispatch.relay.js';
-import type { AppendResult, RunRecord } from '../event-log.repository.js';
+import { storedBytes, type AppendResult, type RunRecord } from '../event-log.repository.js';
 import type { RunNotifier } from '../run-notifier.js';
+import type { StorageQuotas } from '../storage-quotas.service.js';
 import type { RunState } from '../reads/run-rows.repository.js';
 import { runTerminal, threadMismatch } from '../run-errors.js';
 import { isTerminal } from '../run-state.js';
@@ -39,6 +41,35 @@ export async function admitInput<T>(admit: () => Promise<void>, replay: () => Pr
     if (earlier !== null) return earlier;
     throw e;
   }
+}
+
+/** A new run's first input, ready to write: its ids, the caller's message as the log records it, its size. */
+export interface NewRunInput {
+  runId: string;
+  /** The thread the command named, else a new one. */
+  threadId: string;
+  /** The caller's message with role `user`. */
+  message: CanonicalMessage;
+  /** What the message takes of the organization's storage quota (storedBytes of its `message.added`). */
+  bytes: number;
+}
+
+/**
+ * The preparation every creation of a run opens with (CreateRunCommand, RecordReplyCommand): a new
+ * run id, the thread, the user message and its stored bytes, admitted under the organization's
+ * storage quota (admitInput). `retried`: when the quota refused it, what `replay` found this very
+ * input recorded as before (the caller returns it, writing nothing); null otherwise.
+ * Errors: `org.storage_quota_exceeded` when refused and not a retry.
+ */
+export async function prepareNewRun<T>(
+  quotas: StorageQuotas,
+  cmd: { orgId: string; threadId?: string; message: CanonicalMessage },
+  replay: (message: CanonicalMessage) => Promise<T | null>,
+): Promise<{ input: NewRunInput; retried: T | null }> {
+  const message = userMessage(cmd.message);
+  const input: NewRunInput = { runId: randomUUID(), threadId: cmd.threadId ?? randomUUID(), message, bytes: storedBytes([{ type: 'message.added', payload: { message } }]) };
+  const retried = await admitInput(() => quotas.admit(cmd.orgId, input.bytes), () => replay(message));
+  return { input, retried };
 }
 
 /**

@@ -3,11 +3,11 @@ import { isDeepStrictEqual } from 'node:util';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, Part } from '#libs/contracts';
-import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from '../event-log.repository.js';
+import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
 import { CommandReads } from '../reads/command-reads.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
 import { messageConflict, runConflict } from '../run-errors.js';
-import { admitInput, userMessage } from './command-support.js';
+import { prepareNewRun } from './command-support.js';
 
 /**
  * A direct reply: the caller's first message to an agent, answered by the runtime on the spot with
@@ -76,16 +76,11 @@ export class RecordReplyHandler {
   ) {}
 
   async execute(cmd: RecordReplyCommand): Promise<RecordReplyResult> {
-    const runId = randomUUID();
-    const threadId = cmd.threadId ?? randomUUID();
-    const message = userMessage(cmd.message);
+    const { input, retried } = await prepareNewRun(this.quotas, cmd, (message) => this.recorded(cmd, message));
+    if (retried) return retried;
+    const { runId, threadId, message } = input;
     const reply: CanonicalMessage = { messageId: cmd.reply.messageId ?? randomUUID(), role: 'agent', parts: cmd.reply.parts };
     if (cmd.reply.metadata) reply.metadata = cmd.reply.metadata;
-    const retried = await admitInput(
-      () => this.quotas.admit(cmd.orgId, storedBytes([{ type: 'message.added', payload: { message } }])),
-      () => this.recorded(cmd, message),
-    );
-    if (retried) return retried;
     let created: CreatedRun | null;
     try {
       created = await this.events.create({
