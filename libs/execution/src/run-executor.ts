@@ -177,44 +177,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const invalid: ExecutionError[] = [];
     const drop: string[] = [];
     // 1. parse; the job usually carries the run's identity and input, otherwise read them (one query)
-    const prepared = (
-      await Promise.all(
-        items.map(async (item): Promise<Prepared | null> => {
-          const enqueuedAt = item.enqueuedAt ?? opts.enqueuedAt ?? now;
-          const parsed = RunExecuteJobSchema.safeParse(item.job);
-          if (!parsed.success) {
-            const e = new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
-            invalid.push(e);
-            this.metrics.executions.inc({ outcome: 'invalid' });
-            if (item.id) drop.push(item.id);
-            // its span says so too (as far as the payload names a run)
-            await opts.around?.(item.job as RunExecuteJob, item.triggerSequence, () => Promise.reject(e)).catch(() => undefined);
-            return null;
-          }
-          const job = parsed.data;
-          this.metrics.jobWait.observe(Math.max(0, now - enqueuedAt) / 1000);
-          const ticket: SlotTicket = { member: `${job.runId}-${item.triggerSequence}`, enqueuedAt };
-          const base = { item, job, ticket, executionId: randomUUID() };
-          if (job.context) {
-            const { input, ...run } = job.context;
-            return { ...base, run, input };
-          }
-          const found = await this.durable(() => this.reads.input(job.orgId, job.runId, job.inputMessageId ?? null));
-          if (!found || isTerminal(found.run.status)) {
-            this.slots.leaveLine(job.orgId, ticket.member);
-            if (item.id) drop.push(item.id);
-            return null;
-          }
-          if (!found.message) {
-            invalid.push(new ExecutionError(`run ${job.runId}: input message ${job.inputMessageId ?? '(newest)'} not found`, false));
-            this.metrics.executions.inc({ outcome: 'invalid' });
-            if (item.id) drop.push(item.id);
-            return null;
-          }
-          return { ...base, run: found.run, input: found.message };
-        }),
-      )
-    )
+    const prepared = (await Promise.all(items.map((item) => this.prepare(item, now, opts.enqueuedAt, opts.around, invalid, drop))))
       .filter((p): p is Prepared => p !== null)
       // enqueue order: the order of each organization's line
       .sort((a, b) => a.ticket.enqueuedAt - b.ticket.enqueuedAt);
@@ -242,6 +205,54 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     // 4. claim what runs (and what was dropped, in the same statement), then run the admitted ones together
     await Promise.all([this.claimAndRun(admitted, drop, slotTtl, opts.around), ...parked]);
     if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
+  }
+
+  /**
+   * Step 1 of a batch, for one dispatch: parsed, with its run's identity and input (carried by the
+   * job, else read: one query). Null when it cannot run — an invalid payload or a missing input
+   * message (an `ExecutionError` pushed to `invalid`), or a run gone or terminal — and then its
+   * outbox row id, if any, goes to `drop`.
+   */
+  private async prepare(
+    item: RunExecutionJob,
+    now: number,
+    batchEnqueuedAt: number | undefined,
+    around: ExecutionWrapper | undefined,
+    invalid: ExecutionError[],
+    drop: string[],
+  ): Promise<Prepared | null> {
+    const enqueuedAt = item.enqueuedAt ?? batchEnqueuedAt ?? now;
+    const parsed = RunExecuteJobSchema.safeParse(item.job);
+    if (!parsed.success) {
+      const e = new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
+      invalid.push(e);
+      this.metrics.executions.inc({ outcome: 'invalid' });
+      if (item.id) drop.push(item.id);
+      // its span says so too (as far as the payload names a run)
+      await around?.(item.job as RunExecuteJob, item.triggerSequence, () => Promise.reject(e)).catch(() => undefined);
+      return null;
+    }
+    const job = parsed.data;
+    this.metrics.jobWait.observe(Math.max(0, now - enqueuedAt) / 1000);
+    const ticket: SlotTicket = { member: `${job.runId}-${item.triggerSequence}`, enqueuedAt };
+    const base = { item, job, ticket, executionId: randomUUID() };
+    if (job.context) {
+      const { input, ...run } = job.context;
+      return { ...base, run, input };
+    }
+    const found = await this.durable(() => this.reads.input(job.orgId, job.runId, job.inputMessageId ?? null));
+    if (!found || isTerminal(found.run.status)) {
+      this.slots.leaveLine(job.orgId, ticket.member);
+      if (item.id) drop.push(item.id);
+      return null;
+    }
+    if (!found.message) {
+      invalid.push(new ExecutionError(`run ${job.runId}: input message ${job.inputMessageId ?? '(newest)'} not found`, false));
+      this.metrics.executions.inc({ outcome: 'invalid' });
+      if (item.id) drop.push(item.id);
+      return null;
+    }
+    return { ...base, run: found.run, input: found.message };
   }
 
   /**
