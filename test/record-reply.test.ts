@@ -1,14 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { INestApplicationContext } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '#libs/common';
-import { ConfigModule } from '#libs/config';
 import type { CanonicalMessage } from '#libs/contracts';
-import { DatabaseService, DbModule } from '#libs/db';
-import { ContinueRunHandler, CreateRunHandler, RecordReplyHandler, RunQueries, RunsModule, RuntimeOperations, type RecordReplyCommand } from '#libs/runs';
-import { testEnv } from './support/env.js';
-import { seedAgent } from './support/fixtures.js';
+import type { DatabaseService } from '#libs/db';
+import { ContinueRunHandler, CreateRunHandler, ExecutionReads, RecordReplyHandler, RunViews, RuntimeOperations, type RecordReplyCommand } from '#libs/runs';
+import { bootRuns } from './support/runs.js';
+import type { seedAgent } from './support/fixtures.js';
 
 /**
  * RecordReplyCommand against real PostgreSQL: a direct reply is a run of kind `reply` written
@@ -21,7 +19,8 @@ let replies: RecordReplyHandler;
 let create: CreateRunHandler;
 let cont: ContinueRunHandler;
 let ops: RuntimeOperations;
-let queries: RunQueries;
+let views: RunViews;
+let reads: ExecutionReads;
 let seed: Awaited<ReturnType<typeof seedAgent>>;
 
 const msg = (text: string, messageId = randomUUID()): CanonicalMessage => ({ messageId, role: 'user', parts: [{ text }] });
@@ -45,17 +44,13 @@ const cmd = (message: CanonicalMessage, extra: Partial<RecordReplyCommand> = {})
 });
 
 beforeAll(async () => {
-  const mod = await Test.createTestingModule({
-    imports: [ConfigModule.forRoot({ ...testEnv(), OUTBOX_RELAY_ENABLED: 'false', DATABASE_POOL_MAX: '8', DATABASE_GROUP_COMMIT_IN_FLIGHT: '1' }), DbModule, RunsModule],
-  }).compile();
-  ctx = await mod.init();
-  db = ctx.get(DatabaseService);
+  ({ ctx, db, seed } = await bootRuns({ DATABASE_POOL_MAX: '8', DATABASE_GROUP_COMMIT_IN_FLIGHT: '1' }));
   replies = ctx.get(RecordReplyHandler);
   create = ctx.get(CreateRunHandler);
   cont = ctx.get(ContinueRunHandler);
   ops = ctx.get(RuntimeOperations);
-  queries = ctx.get(RunQueries);
-  seed = await seedAgent(db);
+  views = ctx.get(RunViews);
+  reads = ctx.get(ExecutionReads);
 });
 afterAll(async () => {
   await ctx?.close();
@@ -68,7 +63,7 @@ describe('RecordReplyHandler', () => {
     expect(created).toBe(true);
     expect([run.kind, run.status, run.lastSequence, run.threadId]).toEqual(['reply', 'completed', 3, 'th-1']);
     expect(reply).toMatchObject({ sequence: 3, message: { role: 'agent', parts: [{ text: 're: hello' }] } });
-    const log = await queries.readEvents(seed.orgId, run.id, 0);
+    const log = await views.events(seed.orgId, run.id, 0);
     expect(log.map((e) => [e.sequence, e.event.type])).toEqual([
       [1, 'run.created'],
       [2, 'message.added'],
@@ -82,7 +77,7 @@ describe('RecordReplyHandler', () => {
     // nothing follows a reply: the append guard refuses a terminal run
     expect(await codeOf(cont.execute({ orgId: seed.orgId, agentId: seed.agentId, runId: run.id, message: msg('more') }))).toBe('run.terminal');
     expect(await codeOf(ops.setStatus(seed.orgId, run.id, 'working'))).toBe('run.terminal');
-    expect((await queries.get(seed.orgId, run.id))!.lastSequence).toBe(3);
+    expect((await views.get(seed.orgId, run.id))!.lastSequence).toBe(3);
   });
 
   it('is idempotent per caller: the same message returns the first reply; other content, another thread → run.conflict', async () => {
@@ -134,7 +129,7 @@ describe('RecordReplyHandler', () => {
     const [{ n }] = (await db.query<{ n: number }>('SELECT count(DISTINCT created_at)::int AS n FROM runs WHERE thread_id = $1', [thread])) as [{ n: number }];
     expect(n).toBeLessThan(10);
     // the thread's history holds the exchanges beside the tasks' messages
-    const history = await queries.threadHistory(seed.orgId, seed.agentId, thread);
+    const history = await reads.threadHistory(seed.orgId, seed.agentId, thread, 100);
     expect(history.map((h) => h.parts[0]!.text).sort()).toEqual(['c1', 'c3', 'c5', 'c7', 'c9', 'r0', 'r2', 'r4', 'r6', 'r8', 're: r0', 're: r2', 're: r4', 're: r6', 're: r8'].sort());
   });
 

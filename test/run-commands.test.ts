@@ -1,25 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { INestApplicationContext } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '#libs/common';
-import { ConfigModule } from '#libs/config';
 import type { BlockedReason, CanonicalMessage, RunStatus } from '#libs/contracts';
-import { DatabaseService, DbModule } from '#libs/db';
-import {
-  CancelRunHandler,
-  ContinueRunHandler,
-  CreateRunHandler,
-  RespondInteractionHandler,
-  RunQueries,
-  RunsModule,
-  RuntimeOperations,
-  canTransition,
-  isTerminal,
-} from '#libs/runs';
-import { testEnv } from './support/env.js';
-import { seedAgent } from './support/fixtures.js';
+import type { DatabaseService } from '#libs/db';
+import { CancelRunHandler, ContinueRunHandler, CreateRunHandler, RespondInteractionHandler, RunViews, RuntimeOperations, canTransition, isTerminal } from '#libs/runs';
+import { bootRuns } from './support/runs.js';
+import type { seedAgent } from './support/fixtures.js';
 
 /**
  * The command handlers against real PostgreSQL: each validates against the run state machine,
@@ -33,7 +21,7 @@ let cont: ContinueRunHandler;
 let respond: RespondInteractionHandler;
 let cancel: CancelRunHandler;
 let ops: RuntimeOperations;
-let queries: RunQueries;
+let views: RunViews;
 let seed: Awaited<ReturnType<typeof seedAgent>>;
 
 const msg = (text: string, messageId = randomUUID()): CanonicalMessage => ({ messageId, role: 'user', parts: [{ text }] });
@@ -53,18 +41,13 @@ const dispatches = (runId: string) =>
   );
 
 beforeAll(async () => {
-  const mod = await Test.createTestingModule({
-    imports: [ConfigModule.forRoot({ ...testEnv(), OUTBOX_RELAY_ENABLED: 'false', DATABASE_POOL_MAX: '16' }), DbModule, RunsModule],
-  }).compile();
-  ctx = await mod.init();
-  db = ctx.get(DatabaseService);
+  ({ ctx, db, seed } = await bootRuns({ DATABASE_POOL_MAX: '16' }));
   create = ctx.get(CreateRunHandler);
   cont = ctx.get(ContinueRunHandler);
   respond = ctx.get(RespondInteractionHandler);
   cancel = ctx.get(CancelRunHandler);
   ops = ctx.get(RuntimeOperations);
-  queries = ctx.get(RunQueries);
-  seed = await seedAgent(db);
+  views = ctx.get(RunViews);
 });
 afterAll(async () => {
   await ctx?.close();
@@ -155,15 +138,15 @@ describe('RespondInteractionHandler', () => {
     const { run } = await newRun();
     await ops.setStatus(seed.orgId, run.id, 'working');
     await ops.requestInteraction(seed.orgId, run.id, 'input');
-    const blocked = await queries.requireRun(seed.orgId, run.id);
+    const blocked = await views.require(seed.orgId, run.id);
     expect(blocked.blockedReason).toBe('input_required');
     const answer = msg('Paris');
     const cmd = { orgId: seed.orgId, agentId: seed.agentId, runId: run.id, interactionId: blocked.openInteractionId!, message: answer };
     const [a, b] = await Promise.all([respond.execute(cmd), respond.execute(cmd)]);
     expect(a.lastSequence).toBe(b.lastSequence);
-    const now = await queries.requireRun(seed.orgId, run.id);
+    const now = await views.require(seed.orgId, run.id);
     expect([now.status, now.blockedReason, now.openInteractionId]).toEqual(['working', null, null]);
-    const types = (await queries.readEvents(seed.orgId, run.id, 0)).map((e) => e.event.type);
+    const types = (await views.events(seed.orgId, run.id, 0)).map((e) => e.event.type);
     expect(types.filter((t) => t === 'interaction.responded')).toHaveLength(1);
     expect((await dispatches(run.id)).at(-1)).toMatchObject({ job: { trigger: 'continued', inputMessageId: answer.messageId } });
   });
@@ -173,17 +156,17 @@ describe('RespondInteractionHandler', () => {
     const base = { orgId: seed.orgId, agentId: seed.agentId, runId: run.id };
     expect(await codeOf(respond.execute({ ...base, interactionId: randomUUID(), message: msg('x') }))).toBe('interaction.not_found');
     await ops.requestInteraction(seed.orgId, run.id, 'confirmation');
-    const first = (await queries.requireRun(seed.orgId, run.id)).openInteractionId!;
+    const first = (await views.require(seed.orgId, run.id)).openInteractionId!;
     expect(await codeOf(respond.execute({ ...base, interactionId: first, message: msg('maybe') }))).toBe('interaction.invalid_answer');
     await respond.execute({ ...base, interactionId: first, message: msg('approve') });
-    const [closed] = await queries.interactions(seed.orgId, run.id, first);
+    const closed = (await views.detail(seed.orgId, run.id)).interactions.find((i) => i.id === first);
     expect([closed!.status, closed!.response?.decision, closed!.response?.optionId]).toEqual(['resolved', 'approved', 'approve']);
     expect(await codeOf(respond.execute({ ...base, interactionId: first, message: msg('again') }))).toBe('interaction.not_open');
     await ops.requestInteraction(seed.orgId, run.id, 'auth');
-    const second = (await queries.requireRun(seed.orgId, run.id)).openInteractionId!;
+    const second = (await views.require(seed.orgId, run.id)).openInteractionId!;
     await cancel.execute({ orgId: seed.orgId, runId: run.id });
     expect(await codeOf(respond.execute({ ...base, interactionId: second, message: msg('x') }))).toBe('run.terminal');
-    expect((await queries.interactions(seed.orgId, run.id)).map((i) => i.status)).toEqual(['resolved', 'canceled']);
+    expect((await views.detail(seed.orgId, run.id)).interactions.map((i) => i.status)).toEqual(['resolved', 'canceled']);
   });
 });
 
@@ -193,7 +176,7 @@ describe('CancelRunHandler', () => {
     await ops.requestInteraction(seed.orgId, run.id, 'confirmation');
     const canceled = await cancel.execute({ orgId: seed.orgId, runId: run.id, agentId: seed.agentId });
     expect([canceled.status, canceled.blockedReason]).toEqual(['canceled', null]);
-    const tail = (await queries.readEvents(seed.orgId, run.id, 0)).slice(-2);
+    const tail = (await views.events(seed.orgId, run.id, 0)).slice(-2);
     expect(tail.map((e) => e.event.type)).toEqual(['interaction.canceled', 'run.status_changed']);
     expect(tail[0]!.event.payload).toMatchObject({ blocking: true });
     expect(await codeOf(cancel.execute({ orgId: seed.orgId, runId: run.id }))).toBe('run.not_cancelable');
@@ -268,7 +251,7 @@ describe('property: random command sequences never store an illegal transition',
               last = s.retry && last ? last : msg('c');
               return void (await cont.execute({ ...base, message: last }));
             case 'respond': {
-              const now = await queries.requireRun(seed.orgId, run.id);
+              const now = await views.require(seed.orgId, run.id);
               last = s.retry && last ? last : msg('r');
               return void (await respond.execute({ ...base, interactionId: now.openInteractionId ?? randomUUID(), message: last, optionId: 'approve' }));
             }
@@ -280,7 +263,7 @@ describe('property: random command sequences never store an illegal transition',
               return void (await ops.requestInteraction(seed.orgId, run.id, s.interaction, { blocking: s.blocking }));
             case 'answerAny': {
               // answer the oldest open interaction, blocking or not, naming it
-              const now = await queries.requireRun(seed.orgId, run.id);
+              const now = await views.require(seed.orgId, run.id);
               const target = now.openInteractionIds?.[0] ?? randomUUID();
               return void (await respond.execute({ ...base, interactionId: target, message: msg('any'), optionId: 'reject' }));
             }
@@ -299,9 +282,9 @@ describe('property: random command sequences never store an illegal transition',
         if (concurrent) await Promise.all(steps.map(guarded));
         else for (const s of steps) await guarded(s);
 
-        const events = await queries.readEvents(seed.orgId, run.id, 0);
+        const events = await views.events(seed.orgId, run.id, 0);
         const folded = checkLog(events);
-        const row = await queries.requireRun(seed.orgId, run.id);
+        const row = await views.require(seed.orgId, run.id);
         expect([row.status, row.blockedReason, row.lastSequence]).toEqual([folded.status, folded.blockedReason, events.length]);
         expect(row.openInteractionId !== null).toBe(folded.blockedReason !== null);
         // the open interactions the log implies are the projection's and the run row's count

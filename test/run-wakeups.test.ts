@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { ConfigModule } from '#libs/config';
 import { DatabaseService, DbModule } from '#libs/db';
-import { RunNotifier, RunQueries, RunStreamHub, RunsModule, WAKEUP_PAYLOAD_MAX_BYTES } from '#libs/runs';
+import { RunNotifier, RunStreamHub, RunViews, RunsModule, WAKEUP_PAYLOAD_MAX_BYTES } from '#libs/runs';
 import { prng } from './support/prng.js';
 import { runsOf } from './support/runs.js';
 import { TEST_REDIS_URL, testEnv } from './support/env.js';
@@ -130,7 +130,7 @@ describe('wake-ups carry the committed envelopes', () => {
     for (const m of messages) await redis.publish(`${PB}:run:${runId}`, m);
   };
 
-  const log = (runId: string, after: number) => a.get(RunQueries).readEvents(seed.orgId, runId, after, 1000);
+  const log = (runId: string, after: number) => a.get(RunViews).events(seed.orgId, runId, after, 1000);
 
   it('a follower fed by wake-ups delivers exactly the log and reads nothing', async () => {
     const run = await newRun();

@@ -6,7 +6,7 @@ import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2AJsonRpcHandler, negotiateVersion } from './a2a-jsonrpc.handler.js';
 import type { A2AOperations } from './a2a-operations.service.js';
 import { A2AStreams } from './a2a-streams.service.js';
-import type { RunQueries, RunStreamHub } from '#libs/runs';
+import type { RunStreamHub, RunViews } from '#libs/runs';
 import { mediaTypeAccepted } from './a2a-operations.service.js';
 import { A2APushService } from './push/a2a-push.service.js';
 import type { PushConfigService } from '#libs/push';
@@ -21,7 +21,7 @@ function handler(fail: unknown = new AppError('run.not_found', 'task x not found
       throw toA2AError(fail);
     },
   } as unknown as A2AOperations;
-  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunQueries, {} as RunStreamHub), new A2APushService({ enabled: true } as PushConfigService, {} as RunQueries));
+  return new A2AJsonRpcHandler(ops, new A2AStreams(ops, {} as RunViews, {} as RunStreamHub), new A2APushService({ enabled: true } as PushConfigService, {} as RunViews));
 }
 
 const rpc = (method: string, params: unknown = { id: 'x' }, extra: object = {}) => ({ jsonrpc: '2.0', id: 7, method, params, ...extra });

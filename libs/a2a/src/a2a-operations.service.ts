@@ -8,12 +8,13 @@ import {
   CreateRunHandler,
   RecordReplyHandler,
   RespondInteractionHandler,
-  RunQueries,
+  RunSettlement,
+  RunViews,
   type RunRecord,
   type RunView,
 } from '#libs/runs';
 import { AppError } from '#libs/common';
-import { ParsedRuntimeCache, RuntimeRegistry, type AgentMessageInput, type AgentRuntime } from '#libs/runtimes';
+import { RuntimeRegistry, type AgentMessageInput, type ParsedRuntime } from '#libs/runtimes';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { ExtensionRuleError } from '#libs/extensions';
 import { A2APushService } from './push/a2a-push.service.js';
@@ -42,8 +43,6 @@ export function mediaTypeAccepted(mediaType: string, modes: readonly string[]): 
  */
 @Injectable()
 export class A2AOperations {
-  /** Parsed runtime configs by revision id (published revisions are immutable). */
-  private readonly runtimes = new ParsedRuntimeCache();
   private readonly blockingTimeoutMs: number;
   private readonly pageTokenSecret: string;
 
@@ -53,7 +52,8 @@ export class A2AOperations {
     private readonly continueRun: ContinueRunHandler,
     private readonly respondInteraction: RespondInteractionHandler,
     private readonly cancelRun: CancelRunHandler,
-    private readonly runs: RunQueries,
+    private readonly runs: RunViews,
+    private readonly settlement: RunSettlement,
     private readonly registry: RuntimeRegistry,
     private readonly push: A2APushService,
     @Inject(APP_CONFIG) config: AppConfig,
@@ -93,7 +93,7 @@ export class A2AOperations {
         const run = await this.messageOnTask(orgId, agentId, inbound, options.caller ?? ANONYMOUS_CALLER);
         // a config sent with more input starts with that input's effects
         if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1);
-        if (!options.returnImmediately) await this.runs.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
+        if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
         return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
       }
 
@@ -107,12 +107,12 @@ export class A2AOperations {
         createdBy: options.caller?.id ?? null,
         ...(options.extensions?.activated.length ? { extensions: options.extensions.activated } : {}),
       };
-      const reply = this.directReply(agent, inbound.message);
+      const reply = await this.directReply(agent, inbound.message);
       if (reply) {
         const recorded = await this.recordReply.execute({ ...creation, reply });
         if (recorded.reply) return { kind: 'message', message: recorded.reply.message, contextId: recorded.run.threadId, sequence: recorded.reply.sequence };
         // the messageId created a task before this agent's rules answered it directly: that task
-        if (!options.returnImmediately) await this.runs.awaitSettled(orgId, recorded.run.id, this.blockingTimeoutMs);
+        if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, recorded.run.id, this.blockingTimeoutMs);
         return { kind: 'task', view: await this.runs.view(orgId, recorded.run.id, { historyLength: options.historyLength, agentId }) };
       }
 
@@ -132,7 +132,7 @@ export class A2AOperations {
         };
         return { kind: 'task', view };
       }
-      if (!options.returnImmediately) await this.runs.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
+      if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
       return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
     } catch (e) {
       throw toA2AError(e);
@@ -279,22 +279,17 @@ export class A2AOperations {
   }
 
   /** The runtime's direct reply to a new message (no task), or null when a task is needed. */
-  private directReply(agent: ResolvedA2AAgent, message: CanonicalMessage): AgentMessageInput | null {
-    const { runtime, config } = this.runtimeOf(agent);
+  private async directReply(agent: ResolvedA2AAgent, message: CanonicalMessage): Promise<AgentMessageInput | null> {
+    const { runtime, config } = await this.runtimeOf(agent);
     return runtime.directReply(config, message);
   }
 
-  private runtimeOf(agent: ResolvedA2AAgent): { runtime: AgentRuntime; config: unknown } {
-    const cached = this.runtimes.get(agent.revision.id);
-    if (cached) return cached;
-    let parsed: { runtime: AgentRuntime; config: unknown };
+  private async runtimeOf(agent: ResolvedA2AAgent): Promise<ParsedRuntime> {
     try {
-      parsed = this.registry.parse(agent.revision.runtime);
+      return await this.registry.parseRevision(agent.revision.id, () => agent.revision.runtime);
     } catch (e) {
       throw new A2AError('InternalError', 'the agent is misconfigured', { cause: e });
     }
-    this.runtimes.set(agent.revision.id, parsed);
-    return parsed;
   }
 }
 

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { RunQueries, RunStreamHub, isTerminal, type RunView } from '#libs/runs';
+import { RunStreamHub, RunViews, isTerminal, type RunView } from '#libs/runs';
 import { A2AError, toA2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { ANONYMOUS_CALLER, type A2ACaller } from './a2a.types.js';
@@ -77,7 +77,7 @@ export function parseResumeCursor(input: { lastEventId?: string; token?: string 
 export class A2AStreams {
   constructor(
     private readonly ops: A2AOperations,
-    private readonly runs: RunQueries,
+    private readonly runs: RunViews,
     private readonly hub: RunStreamHub,
   ) {}
 

@@ -17,7 +17,7 @@ const STATES: A2ATaskState[] = [
   'TASK_STATE_AUTH_REQUIRED',
 ];
 
-/** The SQL predicate of RunRepository.list for a filter, evaluated in JS. */
+/** The SQL predicate of RunViews.list for a filter, evaluated in JS. */
 function matches(f: ReturnType<typeof taskStateFilter>, status: RunStatus, blocked: BlockedReason | null): boolean {
   if (f.status && !f.status.includes(status)) return false;
   if (f.blocked === 'none' && blocked !== null) return false;

@@ -1,5 +1,5 @@
 import { AppError } from '#libs/common';
-import type { RunQueries, RunState } from '#libs/runs';
+import type { RunState, RunViews } from '#libs/runs';
 import { canSeeTask, type A2ACaller } from './a2a.types.js';
 
 /**
@@ -14,8 +14,8 @@ export function taskNotFound(taskId: string): AppError {
  * The task `taskId` of the agent when `caller` may see it (see canSeeTask). A direct reply's run
  * (kind `reply`: its A2A view is a Message) is no task. Errors: `run.not_found`.
  */
-export async function requireVisibleRun(runs: RunQueries, orgId: string, agentId: string, caller: A2ACaller, taskId: string): Promise<RunState> {
-  const run = await runs.requireRun(orgId, taskId, agentId);
+export async function requireVisibleRun(runs: RunViews, orgId: string, agentId: string, caller: A2ACaller, taskId: string): Promise<RunState> {
+  const run = await runs.require(orgId, taskId, agentId);
   if (run.kind !== 'execution' || !canSeeTask(caller, run.createdBy)) throw taskNotFound(taskId);
   return run;
 }

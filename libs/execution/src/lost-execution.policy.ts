@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics } from '#libs/metrics';
-import { RunQueries, RuntimeOperations, isTerminal } from '#libs/runs';
+import { ExecutionReads, RuntimeOperations, isTerminal } from '#libs/runs';
 import { RuntimeRegistry, isResumable } from '#libs/runtimes';
 
 /**
@@ -21,7 +21,7 @@ export class LostExecutionPolicy {
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
-    private readonly queries: RunQueries,
+    private readonly reads: ExecutionReads,
     private readonly ops: RuntimeOperations,
     private readonly registry: RuntimeRegistry,
     private readonly metrics: Metrics,
@@ -36,7 +36,7 @@ export class LostExecutionPolicy {
    * waits on its caller, nothing happens (null) — failing is then guarded by that sequence.
    */
   async handle(orgId: string, runId: string, why: string, opts: { handedOn?: boolean; lastSequence?: number } = {}): Promise<'resumed' | 'failed' | null> {
-    const run = await this.queries.get(orgId, runId);
+    const run = await this.reads.run(orgId, runId);
     if (!run || run.blockedReason || isTerminal(run.status)) return null;
     // judged at `lastSequence` (the sweeper's candidate): a run that moved since is not lost
     if (opts.lastSequence !== undefined && run.lastSequence !== opts.lastSequence) return null;
@@ -58,12 +58,19 @@ export class LostExecutionPolicy {
     return 'failed';
   }
 
+  /** Whether the revision's runtime is resumable (one that does not parse is not). */
   private async resumable(orgId: string, revisionId: string): Promise<boolean> {
-    const raw = await this.queries.revisionRuntime(orgId, revisionId);
+    let loaded = false;
     try {
-      const { runtime, config } = this.registry.parse(raw);
+      const { runtime, config } = await this.registry.parseRevision(revisionId, async () => {
+        const raw = await this.reads.revisionRuntime(orgId, revisionId);
+        loaded = true;
+        return raw;
+      });
       return isResumable(runtime, config);
-    } catch {
+    } catch (e) {
+      // a read that failed goes to the caller, as before; a config that does not parse is not resumable
+      if (!loaded) throw e;
       return false;
     }
   }

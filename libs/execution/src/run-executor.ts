@@ -3,9 +3,9 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError, isDependencyUnavailable } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
-import { DispatchRelay, RunNotifier, RunQueries, RuntimeOperations, isTerminal, type RunExecutionJob } from '#libs/runs';
+import { DispatchRelay, ExecutionReads, RunNotifier, RuntimeOperations, isTerminal, type RunExecutionJob } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
-import { ParsedRuntimeCache, RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
+import { RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type ParsedRuntime, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
@@ -93,7 +93,6 @@ export class ExecutionError extends Error {
 @Injectable()
 export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RunExecutor.name);
-  private readonly configs = new ParsedRuntimeCache(1000);
   /** A resumed trigger → the sequence of the lost execution's trigger (its delegations' key). */
   private readonly lostSequences = new WeakMap<RuntimeTrigger, number>();
   /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
@@ -125,7 +124,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly registry: RuntimeRegistry,
     private readonly ops: RuntimeOperations,
-    private readonly queries: RunQueries,
+    private readonly reads: ExecutionReads,
     private readonly notifier: RunNotifier,
     private readonly metrics: Metrics,
     private readonly slots: ExecutionSlots,
@@ -194,44 +193,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const invalid: ExecutionError[] = [];
     const drop: string[] = [];
     // 1. parse; the job usually carries the run's identity and input, otherwise read them (one query)
-    const prepared = (
-      await Promise.all(
-        items.map(async (item): Promise<Prepared | null> => {
-          const enqueuedAt = item.enqueuedAt ?? opts.enqueuedAt ?? now;
-          const parsed = RunExecuteJobSchema.safeParse(item.job);
-          if (!parsed.success) {
-            const e = new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
-            invalid.push(e);
-            this.metrics.executions.inc({ outcome: 'invalid' });
-            if (item.id) drop.push(item.id);
-            // its span says so too (as far as the payload names a run)
-            await opts.around?.(item.job as RunExecuteJob, item.triggerSequence, () => Promise.reject(e)).catch(() => undefined);
-            return null;
-          }
-          const job = parsed.data;
-          this.metrics.jobWait.observe(Math.max(0, now - enqueuedAt) / 1000);
-          const ticket: SlotTicket = { member: `${job.runId}-${item.triggerSequence}`, enqueuedAt };
-          const base = { item, job, ticket, executionId: randomUUID() };
-          if (job.context) {
-            const { input, ...run } = job.context;
-            return { ...base, run, input };
-          }
-          const found = await this.durable(() => this.queries.executionInput(job.orgId, job.runId, job.inputMessageId ?? null));
-          if (!found || isTerminal(found.run.status)) {
-            this.slots.leaveLine(job.orgId, ticket.member);
-            if (item.id) drop.push(item.id);
-            return null;
-          }
-          if (!found.message) {
-            invalid.push(new ExecutionError(`run ${job.runId}: input message ${job.inputMessageId ?? '(newest)'} not found`, false));
-            this.metrics.executions.inc({ outcome: 'invalid' });
-            if (item.id) drop.push(item.id);
-            return null;
-          }
-          return { ...base, run: found.run, input: found.message };
-        }),
-      )
-    )
+    const prepared = (await Promise.all(items.map((item) => this.prepare(item, now, opts.enqueuedAt, opts.around, invalid, drop))))
       .filter((p): p is Prepared => p !== null)
       // enqueue order: the order of each organization's line
       .sort((a, b) => a.ticket.enqueuedAt - b.ticket.enqueuedAt);
@@ -259,6 +221,54 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     // 4. claim what runs (and what was dropped, in the same statement), then run the admitted ones together
     await Promise.all([this.claimAndRun(admitted, drop, slotTtl, opts.around), ...parked]);
     if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
+  }
+
+  /**
+   * Step 1 of a batch, for one dispatch: parsed, with its run's identity and input (carried by the
+   * job, else read: one query). Null when it cannot run — an invalid payload or a missing input
+   * message (an `ExecutionError` pushed to `invalid`), or a run gone or terminal — and then its
+   * outbox row id, if any, goes to `drop`.
+   */
+  private async prepare(
+    item: RunExecutionJob,
+    now: number,
+    batchEnqueuedAt: number | undefined,
+    around: ExecutionWrapper | undefined,
+    invalid: ExecutionError[],
+    drop: string[],
+  ): Promise<Prepared | null> {
+    const enqueuedAt = item.enqueuedAt ?? batchEnqueuedAt ?? now;
+    const parsed = RunExecuteJobSchema.safeParse(item.job);
+    if (!parsed.success) {
+      const e = new ExecutionError(`invalid run.execute payload: ${parsed.error.message}`, false);
+      invalid.push(e);
+      this.metrics.executions.inc({ outcome: 'invalid' });
+      if (item.id) drop.push(item.id);
+      // its span says so too (as far as the payload names a run)
+      await around?.(item.job as RunExecuteJob, item.triggerSequence, () => Promise.reject(e)).catch(() => undefined);
+      return null;
+    }
+    const job = parsed.data;
+    this.metrics.jobWait.observe(Math.max(0, now - enqueuedAt) / 1000);
+    const ticket: SlotTicket = { member: `${job.runId}-${item.triggerSequence}`, enqueuedAt };
+    const base = { item, job, ticket, executionId: randomUUID() };
+    if (job.context) {
+      const { input, ...run } = job.context;
+      return { ...base, run, input };
+    }
+    const found = await this.durable(() => this.reads.input(job.orgId, job.runId, job.inputMessageId ?? null));
+    if (!found || isTerminal(found.run.status)) {
+      this.slots.leaveLine(job.orgId, ticket.member);
+      if (item.id) drop.push(item.id);
+      return null;
+    }
+    if (!found.message) {
+      invalid.push(new ExecutionError(`run ${job.runId}: input message ${job.inputMessageId ?? '(newest)'} not found`, false));
+      this.metrics.executions.inc({ outcome: 'invalid' });
+      if (item.id) drop.push(item.id);
+      return null;
+    }
+    return { ...base, run: found.run, input: found.message };
   }
 
   /**
@@ -451,7 +461,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  /** The rest of an execution, once it holds its slot (released by the caller). */
+  /**
+   * The rest of an execution, once it holds its slot (released by the caller), in steps: the
+   * trigger it runs for, its revision's runtime, its abort signal, its heartbeat, the
+   * RuntimeContext, then the runtime itself.
+   */
   private async executeHolding(
     job: RunExecuteJob,
     run: { threadId: string; agentId: string; revisionId: string },
@@ -460,35 +474,70 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     executionId: string,
     slotTtl: number,
   ): Promise<void> {
-    const { orgId, runId } = job;
-    const inputMessageId = job.inputMessageId ?? null;
     const trigger = await this.durable(() => this.triggerOf(job, triggerSequence));
     if (!trigger) return;
-
-    let entry = this.configs.get(run.revisionId);
-    if (!entry) {
-      const raw = await this.durable(() => this.queries.revisionRuntime(orgId, run.revisionId));
-      try {
-        entry = this.registry.parse(raw);
-      } catch (e) {
-        await this.durable(() => this.ops.failRun(orgId, runId, 'the agent revision has an invalid runtime'));
-        throw new ExecutionError(`run ${runId}: ${e instanceof Error ? e.message : String(e)}`, false, { cause: e });
-      }
-      this.configs.set(run.revisionId, entry);
+    const entry = await this.runtimeOf(job, run.revisionId);
+    const abort = this.track(job.runId);
+    const stopHeartbeat = this.heartbeat(job, run.agentId, triggerSequence, executionId, slotTtl, abort);
+    try {
+      const ctx = this.contextFor(job, run, input, trigger, triggerSequence, entry, abort.signal);
+      await this.runRuntime(job, entry, ctx, trigger, abort.signal);
+    } finally {
+      stopHeartbeat();
+      this.untrack(job.runId, abort);
     }
+  }
 
+  /**
+   * The revision's runtime and parsed config (RuntimeRegistry.parseRevision: parsed once per
+   * revision). A config that does not parse fails the run ("the agent revision has an invalid
+   * runtime") and is an `ExecutionError`, not retryable.
+   */
+  private async runtimeOf(job: RunExecuteJob, revisionId: string): Promise<ParsedRuntime> {
+    let loaded = false;
+    try {
+      return await this.registry.parseRevision(revisionId, async () => {
+        const raw = await this.durable(() => this.reads.revisionRuntime(job.orgId, revisionId));
+        loaded = true;
+        return raw;
+      });
+    } catch (e) {
+      // a read that failed is not an invalid config: it goes to the caller as it is
+      if (!loaded) throw e;
+      await this.durable(() => this.ops.failRun(job.orgId, job.runId, 'the agent revision has an invalid runtime'));
+      throw new ExecutionError(`run ${job.runId}: ${e instanceof Error ? e.message : String(e)}`, false, { cause: e });
+    }
+  }
+
+  /** A new execution of the run, registered so that a cancellation aborts it (aborted at once when the process is stopping). */
+  private track(runId: string): AbortController {
     const abort = new AbortController();
     const running = this.inFlight.get(runId) ?? new Set<AbortController>();
     running.add(abort);
     this.inFlight.set(runId, running);
     // the process began stopping while this execution was getting ready: do not start holding
     if (this.stopping) abort.abort();
-    // Long executions hold a lease, renewed every heartbeat (the first a quarter in): if this
-    // process dies the lease expires and a sweeper fails the run within 2 heartbeats. The
-    // heartbeat also reads the run's status: the safety net for a lost cancellation signal.
-    // Short executions (most) never write a lease. A renewal the database could not take is tried
-    // again every second (not a heartbeat later): a short outage must not let the lease expire
-    // and the sweeper declare this live execution lost.
+    return abort;
+  }
+
+  private untrack(runId: string, abort: AbortController): void {
+    const running = this.inFlight.get(runId);
+    if (!running) return;
+    running.delete(abort);
+    if (running.size === 0) this.inFlight.delete(runId);
+  }
+
+  /**
+   * Start the execution's heartbeat; returns its stop. Long executions hold a lease, renewed every
+   * heartbeat (the first a quarter in): if this process dies the lease expires and a sweeper fails
+   * the run within 2 heartbeats. The heartbeat also keeps the slot and reads the run's status: the
+   * safety net for a lost cancellation signal (a terminal or gone run aborts `abort`). Short
+   * executions (most) never write a lease. A renewal the database could not take is tried again
+   * every second (not a heartbeat later): a short outage must not let the lease expire and the
+   * sweeper declare this live execution lost.
+   */
+  private heartbeat(job: RunExecuteJob, agentId: string, triggerSequence: number | null, executionId: string, slotTtl: number, abort: AbortController): () => void {
+    const { orgId, runId } = job;
     let ended = false;
     let again: NodeJS.Timeout | undefined;
     const renew = () => {
@@ -502,7 +551,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         });
     };
     const beat = () => {
-      void this.slots.acquire(orgId, run.agentId, executionId, slotTtl);
+      void this.slots.acquire(orgId, agentId, executionId, slotTtl);
       renew();
     };
     let poll: NodeJS.Timeout | undefined;
@@ -510,28 +559,58 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       beat();
       poll = setInterval(beat, this.heartbeatMs);
     }, Math.max(1, Math.floor(this.heartbeatMs / 4)));
+    return () => {
+      ended = true;
+      clearTimeout(again);
+      clearTimeout(first);
+      clearInterval(poll);
+    };
+  }
+
+  /** The RuntimeContext of an execution: every read through ExecutionReads (retried through outages), every write through RuntimeOperations (batched). */
+  private contextFor(
+    job: RunExecuteJob,
+    run: { threadId: string; agentId: string; revisionId: string },
+    input: CanonicalMessage,
+    trigger: RuntimeTrigger,
+    triggerSequence: number | null,
+    entry: ParsedRuntime,
+    signal: AbortSignal,
+  ): BatchingRuntimeContext {
+    const { orgId, runId } = job;
     const view = { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId };
-    const ctx = new BatchingRuntimeContext(
+    return new BatchingRuntimeContext(
       this.ops,
       view,
       input,
-      abort.signal,
+      signal,
       {
         history: () =>
-          this.durable(() => this.queries.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT)).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
+          this.durable(() => this.reads.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT)).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
         childResult: (childRunId) => this.durable(() => this.childResult(orgId, runId, childRunId)),
-        savedState: () => this.durable(() => this.queries.runtimeState(orgId, runId)),
+        savedState: () => this.durable(() => this.reads.savedState(orgId, runId)),
         recorded: () => this.durable(() => this.recorded(orgId, runId)),
-        operationIds: () => this.durable(() => this.queries.operationIds(orgId, runId)),
-        extensions: () => this.durable(() => this.queries.activatedExtensions(orgId, runId)),
+        operationIds: () => this.durable(() => this.reads.operationIds(orgId, runId)),
+        extensions: () => this.durable(() => this.reads.extensions(orgId, runId)),
         // a resumed execution delegates under its lost predecessor's key: a replayed delegation is the same child
-        triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
+        triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? job.inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
       // an execution that a resumption replaced (it was only slow, not dead) stops recording; more
       // input forwarded to a working run (trigger continued) is not what a resumption replays
       { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, yieldToResumption: isResumable(entry.runtime, entry.config) && trigger.kind !== 'continued' },
     );
+  }
+
+  /**
+   * Run the runtime and settle what it leaves: what it produced is flushed; a stopping worker that
+   * cut a resumable runtime short hands the run on; a run that ended meanwhile (`run.terminal`), or
+   * whose output a resumed execution recorded already (`run.conflict`, resumable runtimes), just
+   * stops; any other failure keeps what was produced, fails the run ("the agent runtime failed")
+   * and is an `ExecutionError` (retryable as the runtime's error says).
+   */
+  private async runRuntime(job: RunExecuteJob, entry: ParsedRuntime, ctx: BatchingRuntimeContext, trigger: RuntimeTrigger, signal: AbortSignal): Promise<void> {
+    const { orgId, runId } = job;
     const resumable = isResumable(entry.runtime, entry.config);
     try {
       await entry.runtime.execute(entry.config, ctx);
@@ -540,7 +619,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile).
       // Not for more input on a working run: that execution only hands the input to the one
       // following the run, which goes on elsewhere (resuming beside it would record twice)
-      if (this.stopping && abort.signal.aborted && resumable && trigger.kind !== 'continued') {
+      if (this.stopping && signal.aborted && resumable && trigger.kind !== 'continued') {
         await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped', { handedOn: true }).catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
       }
     } catch (e) {
@@ -557,13 +636,6 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       this.log.error(`run ${runId}: runtime failed: ${reason}`);
       await this.durable(() => this.ops.failRun(orgId, runId, 'the agent runtime failed'));
       throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
-    } finally {
-      ended = true;
-      clearTimeout(again);
-      clearTimeout(first);
-      clearInterval(poll);
-      running.delete(abort);
-      if (running.size === 0 && this.inFlight.get(runId) === running) this.inFlight.delete(runId);
     }
   }
 
@@ -582,7 +654,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       return t;
     }
     if ((job.trigger === 'continued' || job.trigger === 'interaction_expired') && job.interactionId) {
-      const [ir] = await this.queries.interactions(orgId, runId, job.interactionId);
+      const ir = await this.reads.interaction(orgId, runId, job.interactionId);
       if (!ir) return null;
       const response = (ir.response ?? {}) as { decision?: ClosedInteraction['decision']; optionId?: string };
       const interaction: ClosedInteraction = {
@@ -597,10 +669,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       return { kind: job.trigger === 'continued' ? 'interaction_responded' : 'interaction_expired', interaction };
     }
     if (job.trigger === 'link_settled' && job.linkId) {
-      const link = (await this.queries.links(orgId, runId)).children.find((l) => l.id === job.linkId);
-      if (!link) return null;
-      const [linked] = await this.queries.readEvents(orgId, runId, link.sequence - 1, 1);
-      const state = linked?.event.type === 'run.linked' ? linked.event.payload.state : undefined;
+      const found = await this.reads.childLink(orgId, runId, job.linkId);
+      if (!found) return null;
+      const { link, state } = found;
       return { kind: 'link_settled', link: { linkId: link.id, childRunId: link.childRunId, kind: link.kind, status: link.other.status, ...(state !== undefined && { state }) } };
     }
     return { kind: 'continued' };
@@ -613,7 +684,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * (or it is gone).
    */
   private async lostTrigger(job: RunExecuteJob, resumedAt: number): Promise<{ trigger: Exclude<RuntimeTrigger, { kind: 'resumed' }>; sequence: number } | null> {
-    const e = await this.queries.triggerBefore(job.orgId, job.runId, resumedAt);
+    const e = await this.reads.triggerBefore(job.orgId, job.runId, resumedAt);
     if (!e) return null;
     const { orgId, runId } = job;
     const p = e.payload as { interactionId?: string; linkId?: string };
@@ -628,7 +699,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** What the log holds of the run now (RuntimeContext.recorded). */
   private async recorded(orgId: string, runId: string): Promise<RecordedRun> {
-    const [view, operationIds] = await Promise.all([this.queries.view(orgId, runId), this.queries.operationIds(orgId, runId)]);
+    const [view, operationIds] = await Promise.all([this.reads.view(orgId, runId), this.reads.operationIds(orgId, runId)]);
     return {
       status: view.run.status,
       blockedReason: view.run.blockedReason,
@@ -641,9 +712,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** What a child of `runId` produced (null when `childRunId` is not its child). */
   private async childResult(orgId: string, runId: string, childRunId: string): Promise<ChildRunResult | null> {
-    const { children } = await this.queries.links(orgId, runId);
+    const children = await this.reads.children(orgId, runId);
     if (!children.some((l) => l.childRunId === childRunId)) return null;
-    const view = await this.queries.view(orgId, childRunId);
+    const view = await this.reads.view(orgId, childRunId);
     return {
       runId: childRunId,
       status: view.run.status,

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError } from '#libs/common';
-import { CancelRunHandler, RunQueries, RuntimeOperations } from '#libs/runs';
+import { CancelRunHandler, RuntimeOperations, SweeperReads } from '#libs/runs';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 
 /** Candidates read per query, and at most per sweep. */
@@ -34,7 +34,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly runs: RuntimeOperations,
-    private readonly runRepo: RunQueries,
+    private readonly reads: SweeperReads,
     private readonly cancel: CancelRunHandler,
     private readonly lost: LostExecutionPolicy,
   ) {}
@@ -57,9 +57,9 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
       // page through every candidate (runs whose job is only queued stay candidates: paging keeps
       // them from hiding the rest), up to MAX_PER_SWEEP per pass
       const olderThan = new Date(now.getTime() - this.config.RUN_STALE_AFTER_MS);
-      const candidates: Awaited<ReturnType<RunQueries['staleCandidates']>> = [];
+      const candidates: Awaited<ReturnType<SweeperReads['staleCandidates']>> = [];
       for (let after: { updatedAt: Date; id: string } | undefined; candidates.length < MAX_PER_SWEEP; ) {
-        const page = await this.runRepo.staleCandidates(olderThan, PAGE, after);
+        const page = await this.reads.staleCandidates(olderThan, PAGE, after);
         candidates.push(...page);
         if (page.length < PAGE) break;
         const last = page.at(-1)!;
@@ -70,7 +70,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
         // has not started. Otherwise its execution was claimed by a worker; it is lost when that
         // execution's lease expired, or when the run has not moved for RUN_STALE_AFTER_MS and no
         // live lease says anything runs (a short execution, which writes no lease, ends well before)
-        const trigger = await this.runRepo.lastTrigger(c.orgId, c.id);
+        const trigger = await this.reads.lastTrigger(c.orgId, c.id);
         const leaseOfTrigger = trigger !== null && c.leaseTrigger === trigger;
         let why: string;
         if (leaseOfTrigger && c.leaseExpired) why = 'the execution was lost (its lease expired)';
@@ -98,7 +98,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** Expire open interactions whose `expiresAt` passed (each as its runtime declared). */
   private async expireInteractions(): Promise<void> {
-    for (const ir of await this.runRepo.expiredInteractions(PAGE)) {
+    for (const ir of await this.reads.expiredInteractions(PAGE)) {
       try {
         if (await this.runs.expireInteraction(ir.orgId, ir.runId, ir.id)) this.log.log(`run ${ir.runId}: interaction ${ir.id} expired`);
       } catch (e) {
@@ -112,7 +112,7 @@ export class RunSweeper implements OnApplicationBootstrap, OnModuleDestroy {
    * process did not finish (it died half way), or a parent failed by the platform.
    */
   private async finishCascades(): Promise<void> {
-    for (const c of await this.runRepo.orphanedChildren(PAGE)) {
+    for (const c of await this.reads.orphanedChildren(PAGE)) {
       try {
         await this.cancel.execute({ orgId: c.orgId, runId: c.runId, reason: `parent run ${c.parentRunId} was ${c.parentStatus}` });
       } catch (e) {

@@ -53,7 +53,7 @@ function columns(alias?: string): string {
 const COLUMNS = columns();
 
 /**
- * The log entries that set a run's (status, blockedReason), as RunRepository reads them for
+ * The log entries that set a run's (status, blockedReason), as libs/runs' RunViews reads them for
  * `stateAt` (the predicate of libs/runs' `isStatusEvent`, in SQL, on alias `e`).
  */
 const STATUS_EVENT_SQL = `(e.type IN ('run.status_changed', 'interaction.requested')

@@ -6,6 +6,7 @@ import { DatabaseService, PG_UNIQUE_VIOLATION, sqlState } from '#libs/db';
 import { Metrics } from '#libs/metrics';
 import { injectTrace } from '#libs/telemetry';
 import { GroupCommit } from './group-commit.js';
+import { duplicateMessage } from './run-errors.js';
 
 /** A run row as the append path returns it (the state after the append). */
 export interface RunRecord {
@@ -126,21 +127,20 @@ const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id A
 
 /**
  * The message projection of the events a statement inserted (CTE `ev`, joined to its runs `r`):
- * one `messages` row per event carrying a message. `sender` is the SQL expression list, COALESCEd
- * with '', naming a user message's sender; the agent's own are AGENT_SENDER. One text for create
- * and append (invariant 1: one append path).
+ * one `messages` row per event carrying a message. A user message's sender is the item's
+ * (`r.in_sent_by`: the caller, given on append; NULL on create) or else the run's owner
+ * (`r.created_by`), '' when anonymous; the agent's own are AGENT_SENDER. One text, used by both
+ * create and append (invariant 1: one append path).
  */
-function messageProjection(sender: string): string {
-  return `  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
+const MESSAGE_PROJECTION_SQL = `  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
-         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(${sender}, '') ELSE '${AGENT_SENDER}' END,
+         CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(r.in_sent_by, r.created_by, '') ELSE '${AGENT_SENDER}' END,
          ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'extensions', '[]'::jsonb))),
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
          ev.sequence, ev.created_at
   FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
   RETURNING 1`;
-}
 
 /*
  * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
@@ -169,14 +169,15 @@ WITH input AS (
          CASE WHEN status IN ('completed', 'failed', 'canceled', 'rejected') THEN now() END
   FROM input
   ON CONFLICT (org_id, agent_id, (COALESCE(created_by, '')), origin_message_id) DO NOTHING
-  RETURNING *
+  -- in_sent_by: a creation's user message is its owner's (the message projection's sender)
+  RETURNING *, NULL::text AS in_sent_by
 ), ev AS (
   INSERT INTO run_events (run_id, sequence, org_id, type, payload, created_at)
   SELECT r.id, e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
   FROM r JOIN input i ON i.id = r.id CROSS JOIN LATERAL jsonb_array_elements(i.events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
-${messageProjection('r.created_by')}
+${MESSAGE_PROJECTION_SQL}
 ), outbox AS (
   INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
   SELECT r.org_id, r.id, ev.sequence, i.dispatch
@@ -260,7 +261,7 @@ WITH input AS MATERIALIZED (
   RETURNING run_id, sequence, type, payload, created_at
 ), msg AS (
   -- sent_by: the caller for a user message (not given: the run's owner), 'agent' for the agent's
-${messageProjection('r.in_sent_by, r.created_by')}
+${MESSAGE_PROJECTION_SQL}
 ), art_new AS (
   -- at most one artifact.updated per item, one item per run: (run_id, artifact_id) is hit once
   INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
@@ -448,10 +449,6 @@ export interface RestoreResult {
 
 const PG_DEADLOCK = '40P01';
 
-/** The repository's translation of a unique violation on messages (org, agent, sender, messageId). */
-function duplicateMessage(e: unknown): AppError {
-  return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause: e });
-}
 
 /**
  * The event log: the one append path for every run event (invariant 1 in docs/architecture.md),

@@ -55,3 +55,33 @@ export function statusUpdateSources(to: RunStatus): RunStatus[] {
 export function isSettled(status: RunStatus, blockedReason: BlockedReason | null): boolean {
   return isTerminal(status) || blockedReason !== null;
 }
+
+/**
+ * True when `e` sets the run's (status, blockedReason): status changes, interaction requests (the
+ * runtime's guard makes the run working), and the answer or expiry of a blocking interaction
+ * (which lifts the overlay). A non-blocking interaction's answer or expiry, cancellations (a
+ * status change follows) and link events leave the state alone. The read side's SQL twin of this
+ * predicate is STATUS_EVENT_SQL (reads/run-rows.repository.ts); the two must agree.
+ */
+export function isStatusEvent(e: { type: string; payload: object }): boolean {
+  if (e.type === 'run.status_changed' || e.type === 'interaction.requested') return true;
+  if (e.type === 'interaction.responded' || e.type === 'interaction.expired') return (e.payload as { blocking?: boolean }).blocking !== false;
+  return false;
+}
+
+/**
+ * The state a status-affecting event (see isStatusEvent) leaves the run in; no event: just
+ * created (`submitted`). Folding the newest such event of a log gives the run's state at its end.
+ */
+export function foldState(e: { type: string; payload: object } | undefined): { status: RunStatus; blockedReason: BlockedReason | null } {
+  if (!e) return { status: 'submitted', blockedReason: null };
+  const p = e.payload as { status?: RunStatus; blockedReason?: BlockedReason | null };
+  switch (e.type) {
+    case 'run.status_changed':
+      return { status: p.status!, blockedReason: p.blockedReason ?? null };
+    case 'interaction.requested':
+      return { status: 'working', blockedReason: p.blockedReason ?? null };
+    default:
+      return { status: 'working', blockedReason: null };
+  }
+}

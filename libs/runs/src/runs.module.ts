@@ -15,8 +15,11 @@ import { RunDispatchRepository } from './run-dispatch.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunExecutionQueue } from './run-execution.queue.js';
 import { RunNotifier } from './run-notifier.js';
-import { RunQueries } from './run-queries.service.js';
-import { RunRepository } from './run.repository.js';
+import { CommandReads } from './reads/command-reads.repository.js';
+import { ExecutionReads } from './reads/execution-reads.repository.js';
+import { RunSettlement } from './reads/run-settlement.js';
+import { RunViews } from './reads/run-views.repository.js';
+import { SweeperReads } from './reads/sweeper-reads.repository.js';
 import { RunStreamHub } from './run-stream.js';
 import { RuntimeOperations } from './runtime-operations.service.js';
 import { StorageQuotaRepository } from './storage-quota.repository.js';
@@ -25,20 +28,23 @@ import { StorageQuotas } from './storage-quotas.service.js';
 const HANDLERS = [CreateRunHandler, RecordReplyHandler, ContinueRunHandler, RespondInteractionHandler, CancelRunHandler];
 
 /**
- * Runs: the command handlers, runtime operations, queries, the event log and its wake-ups, the
- * outbox relay and the run-execution queue. Needs DbModule and ConfigModule (global).
+ * Runs: the command handlers, runtime operations, the readers (one per caller: reads/), the event
+ * log and its wake-ups, the outbox relay and the run-execution queue. Needs DbModule and ConfigModule (global).
  */
 @Module({
   imports: [MetricsModule],
   providers: [
     EventLogRepository,
-    RunRepository,
+    CommandReads,
     RunDispatchRepository,
     RunLeaseRepository,
     RunNotifier,
     RunExecutionQueue,
     DispatchRelay,
-    RunQueries,
+    RunViews,
+    RunSettlement,
+    ExecutionReads,
+    SweeperReads,
     RuntimeOperations,
     RunStreamHub,
     StorageQuotaRepository,
@@ -49,6 +55,6 @@ const HANDLERS = [CreateRunHandler, RecordReplyHandler, ContinueRunHandler, Resp
     RunRetention,
     ...HANDLERS,
   ],
-  exports: [RunQueries, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, RunArchives, RunRetention, ...HANDLERS],
+  exports: [RunViews, RunSettlement, ExecutionReads, SweeperReads, RuntimeOperations, RunNotifier, RunExecutionQueue, DispatchRelay, RunStreamHub, StorageQuotas, RunArchives, RunRetention, ...HANDLERS],
 })
 export class RunsModule {}

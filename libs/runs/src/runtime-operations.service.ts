@@ -18,13 +18,15 @@ import {
   type RunLinkKind,
   type RunStatus,
 } from '#libs/contracts';
-import { cancelOpenInteractions, publish, runNotFound } from './commands/command-support.js';
+import { cancelOpenInteractions, publish } from './commands/command-support.js';
+import { invalidTransition, linkTooDeep, refusedByState, runConflict, runNotFound, runTerminal, runtimeStateTooLarge } from './run-errors.js';
 import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from './dispatch.relay.js';
 import { EventLogRepository, type AppendGuard, type RunRecord } from './event-log.repository.js';
 import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunNotifier } from './run-notifier.js';
-import { RunRepository, type RunState } from './run.repository.js';
+import { CommandReads } from './reads/command-reads.repository.js';
+import type { RunState } from './reads/run-rows.repository.js';
 import { ACTIVE_STATUSES, isTerminal, statusUpdateSources } from './run-state.js';
 
 /** Statuses a runtime may set (canceling is the caller's; submitted is where runs start). */
@@ -130,7 +132,7 @@ function agentMessage(draft: AgentMessageDraft): CanonicalMessage {
 export class RuntimeOperations {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly notifier: RunNotifier,
     private readonly leases: RunLeaseRepository,
     private readonly relay: DispatchRelay,
@@ -187,60 +189,21 @@ export class RuntimeOperations {
    */
   async apply(orgId: string, runId: string, ops: readonly RuntimeOp[], opts: ApplyOptions = {}): Promise<RunRecord> {
     if (ops.length === 0) throw new Error('apply needs at least one op');
-    const events: RunEvent[] = [];
-    const guard: AppendGuard = { from: ACTIVE_STATUSES };
-    let closed = false;
-    let artifacts = 0;
-    for (const op of ops) {
-      if (closed) throw new AppError('run.invalid_transition', `run ${runId}: no runtime operation may follow a terminal status or an interaction in one batch`, { details: { runId } });
-      switch (op.op) {
-        case 'status': {
-          const payload: Extract<RunEvent, { type: 'run.status_changed' }>['payload'] = { status: op.status, blockedReason: null };
-          if (op.message) payload.message = agentMessage(op.message);
-          if (op.reason) payload.reason = op.reason;
-          if (op.opId) payload.opId = op.opId;
-          events.push({ type: 'run.status_changed', payload });
-          // a run blocked on its caller changes status only through its interaction (answer,
-          // expiry, cancel): that keeps the overlay and the open InteractionRequest in step
-          guard.blocked = false;
-          if (guard.status === undefined) guard.from = statusUpdateSources(op.status);
-          guard.status = op.status;
-          guard.blockedReason = null;
-          closed = isTerminal(op.status);
-          break;
-        }
-        case 'interaction': {
-          const payload = interactionPayload(op);
-          if (op.opId) payload.opId = op.opId;
-          events.push({ type: 'interaction.requested', payload });
-          if (guard.status === undefined) guard.status = 'working';
-          guard.blocked = false;
-          if (payload.blocking) {
-            guard.status = 'working';
-            guard.blockedReason = payload.blockedReason;
-            closed = true;
-          }
-          break;
-        }
-        case 'message':
-          events.push({ type: 'message.added', payload: { message: agentMessage(op.message), ...(op.opId && { opId: op.opId }) } });
-          break;
-        case 'state': {
-          const size = Buffer.byteLength(JSON.stringify(op.state ?? null));
-          if (size > RUNTIME_STATE_MAX_BYTES) throw new AppError('run.runtime_state_too_large', `runtime state of ${size} bytes exceeds ${RUNTIME_STATE_MAX_BYTES}`, { details: { runId, size } });
-          events.push({ type: 'run.runtime_state_saved', payload: { state: op.state ?? null } });
-          break;
-        }
-        case 'artifact':
-          if (++artifacts > 1) throw new AppError('run.invalid_transition', 'one artifact chunk per batch', { details: { runId } });
-          events.push({ type: 'artifact.updated', payload: { ...ArtifactChunkSchema.parse(op.chunk), ...(op.opId && { opId: op.opId }) } });
-          break;
-      }
-    }
+    const { events, guard } = batchOf(runId, ops);
     // a terminal status closes the run's open interactions (`interaction.canceled` each, same
     // append); optimistic: assume none are open, and on refusal read them and try again
     const terminal = guard.status !== undefined && isTerminal(guard.status);
     if (terminal) guard.openInteractions = 0;
+    return this.appendBatch(orgId, runId, events, guard, terminal, opts);
+  }
+
+  /**
+   * The append of `apply`'s batch, with its retries (see `apply`): while the database is
+   * unreachable (with `retryForMs`), after the log moved (re-guarded at the new sequence, or done
+   * when an earlier attempt of ours is found in it), and, for a terminal batch, after the open
+   * interactions changed (their cancellations re-read and put before the terminal status).
+   */
+  private async appendBatch(orgId: string, runId: string, events: RunEvent[], guard: AppendGuard, terminal: boolean, opts: ApplyOptions): Promise<RunRecord> {
     const retryUntil = opts.retryForMs ? Date.now() + opts.retryForMs : 0;
     // the sequence every attempt is guarded by (undefined: unguarded, no retry asked)
     let expected = opts.expectedSequence;
@@ -251,20 +214,9 @@ export class RuntimeOperations {
       let run: RunState | null;
       try {
         if (retryUntil && expected === undefined) expected = (await this.runs.get(orgId, runId))?.lastSequence ?? 0;
-        let result;
-        try {
-          sent = expected;
-          result = await this.events.append(orgId, runId, expected === undefined ? guard : { ...guard, lastSequence: expected }, events);
-        } catch (e) {
-          if (e instanceof AppError && e.code === 'run.duplicate_message') {
-            throw new AppError('run.conflict', `run ${runId}: an agent messageId is already recorded`, { details: { runId }, cause: e });
-          }
-          throw e;
-        }
-        if (result) {
-          publish(result, this.notifier, this.relay);
-          return result.run;
-        }
+        sent = expected;
+        const result = await this.appendOnce(orgId, runId, expected === undefined ? guard : { ...guard, lastSequence: expected }, events);
+        if (result) return result;
         sent = undefined;
         run = await this.runs.get(orgId, runId);
         if (!run) throw runNotFound(runId);
@@ -279,9 +231,9 @@ export class RuntimeOperations {
           if (isTerminal(run.status)) throw refusal(run, guard);
           // this execution was declared lost and a resumed one replaces it: it must not record beside it
           if (opts.yieldToResumption && (await this.events.readAfter(orgId, runId, expected)).some((e) => e.event.type === 'run.execution_resumed')) {
-            throw new AppError('run.conflict', `run ${runId}: its execution was resumed elsewhere`, { details: { runId } });
+            throw runConflict(`run ${runId}: its execution was resumed elsewhere`, { runId });
           }
-          if (++moves > MAX_SEQUENCE_MOVES) throw new AppError('run.conflict', `run ${runId}: its log kept moving while an execution appended to it`, { details: { runId } });
+          if (++moves > MAX_SEQUENCE_MOVES) throw runConflict(`run ${runId}: its log kept moving while an execution appended to it`, { runId });
           expected = run.lastSequence;
           continue;
         }
@@ -296,14 +248,24 @@ export class RuntimeOperations {
       const moved = run.openInteractions > 0 || (guard.interactionVersion !== undefined && guard.interactionVersion !== run.interactionVersion);
       const retry = terminal && attempt <= 3 && !isTerminal(run.status) && !(run.blockedReason !== null && guard.blocked === false) && moved;
       if (!retry) throw refusal(run, guard);
-      const kept = events.filter((e) => e.type !== 'interaction.canceled');
-      const cancels = cancelOpenInteractions(run, 'the run ended');
-      // cancellations go right before the terminal status event
-      const at = kept.findIndex((e) => e.type === 'run.status_changed' && isTerminal(e.payload.status));
-      events.splice(0, events.length, ...kept.slice(0, at), ...cancels, ...kept.slice(at));
+      events.splice(0, events.length, ...withOpenInteractionsCanceled(events, run));
       guard.openInteractions = undefined;
       guard.interactionVersion = run.interactionVersion;
     }
+  }
+
+  /** One guarded append of the batch; published when it committed, null when the guard refused it. */
+  private async appendOnce(orgId: string, runId: string, guard: AppendGuard, events: RunEvent[]): Promise<RunRecord | null> {
+    let result;
+    try {
+      result = await this.events.append(orgId, runId, guard, events);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'run.duplicate_message') throw runConflict(`run ${runId}: an agent messageId is already recorded`, { runId }, e);
+      throw e;
+    }
+    if (!result) return null;
+    publish(result, this.notifier, this.relay);
+    return result.run;
   }
 
   /**
@@ -375,7 +337,7 @@ export class RuntimeOperations {
     if (!parent) throw runNotFound(parentRunId);
     if (!target) throw new AppError('agent.not_published', `no published agent ${draft.agent} in this organization`, { details: { agent: draft.agent } });
     if (depth + 1 > MAX_LINK_DEPTH) {
-      throw new AppError('run.link_too_deep', `run ${parentRunId} is ${depth} delegations deep; at most ${MAX_LINK_DEPTH} are allowed`, { details: { runId: parentRunId, depth } });
+      throw linkTooDeep(parentRunId, depth, MAX_LINK_DEPTH);
     }
     const childRunId = randomUUID();
     const childThreadId = randomUUID();
@@ -514,13 +476,80 @@ function sameJson(a: unknown, b: unknown): boolean {
   return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
 }
 
-function refusal(run: RunState, guard: AppendGuard): AppError {
-  if (isTerminal(run.status)) {
-    return new AppError('run.terminal', `run ${run.id} is ${run.status}`, { details: { runId: run.id, status: run.status } });
+/**
+ * The events and the append guard of a batch of runtime ops (RuntimeOperations.apply): each op one
+ * event; the guard is the batch's (the final status and blocked reason are the last ones it sets).
+ * Errors: `run.invalid_transition` for an op after a terminal status or an interaction, or a second
+ * artifact chunk; `run.runtime_state_too_large`.
+ */
+function batchOf(runId: string, ops: readonly RuntimeOp[]): { events: RunEvent[]; guard: AppendGuard } {
+  const events: RunEvent[] = [];
+  const guard: AppendGuard = { from: ACTIVE_STATUSES };
+  let closed = false;
+  let artifacts = 0;
+  for (const op of ops) {
+    if (closed) throw invalidTransition(`run ${runId}: no runtime operation may follow a terminal status or an interaction in one batch`, { runId });
+    switch (op.op) {
+      case 'status': {
+        const payload: Extract<RunEvent, { type: 'run.status_changed' }>['payload'] = { status: op.status, blockedReason: null };
+        if (op.message) payload.message = agentMessage(op.message);
+        if (op.reason) payload.reason = op.reason;
+        if (op.opId) payload.opId = op.opId;
+        events.push({ type: 'run.status_changed', payload });
+        // a run blocked on its caller changes status only through its interaction (answer,
+        // expiry, cancel): that keeps the overlay and the open InteractionRequest in step
+        guard.blocked = false;
+        if (guard.status === undefined) guard.from = statusUpdateSources(op.status);
+        guard.status = op.status;
+        guard.blockedReason = null;
+        closed = isTerminal(op.status);
+        break;
+      }
+      case 'interaction': {
+        const payload = interactionPayload(op);
+        if (op.opId) payload.opId = op.opId;
+        events.push({ type: 'interaction.requested', payload });
+        if (guard.status === undefined) guard.status = 'working';
+        guard.blocked = false;
+        if (payload.blocking) {
+          guard.status = 'working';
+          guard.blockedReason = payload.blockedReason;
+          closed = true;
+        }
+        break;
+      }
+      case 'message':
+        events.push({ type: 'message.added', payload: { message: agentMessage(op.message), ...(op.opId && { opId: op.opId }) } });
+        break;
+      case 'state': {
+        const size = Buffer.byteLength(JSON.stringify(op.state ?? null));
+        if (size > RUNTIME_STATE_MAX_BYTES) throw runtimeStateTooLarge(runId, size, RUNTIME_STATE_MAX_BYTES);
+        events.push({ type: 'run.runtime_state_saved', payload: { state: op.state ?? null } });
+        break;
+      }
+      case 'artifact':
+        if (++artifacts > 1) throw invalidTransition('one artifact chunk per batch', { runId });
+        events.push({ type: 'artifact.updated', payload: { ...ArtifactChunkSchema.parse(op.chunk), ...(op.opId && { opId: op.opId }) } });
+        break;
+    }
   }
-  return new AppError('run.invalid_transition', `run ${run.id} cannot do that while ${run.status}${run.blockedReason ? ` (${run.blockedReason})` : ''}`, {
-    details: { runId: run.id, status: run.status, blockedReason: run.blockedReason, wanted: guard.status ?? null },
-  });
+  return { events, guard };
+}
+
+/**
+ * The batch's events with one `interaction.canceled` per interaction open on `run` now (replacing
+ * the ones it carried), right before its terminal status event.
+ */
+function withOpenInteractionsCanceled(events: readonly RunEvent[], run: RunState): RunEvent[] {
+  const kept = events.filter((e) => e.type !== 'interaction.canceled');
+  const cancels = cancelOpenInteractions(run, 'the run ended');
+  const at = kept.findIndex((e) => e.type === 'run.status_changed' && isTerminal(e.payload.status));
+  return [...kept.slice(0, at), ...cancels, ...kept.slice(at)];
+}
+
+/** Why the run's state refused the batch: `run.terminal`, else `run.invalid_transition`. */
+function refusal(run: RunState, guard: AppendGuard): AppError {
+  return isTerminal(run.status) ? runTerminal(run) : refusedByState(run, guard.status ?? null);
 }
 
 /**

@@ -135,8 +135,9 @@ export interface RuntimeRunView {
  * may commit calls made back to back together (the worker does, up to the next wait, terminal
  * status or interaction); everything is committed by the time a wait starts or `execute` returns.
  *
- * Errors: every method rejects with `RunTerminalError` (code `run.terminal`) once the run has
- * reached a terminal status (e.g. it was canceled meanwhile); runtimes should simply stop then.
+ * Errors: every method rejects with an `AppError` of code `run.terminal` (libs/runs run-errors.ts)
+ * once the run has reached a terminal status (e.g. it was canceled meanwhile); runtimes should
+ * simply stop then (the executor treats it as the end of the execution, not a failure).
  */
 export interface RuntimeContext {
   readonly run: RuntimeRunView;

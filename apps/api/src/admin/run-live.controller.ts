@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '#libs/common';
 import { CancelRunBodySchema, ErrorResponseSchema, RunDetailSchema, RunEventsStreamQuerySchema, type CancelRunBody, type RunDetailResponse, type RunEventsStreamQuery } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
-import { CancelRunHandler, RunQueries, RunStreamHub, isTerminal } from '#libs/runs';
+import { CancelRunHandler, RunStreamHub, RunViews, isTerminal } from '#libs/runs';
 import { SseHeartbeat } from '../common/sse.js';
 import { AdminAuthGuard, CurrentPrincipal } from './admin-auth.guard.js';
 import { toRunDetail } from './admin.mappers.js';
@@ -29,7 +29,7 @@ const STREAM_EXAMPLE =
 @UsePipes(AdminValidationPipe)
 export class RunLiveController {
   constructor(
-    private readonly runs: RunQueries,
+    private readonly runs: RunViews,
     private readonly hub: RunStreamHub,
     private readonly cancelRun: CancelRunHandler,
     private readonly sse: SseHeartbeat,
@@ -68,7 +68,7 @@ export class RunLiveController {
     const lastEventId = req.headers['last-event-id'];
     const resumed = typeof lastEventId === 'string' && /^\d{1,15}$/.test(lastEventId.trim()) ? Number(lastEventId.trim()) : undefined;
     let cursor = resumed ?? q.after;
-    const run = await this.runs.requireRun(principal.orgId, runId);
+    const run = await this.runs.require(principal.orgId, runId);
     const release = this.sse.reserve(`admin:${principal.keyId}`);
     if (!release) throw new AppError('request.rate_limited', 'too many open streams for this API key; close one and resume with Last-Event-ID');
     const sse = this.sse.open(reply);
@@ -110,7 +110,7 @@ export class RunLiveController {
   @AdminRoute(404, 409, 422)
   async cancel(@CurrentPrincipal() principal: Principal, @Param('runId') runId: string, @Body({ schema: CancelRunBodySchema }) body: CancelRunBody): Promise<RunDetailResponse> {
     await this.cancelRun.execute({ orgId: principal.orgId, runId, reason: body.reason ?? 'canceled by an operator' });
-    const [view, interactions, links] = await Promise.all([this.runs.view(principal.orgId, runId), this.runs.interactions(principal.orgId, runId), this.runs.links(principal.orgId, runId)]);
+    const { view, interactions, links } = await this.runs.detail(principal.orgId, runId);
     return toRunDetail(view, interactions, links);
   }
 }

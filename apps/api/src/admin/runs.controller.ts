@@ -23,7 +23,7 @@ import {
   type SequencedOutputEnvelope,
 } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
-import { RespondInteractionHandler, RunQueries, isUuid, type RunState } from '#libs/runs';
+import { RespondInteractionHandler, RunViews, isUuid, type RunState } from '#libs/runs';
 import { PushConfigService, type PushConfigAudit } from '#libs/push';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IDEMPOTENCY_HEADER_DOC } from './organizations.controller.js';
@@ -38,7 +38,7 @@ import { AdminValidationPipe } from './admin-validation.pipe.js';
 @UsePipes(AdminValidationPipe)
 export class RunsController {
   constructor(
-    private readonly runs: RunQueries,
+    private readonly runs: RunViews,
     private readonly respondInteraction: RespondInteractionHandler,
     private readonly push: PushConfigService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -114,12 +114,12 @@ export class RunsController {
   @ApiResponse({ status: 200, standardSchema: PushConfigListSchema, example: ADMIN_EXAMPLES.pushConfigs })
   @AdminRoute(404)
   async pushConfigs(@CurrentPrincipal() principal: Principal, @Param('runId') runId: string): Promise<{ configs: PushConfigAudit[] }> {
-    await this.runs.requireRun(principal.orgId, runId);
+    await this.runs.require(principal.orgId, runId);
     return { configs: await this.push.audit(principal.orgId, runId) };
   }
 
   private async detail(orgId: string, runId: string): Promise<RunDetailResponse> {
-    const [view, interactions, links] = await Promise.all([this.runs.view(orgId, runId), this.runs.interactions(orgId, runId), this.runs.links(orgId, runId)]);
+    const { view, interactions, links } = await this.runs.detail(orgId, runId);
     return toRunDetail(view, interactions, links);
   }
 
@@ -132,8 +132,8 @@ export class RunsController {
     @Param('runId') runId: string,
     @Query({ schema: RunEventsQuerySchema }) q: RunEventsQuery,
   ): Promise<{ events: SequencedOutputEnvelope[]; nextAfter: number }> {
-    await this.runs.requireRun(principal.orgId, runId);
-    const events = await this.runs.readEvents(principal.orgId, runId, q.after, q.limit);
+    await this.runs.require(principal.orgId, runId);
+    const events = await this.runs.events(principal.orgId, runId, q.after, q.limit);
     return { events, nextAfter: events.at(-1)?.sequence ?? q.after };
   }
 }

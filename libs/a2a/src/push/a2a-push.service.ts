@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { PushConfigService, type PushConfigInput, type PushConfigView } from '#libs/push';
 import type { ResolvedA2AAgent } from '#libs/registry';
-import { RunQueries } from '#libs/runs';
+import { RunViews } from '#libs/runs';
 import { A2AError, toA2AError } from '../a2a.errors.js';
 import type { A2ACaller, A2AProtocolVersion } from '../a2a.types.js';
 import { requireVisibleRun } from '../task-visibility.js';
@@ -20,7 +20,7 @@ import { requireVisibleRun } from '../task-visibility.js';
 export class A2APushService {
   constructor(
     private readonly configs: PushConfigService,
-    private readonly runs: RunQueries,
+    private readonly runs: RunViews,
   ) {}
 
   /** PushNotificationNotSupported unless this agent offers push here. */

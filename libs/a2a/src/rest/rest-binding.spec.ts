@@ -7,7 +7,7 @@ import { REST_ERROR_MAPPING, toRestError } from './rest-errors.js';
 import { A2APushService } from '../push/a2a-push.service.js';
 import { ANONYMOUS_CALLER } from '../a2a.types.js';
 import type { PushConfigService } from '#libs/push';
-import type { RunQueries } from '#libs/runs';
+import type { RunViews } from '#libs/runs';
 
 describe('toRestError', () => {
   it('answers google.rpc.Status JSON with one ErrorInfo, code = HTTP status', () => {
@@ -76,7 +76,7 @@ describe('queryToProtoJson', () => {
 
 describe('A2ARestHandler', () => {
   const unreachable = new Proxy({}, { get: () => () => Promise.reject(new Error('must not be reached')) });
-  const handler = new A2ARestHandler(unreachable as A2AOperations, unreachable as A2AStreams, new A2APushService({ enabled: true } as PushConfigService, unreachable as RunQueries));
+  const handler = new A2ARestHandler(unreachable as A2AOperations, unreachable as A2AStreams, new A2APushService({ enabled: true } as PushConfigService, unreachable as RunViews));
   const agent = { revision: { a2a: { capabilities: {} } } } as Parameters<A2ARestHandler['listTasks']>[0];
 
   it('validates before calling the operations', async () => {

@@ -3,10 +3,11 @@ import { AppError } from '#libs/common';
 import type { RunEvent } from '#libs/contracts';
 import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
-import { RunRepository } from '../run.repository.js';
+import { CommandReads } from '../reads/command-reads.repository.js';
 import { isTerminal, statusUpdateSources } from '../run-state.js';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { cancelOpenInteractions, publish, runNotFound } from './command-support.js';
+import { runNotCancelable, runNotFound } from '../run-errors.js';
+import { cancelOpenInteractions, publish } from './command-support.js';
 
 /** Cancel a run (A2A: CancelTask). */
 export interface CancelRunCommand {
@@ -29,7 +30,7 @@ export interface CancelRunCommand {
 export class CancelRunHandler {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly notifier: RunNotifier,
     private readonly relay: DispatchRelay,
   ) {}
@@ -39,7 +40,7 @@ export class CancelRunHandler {
       const run = await this.runs.get(cmd.orgId, cmd.runId);
       if (!run || (cmd.agentId !== undefined && run.agentId !== cmd.agentId)) throw runNotFound(cmd.runId);
       if (isTerminal(run.status)) {
-        throw new AppError('run.not_cancelable', `run ${run.id} is ${run.status} and cannot be canceled`, { details: { runId: run.id, status: run.status } });
+        throw runNotCancelable(run);
       }
       const reason = cmd.reason ?? 'canceled by the caller';
       const events: RunEvent[] = cancelOpenInteractions(run, reason);
@@ -64,10 +65,10 @@ export class CancelRunHandler {
   /**
    * Cancel the open children of a canceled run (RunLink), depth first. A child that ended
    * meanwhile is left as it is. If this process dies half way, the sweeper finishes the cascade
-   * (RunRepository.orphanedChildren).
+   * (SweeperReads.orphanedChildren).
    */
   async cancelChildren(orgId: string, runId: string): Promise<void> {
-    const { children } = await this.runs.links(orgId, runId);
+    const children = await this.runs.children(orgId, runId);
     for (const link of children) {
       if (isTerminal(link.other.status)) continue;
       try {

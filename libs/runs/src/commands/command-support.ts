@@ -1,9 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, RunEvent } from '#libs/contracts';
 import type { DispatchRelay } from '../dispatch.relay.js';
-import type { AppendResult, RunRecord } from '../event-log.repository.js';
+import { storedBytes, type AppendResult, type RunRecord } from '../event-log.repository.js';
 import type { RunNotifier } from '../run-notifier.js';
-import type { RunState } from '../run.repository.js';
+import type { StorageQuotas } from '../storage-quotas.service.js';
+import type { RunState } from '../reads/run-rows.repository.js';
+import { runTerminal, threadMismatch } from '../run-errors.js';
 import { isTerminal } from '../run-state.js';
 
 /**
@@ -20,11 +23,6 @@ export function cancelOpenInteractions(run: Pick<RunState, 'openInteractionId' |
 /** A caller's message as the log records it (role forced to `user`). */
 export function userMessage(message: CanonicalMessage): CanonicalMessage {
   return { ...message, role: 'user' };
-}
-
-/** `run.not_found`, worded canonically (adapters reword it). */
-export function runNotFound(runId: string): AppError {
-  return new AppError('run.not_found', `run ${runId} not found`, { details: { runId } });
 }
 
 /**
@@ -45,9 +43,33 @@ export async function admitInput<T>(admit: () => Promise<void>, replay: () => Pr
   }
 }
 
-/** `run.conflict`: the messageId is recorded on another run. */
-export function messageConflict(messageId: string): AppError {
-  return new AppError('run.conflict', `messageId ${messageId} was already used on another run`, { details: { messageId } });
+/** A new run's first input, ready to write: its ids, the caller's message as the log records it, its size. */
+export interface NewRunInput {
+  runId: string;
+  /** The thread the command named, else a new one. */
+  threadId: string;
+  /** The caller's message with role `user`. */
+  message: CanonicalMessage;
+  /** What the message takes of the organization's storage quota (storedBytes of its `message.added`). */
+  bytes: number;
+}
+
+/**
+ * The preparation every creation of a run opens with (CreateRunCommand, RecordReplyCommand): a new
+ * run id, the thread, the user message and its stored bytes, admitted under the organization's
+ * storage quota (admitInput). `retried`: when the quota refused it, what `replay` found this very
+ * input recorded as before (the caller returns it, writing nothing); null otherwise.
+ * Errors: `org.storage_quota_exceeded` when refused and not a retry.
+ */
+export async function prepareNewRun<T>(
+  quotas: StorageQuotas,
+  cmd: { orgId: string; threadId?: string; message: CanonicalMessage },
+  replay: (message: CanonicalMessage) => Promise<T | null>,
+): Promise<{ input: NewRunInput; retried: T | null }> {
+  const message = userMessage(cmd.message);
+  const input: NewRunInput = { runId: randomUUID(), threadId: cmd.threadId ?? randomUUID(), message, bytes: storedBytes([{ type: 'message.added', payload: { message } }]) };
+  const retried = await admitInput(() => quotas.admit(cmd.orgId, input.bytes), () => replay(message));
+  return { input, retried };
 }
 
 /**
@@ -56,12 +78,10 @@ export function messageConflict(messageId: string): AppError {
  */
 export function refuseInput(run: RunState, requestedThreadId: string | undefined, blocked: () => AppError): AppError {
   if (requestedThreadId !== undefined && requestedThreadId !== run.threadId) {
-    return new AppError('run.thread_mismatch', `thread ${requestedThreadId} is not the thread of run ${run.id}`, {
-      details: { runId: run.id, threadId: run.threadId, requestedThreadId },
-    });
+    return threadMismatch(run, requestedThreadId);
   }
   if (isTerminal(run.status)) {
-    return new AppError('run.terminal', `run ${run.id} is ${run.status} and accepts no more input`, { details: { runId: run.id, status: run.status } });
+    return runTerminal(run, 'accepts no more input');
   }
   return blocked();
 }

@@ -4,10 +4,11 @@ import type { CanonicalMessage } from '#libs/contracts';
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, storedBytes, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
-import { RunRepository } from '../run.repository.js';
+import { CommandReads } from '../reads/command-reads.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
-import { admitInput, commitInput, messageConflict, refuseInput, runNotFound, userMessage } from './command-support.js';
+import { awaitingInteraction, messageConflict, runNotFound } from '../run-errors.js';
+import { admitInput, commitInput, refuseInput, userMessage } from './command-support.js';
 
 /** More input on a run that is not waiting on an interaction (A2A: a message carrying taskId). */
 export interface ContinueRunCommand {
@@ -38,7 +39,7 @@ export interface ContinueRunCommand {
 export class ContinueRunHandler {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly notifier: RunNotifier,
     private readonly relay: DispatchRelay,
     private readonly quotas: StorageQuotas,
@@ -65,11 +66,7 @@ export class ContinueRunHandler {
       this.relay,
     );
     if (committed) return committed;
-    return replayOrRefuse(this.runs, cmd, (run) =>
-      new AppError('run.awaiting_interaction', `run ${run.id} is waiting on interaction ${run.openInteractionId}`, {
-        details: { runId: run.id, interactionId: run.openInteractionId ?? '', blockedReason: run.blockedReason ?? '' },
-      }),
-    );
+    return replayOrRefuse(this.runs, cmd, awaitingInteraction);
   }
 }
 
@@ -78,7 +75,7 @@ export class ContinueRunHandler {
  * `sentBy` absent: the run's owner sent it.
  */
 export async function recordedOn(
-  runs: RunRepository,
+  runs: CommandReads,
   cmd: { orgId: string; agentId?: string; runId: string; message: CanonicalMessage; sentBy?: string | null },
 ): Promise<RunRecord | null> {
   const run = await runs.get(cmd.orgId, cmd.runId);
@@ -93,9 +90,9 @@ export async function recordedOn(
  * `sentBy` absent: the run's owner sent it (as the append path records it).
  */
 export async function replayOrRefuse(
-  runs: RunRepository,
+  runs: CommandReads,
   cmd: { orgId: string; agentId: string; runId: string; threadId?: string; message: CanonicalMessage; sentBy?: string | null },
-  blocked: (run: NonNullable<Awaited<ReturnType<RunRepository['get']>>>) => AppError,
+  blocked: (run: NonNullable<Awaited<ReturnType<CommandReads['get']>>>) => AppError,
 ): Promise<RunRecord> {
   const run = await runs.get(cmd.orgId, cmd.runId);
   if (!run || run.agentId !== cmd.agentId) throw runNotFound(cmd.runId);

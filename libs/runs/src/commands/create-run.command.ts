@@ -1,13 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from '../dispatch.relay.js';
-import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from '../event-log.repository.js';
-import { RunRepository } from '../run.repository.js';
+import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
+import { CommandReads } from '../reads/command-reads.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
-import { admitInput, messageConflict, userMessage } from './command-support.js';
+import { messageConflict } from '../run-errors.js';
+import { prepareNewRun } from './command-support.js';
 
 /** A new run: the first user message to an agent's active revision (A2A: SendMessage without taskId). */
 export interface CreateRunCommand {
@@ -49,21 +49,15 @@ export interface CreateRunResult {
 export class CreateRunHandler {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly relay: DispatchRelay,
     private readonly quotas: StorageQuotas,
   ) {}
 
   async execute(cmd: CreateRunCommand): Promise<CreateRunResult> {
-    const runId = randomUUID();
-    const threadId = cmd.threadId ?? randomUUID();
-    const message = userMessage(cmd.message);
-    const bytes = storedBytes([{ type: 'message.added', payload: { message } }]);
-    const retried = await admitInput(
-      () => this.quotas.admit(cmd.orgId, bytes),
-      () => this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId),
-    );
+    const { input, retried } = await prepareNewRun(this.quotas, cmd, (message) => this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId));
     if (retried) return { run: retried, created: false };
+    const { runId, threadId, message, bytes } = input;
     const inline = bytes <= JOB_INLINE_INPUT_MAX_BYTES;
     // with the trace context when tracing: the outbox row and the relay's fast path carry the same job
     const dispatch: RunExecuteJob = injectTrace({

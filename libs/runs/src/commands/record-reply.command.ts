@@ -3,10 +3,11 @@ import { isDeepStrictEqual } from 'node:util';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, Part } from '#libs/contracts';
-import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from '../event-log.repository.js';
-import { RunRepository } from '../run.repository.js';
+import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
+import { CommandReads } from '../reads/command-reads.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
-import { admitInput, messageConflict, userMessage } from './command-support.js';
+import { messageConflict, runConflict } from '../run-errors.js';
+import { prepareNewRun } from './command-support.js';
 
 /**
  * A direct reply: the caller's first message to an agent, answered by the runtime on the spot with
@@ -70,21 +71,16 @@ export interface RecordReplyResult {
 export class RecordReplyHandler {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly quotas: StorageQuotas,
   ) {}
 
   async execute(cmd: RecordReplyCommand): Promise<RecordReplyResult> {
-    const runId = randomUUID();
-    const threadId = cmd.threadId ?? randomUUID();
-    const message = userMessage(cmd.message);
+    const { input, retried } = await prepareNewRun(this.quotas, cmd, (message) => this.recorded(cmd, message));
+    if (retried) return retried;
+    const { runId, threadId, message } = input;
     const reply: CanonicalMessage = { messageId: cmd.reply.messageId ?? randomUUID(), role: 'agent', parts: cmd.reply.parts };
     if (cmd.reply.metadata) reply.metadata = cmd.reply.metadata;
-    const retried = await admitInput(
-      () => this.quotas.admit(cmd.orgId, storedBytes([{ type: 'message.added', payload: { message } }])),
-      () => this.recorded(cmd, message),
-    );
-    if (retried) return retried;
     let created: CreatedRun | null;
     try {
       created = await this.events.create({
@@ -99,7 +95,7 @@ export class RecordReplyHandler {
       if (!(e instanceof AppError && e.code === 'run.duplicate_message')) throw e;
       // the caller's messageId is on another run, or the runtime's reply reuses a recorded one
       if (await this.runs.findMessageRun(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId)) throw messageConflict(message.messageId);
-      throw new AppError('run.conflict', `the agent's reply messageId ${reply.messageId} is already recorded`, { details: { messageId: reply.messageId }, cause: e });
+      throw runConflict(`the agent's reply messageId ${reply.messageId} is already recorded`, { messageId: reply.messageId }, e);
     }
     if (!created) {
       const existing = await this.recorded(cmd, message);
@@ -122,7 +118,7 @@ export class RecordReplyHandler {
     const sent = view?.history.find((m) => m.role === 'user' && m.messageId === message.messageId);
     if (!view?.statusMessage || !sent) throw new AppError('internal', `reply run ${run.id} has no recorded exchange`);
     if (!sameContent(sent, message) || (cmd.threadId !== undefined && cmd.threadId !== run.threadId)) {
-      throw new AppError('run.conflict', `messageId ${message.messageId} was already used with other content`, { details: { messageId: message.messageId } });
+      throw runConflict(`messageId ${message.messageId} was already used with other content`, { messageId: message.messageId });
     }
     return { run, reply: { message: view.statusMessage, sequence: run.lastSequence }, created: false };
   }

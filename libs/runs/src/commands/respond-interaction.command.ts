@@ -4,10 +4,12 @@ import { messageText, type CanonicalMessage, type InteractionDecision, type Inte
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, storedBytes, type RunRecord } from '../event-log.repository.js';
 import { RunNotifier } from '../run-notifier.js';
-import { RunRepository, type InteractionRecord } from '../run.repository.js';
+import { CommandReads } from '../reads/command-reads.repository.js';
+import type { InteractionRecord } from '../reads/run-rows.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
-import { admitInput, commitInput, runNotFound, userMessage } from './command-support.js';
+import { interactionNotFound, interactionNotOpen, invalidAnswer, runNotFound } from '../run-errors.js';
+import { admitInput, commitInput, userMessage } from './command-support.js';
 import { recordedOn, replayOrRefuse } from './continue-run.command.js';
 
 /** The caller's answer to an open InteractionRequest (input, auth, confirmation). */
@@ -75,7 +77,7 @@ const DECISION_BY_OPTION_KIND: Record<InteractionOption['kind'], InteractionDeci
 export class RespondInteractionHandler {
   constructor(
     private readonly events: EventLogRepository,
-    private readonly runs: RunRepository,
+    private readonly runs: CommandReads,
     private readonly notifier: RunNotifier,
     private readonly relay: DispatchRelay,
     private readonly quotas: StorageQuotas,
@@ -87,9 +89,7 @@ export class RespondInteractionHandler {
     if (!interaction) {
       const run = await this.runs.get(cmd.orgId, cmd.runId);
       if (!run || (cmd.agentId !== undefined && run.agentId !== cmd.agentId)) throw runNotFound(cmd.runId);
-      throw new AppError('interaction.not_found', `run ${cmd.runId} has no interaction ${cmd.interactionId}`, {
-        details: { runId: cmd.runId, interactionId: cmd.interactionId },
-      });
+      throw interactionNotFound(cmd.runId, cmd.interactionId);
     }
     // a closed interaction: a replay of its answer, or a refusal (below), without judging the answer
     if (interaction.status === 'open') {
@@ -108,11 +108,7 @@ export class RespondInteractionHandler {
       }
     }
     const agentId = cmd.agentId ?? (await this.agentOf(cmd.orgId, cmd.runId));
-    return replayOrRefuse(this.runs, { ...cmd, agentId, sentBy: senderOf(cmd) }, (run) =>
-      new AppError('interaction.not_open', `interaction ${cmd.interactionId} of run ${run.id} is not open`, {
-        details: { runId: run.id, interactionId: cmd.interactionId },
-      }),
-    );
+    return replayOrRefuse(this.runs, { ...cmd, agentId, sentBy: senderOf(cmd) }, (run) => interactionNotOpen(run.id, cmd.interactionId));
   }
 
   private answer(cmd: RespondInteractionCommand, interaction: InteractionRecord, message: CanonicalMessage, interactionVersion: number): Promise<RunRecord | null> {
@@ -164,9 +160,7 @@ function decide(interaction: InteractionRecord, message: CanonicalMessage, optio
   if (options.length === 0) return { decision: 'answered' };
   const chosen = chooseOption(options, message, optionId);
   if (!chosen) {
-    throw new AppError('interaction.invalid_answer', `the answer must choose one of the options: ${options.map((o) => o.id).join(', ')}`, {
-      details: { interactionId: interaction.id, options: options.map((o) => o.id) },
-    });
+    throw invalidAnswer(interaction.id, options.map((o) => o.id));
   }
   return { decision: DECISION_BY_OPTION_KIND[chosen.kind], optionId: chosen.id };
 }
