@@ -40,6 +40,7 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { INestApplicationContext } from '@nestjs/common';
@@ -201,6 +202,8 @@ async function fill(db: pg.Client, from: number, to: number, combos: Array<{ org
 }
 
 interface Phase {
+  /** The machine's 1/5/15-minute load average when the phase ended (other processes share it). */
+  loadAverage: [number, number, number];
   append: LatencySummary;
   getTask: LatencySummary;
   listTasks: LatencySummary;
@@ -241,7 +244,7 @@ async function measure(ours: OursProcesses, db: pg.Client, echo: { orgId: string
     if (!res.ok || !text.includes(`id: ${lastSequence}`)) throw new Error(`resume: HTTP ${res.status}, the stream lacks the last event: ${text.slice(0, 300)}`);
   }
   await waitFor(db, asking, COMPLETED);
-  return { append: out.append.summary(), getTask: out.getTask.summary(), listTasks: out.listTasks.summary(), resume: out.resume.summary() };
+  return { loadAverage: loadAverage(), append: out.append.summary(), getTask: out.getTask.summary(), listTasks: out.listTasks.summary(), resume: out.resume.summary() };
 }
 
 interface TableSize {
@@ -362,6 +365,7 @@ async function main(): Promise<void> {
       const ok = end[op].p50Ms <= 1.5 * start[op].p50Ms && end[op].p99Ms <= 1.5 * start[op].p99Ms;
       return { op, start: start[op], end: end[op], ratioP50: round(end[op].p50Ms / start[op].p50Ms, 2), ratioP99: round(end[op].p99Ms / start[op].p99Ms, 2), verdict: ok ? 'PASS' : 'MISS' };
     });
+    log(`load average at the end of the start phase ${start.loadAverage.join(' ')}, of the end phase ${end.loadAverage.join(' ')} (${cpus().length} CPUs): compare only on a quiet machine`);
     process.stdout.write(`\n${formatTable(
       ['operation', 'start p50 ms', 'start p99 ms', 'end p50 ms', 'end p99 ms', 'end/start p50', 'end/start p99', 'end within 1.5× of start'],
       verdicts.map((v) => [v.op, String(v.start.p50Ms), String(v.start.p99Ms), String(v.end.p50Ms), String(v.end.p99Ms), String(v.ratioP50), String(v.ratioP99), v.verdict]),
@@ -424,6 +428,7 @@ async function main(): Promise<void> {
       loadAverage: loadAverage(),
       filled: { ...filled, fillS, startRuns: first },
       operations: verdicts,
+      phaseLoadAverage: { start: start.loadAverage, end: end.loadAverage },
       sizes: { filled: sizesFilled, afterRetention: sizesAfterRetention, afterVacuum: sizesAfterVacuum },
       retention: { policyDays: days, expiredRuns: expired.runs, expiredEvents: expired.events, removed, passes, seconds: retentionS, vacuumSeconds: vacuumS },
       seconds: round((Date.now() - started) / 1000, 1),
