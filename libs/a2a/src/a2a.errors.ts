@@ -157,6 +157,7 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'archive.org_not_empty': 'InvalidRequest',
   'archive.conflict': 'InvalidRequest',
   'archive.invalid': 'InvalidParams',
+  'archive.write_failed': 'InternalError',
   'api_key.not_found': 'TaskNotFound',
   'api_key.prefix_taken': 'InternalError',
   'signing.disabled': 'UnsupportedOperation',

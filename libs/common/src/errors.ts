@@ -43,6 +43,7 @@ export const ERROR_CODES = {
   'binding.conflict': { httpStatus: 409, when: 'the agent already has a binding for that protocol, or the path is taken' },
   'archive.org_not_empty': { httpStatus: 409, when: 'a run archive was to be imported into an organization that has runs' },
   'archive.conflict': { httpStatus: 409, when: 'a run archive holds a run (or message id) that exists already in this deployment' },
+  'archive.write_failed': { httpStatus: 503, when: 'retention could not write a batch\'s run archive to its target (directory or S3-compatible bucket) durably; the batch\'s runs stay and the next pass retries' },
   'archive.invalid': { httpStatus: 422, when: 'a run archive line is not JSON, not of this format, names an agent revision the organization lacks, or holds a row the database refuses' },
   'run.not_found': { httpStatus: 404, when: 'no run with that id visible to the caller' },
   'run.terminal': { httpStatus: 409, when: 'the run is in a terminal status and accepts no more events or input' },

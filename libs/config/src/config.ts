@@ -209,6 +209,27 @@ export const ConfigSchema = z.object({
    * `<dir>/<org id>/runs-<time>-<id>.jsonl`, fsynced) before it removes them; unset = no archive.
    */
   RETENTION_ARCHIVE_DIR: z.string().min(1).optional(),
+  /**
+   * Worker: when set (`s3://bucket[/prefix]`), the retention job writes each batch's runs as a run
+   * archive object `<prefix>/<org id>/runs-<time>-<batch id>.jsonl` in that S3-compatible bucket
+   * (checked: size and ETag) before it removes them. Not with RETENTION_ARCHIVE_DIR. Credentials
+   * come from the AWS SDK's default chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, roles).
+   */
+  RETENTION_ARCHIVE_S3_URL: z
+    .string()
+    .regex(/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/, 's3://bucket[/prefix]')
+    .optional(),
+  /** Worker: the S3 endpoint of a non-AWS server (MinIO, Ceph, R2…), e.g. `http://minio:9000`; unset = AWS. */
+  RETENTION_ARCHIVE_S3_ENDPOINT: z.string().url().optional(),
+  /** Worker: the bucket's region; unset = the SDK's (AWS_REGION, profile). */
+  RETENTION_ARCHIVE_S3_REGION: z.string().min(1).optional(),
+  /** Worker: path-style addressing (`<endpoint>/<bucket>/<key>`), as MinIO-style servers need. */
+  RETENTION_ARCHIVE_S3_FORCE_PATH_STYLE: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
+  /** Worker: one S3 request's timeout (ms; connecting: at most 5000 of it). */
+  RETENTION_ARCHIVE_S3_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
 
   // ---------------------------------------------------------------- push notifications
   /**
@@ -268,6 +289,9 @@ export const ConfigSchema = z.object({
     .enum(['true', 'false', ''])
     .default('false')
     .transform((v) => v === 'true'),
+}).refine((c) => !(c.RETENTION_ARCHIVE_DIR && c.RETENTION_ARCHIVE_S3_URL), {
+  path: ['RETENTION_ARCHIVE_S3_URL'],
+  message: 'set RETENTION_ARCHIVE_DIR or RETENTION_ARCHIVE_S3_URL, not both (one archive target)',
 });
 export type AppConfig = z.infer<typeof ConfigSchema>;
 

@@ -72,6 +72,13 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  /** Retention batches kept because their archive could not be written, by target (dir | s3); the next pass retries. */
+  readonly retentionArchiveFailures = new Counter({
+    name: 'aaas_retention_archive_failures_total',
+    help: 'Retention batches whose run archive could not be written (runs kept, retried next pass), by target (dir | s3)',
+    labelNames: ['target'] as const,
+    registers: [this.registry],
+  });
   /** Runs entering a status (terminal statuses included), from the log. */
   readonly runStatus = new Counter({
     name: 'aaas_run_status_changes_total',

@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
-import { mkdir, open } from 'node:fs/promises';
-import path from 'node:path';
 import { Inject, Injectable, Logger, Module, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics, MetricsModule } from '#libs/metrics';
+import { archiveTargetFrom, type ArchiveTarget } from './run-archive-target.js';
 import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
@@ -18,14 +17,22 @@ const MAX_BATCHES_PER_PASS = 200;
  * the cluster. Runs that are not terminal, and children of a parent that is still active, stay.
  */
 @Injectable()
-export class RunRetention {
+export class RunRetention implements OnModuleDestroy {
   private readonly log = new Logger(RunRetention.name);
+  /** Where batches are archived before removal (RETENTION_ARCHIVE_S3_URL or RETENTION_ARCHIVE_DIR), if anywhere. */
+  private readonly target: ArchiveTarget | undefined;
 
   constructor(
     private readonly repo: RunRetentionRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly metrics: Metrics,
-  ) {}
+  ) {
+    this.target = archiveTargetFrom(config);
+  }
+
+  onModuleDestroy(): void {
+    this.target?.close();
+  }
 
   /** The organization's policy: `{ retentionDays, agents: [{ agentId, retentionDays }] }`. */
   policy(orgId: string): Promise<RetentionPolicy> {
@@ -45,14 +52,17 @@ export class RunRetention {
   /**
    * One pass as of `now`: batches until one removes fewer than a batch (nothing left), another
    * process holds the lock (`skipped`), or MAX_BATCHES_PER_PASS. Resolves to the runs removed.
+   * Rejects with `archive.write_failed` when a batch's archive could not be written (that batch's
+   * runs stay; counted in `aaas_retention_archive_failures_total`; the next pass retries them),
+   * or with the database's error.
    */
   async pass(now = new Date()): Promise<{ removed: number; outcome: 'done' | 'skipped' }> {
     const limit = this.config.RETENTION_BATCH_SIZE;
     let removed = 0;
     try {
       for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-        const dir = this.config.RETENTION_ARCHIVE_DIR;
-        const batch = await this.repo.removeExpired(now, limit, dir ? (orgId, rows) => this.archive(dir, orgId, rows) : undefined);
+        const target = this.target;
+        const batch = await this.repo.removeExpired(now, limit, target ? (orgId, rows) => this.archive(target, orgId, rows) : undefined);
         if (batch === null) {
           this.metrics.retentionPasses.inc({ outcome: 'skipped' });
           return { removed, outcome: 'skipped' };
@@ -65,25 +75,24 @@ export class RunRetention {
       }
     } catch (e) {
       this.metrics.retentionPasses.inc({ outcome: 'failed' });
+      if (e instanceof AppError && e.code === 'archive.write_failed') {
+        this.metrics.retentionArchiveFailures.inc({ target: this.target!.kind });
+        this.log.warn(`retention kept a batch: ${e.message} (the next pass retries)`);
+      }
       throw e;
     }
     this.metrics.retentionPasses.inc({ outcome: 'done' });
     return { removed, outcome: 'done' };
   }
 
-  /** Write the runs about to be removed as a run archive file (the export's lines), durably, before they go. */
-  private async archive(dir: string, orgId: string, rows: ArchiveRow[]): Promise<void> {
-    const orgDir = path.join(dir, orgId);
-    await mkdir(orgDir, { recursive: true });
-    const file = path.join(orgDir, `runs-${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}.jsonl`);
-    const fh = await open(file, 'wx');
-    try {
-      for (const row of rows) await fh.write(`{"cursor":${JSON.stringify(encodeArchiveCursor(row))},${row.line.slice(1)}\n`);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    this.log.log(`retention archived ${rows.length} runs of organization ${orgId} to ${file}`);
+  /**
+   * Write the runs about to be removed as one run archive (the export's lines, cursors included)
+   * to the target, durably, before they go; rejects (`archive.write_failed`) when it could not.
+   */
+  private async archive(target: ArchiveTarget, orgId: string, rows: ArchiveRow[]): Promise<void> {
+    const body = Buffer.from(rows.map((row) => `{"cursor":${JSON.stringify(encodeArchiveCursor(row))},${row.line.slice(1)}\n`).join(''), 'utf8');
+    const where = await target.write(orgId, body);
+    this.log.log(`retention archived ${rows.length} runs of organization ${orgId} to ${where}`);
   }
 }
 
