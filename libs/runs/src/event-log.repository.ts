@@ -269,7 +269,7 @@ ${messageProjection('r.in_sent_by, r.created_by')}
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'extensions', '[]'::jsonb))),
          COALESCE((ev.payload->>'lastChunk')::boolean, false), ev.sequence, ev.sequence, ev.created_at
   FROM ev JOIN r ON r.id = ev.run_id WHERE ev.type = 'artifact.updated'
-  ON CONFLICT (run_id, artifact_id) DO UPDATE SET
+  ON CONFLICT (org_id, run_id, artifact_id) DO UPDATE SET
     parts = CASE WHEN (SELECT (e2.payload->>'append')::boolean FROM ev e2 WHERE e2.type = 'artifact.updated' AND e2.run_id = a.run_id LIMIT 1)
                  THEN a.parts || EXCLUDED.parts ELSE EXCLUDED.parts END,
     name = COALESCE(EXCLUDED.name, a.name),
