@@ -124,6 +124,11 @@ export interface RunViewOptions {
   historyLength?: number;
   /** Default true; false leaves `artifacts` empty without reading them. */
   includeArtifacts?: boolean;
+  /**
+   * Default false (the primary). True: a lag-tolerant read (a page of a list) that the read replica
+   * may serve (DatabaseService.readQuery: the caller's own writes are still seen).
+   */
+  lagTolerant?: boolean;
 }
 
 /**
@@ -252,9 +257,10 @@ export class RunRepository {
   /**
    * Runs newest status first, keyset-paginated on (status_at, id). Returns `limit + 1` rows at
    * most (the extra row says another page exists). `openInteractionId` is not read (null).
+   * Lag-tolerant, like `search` and `count`: the read replica may serve it (DatabaseService.readQuery).
    */
   async list(orgId: string, f: RunListFilter): Promise<RunState[]> {
-    const rows = await this.db.query<Record<string, unknown>>(
+    const rows = await this.db.readQuery<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE ${LIST_WHERE}
           AND ($12::timestamptz IS NULL OR (status_at, id) < ($12, $13::uuid))
@@ -272,11 +278,11 @@ export class RunRepository {
    * only runs of that kind.
    */
   async search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; kind?: RunKind; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
-    const rows = await this.db.query<Record<string, unknown>>(
+    const rows = await this.db.readQuery<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE org_id = $1 AND agent_id = $2
           AND (NOT $3::boolean OR created_by IS NOT DISTINCT FROM $4::text)
-          AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = runs.id
+          AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = runs.id AND m.org_id = runs.org_id
                        AND to_tsvector('simple', m.parts::text) @@ plainto_tsquery('simple', $5))
           AND ($6::timestamptz IS NULL OR (status_at, id) < ($6, $7::uuid))
           AND ($9::text IS NULL OR kind = $9)
@@ -289,7 +295,7 @@ export class RunRepository {
 
   /** How many runs match the filter of `list` (ignoring its cursor and limit). */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
-    const rows = await this.db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
+    const rows = await this.db.readQuery<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
     return Number(rows[0]?.n ?? 0);
   }
 
@@ -300,24 +306,24 @@ export class RunRepository {
   async views(orgId: string, runIds: readonly string[], opts: RunViewOptions = {}): Promise<RunView[]> {
     const ids = runIds.filter(isUuid);
     if (ids.length === 0) return [];
-    const rows = await this.db.query<ViewRow>(
+    const rows = await (opts.lagTolerant ? this.db.readQuery.bind(this.db) : this.db.query.bind(this.db))<ViewRow>(
       `WITH r AS (
          SELECT ${RUN_COLUMNS},
-                (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
+                (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open' AND ir.blocking
                   ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
            FROM runs WHERE id = ANY($1::uuid[]) AND ${orgMatches(2)}
        )
        SELECT row_to_json(r) AS run,
          (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
-           WHERE e.run_id = r.id AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
+           WHERE e.run_id = r.id AND e.org_id = $2 AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
          (SELECT json_agg(h ORDER BY h.sequence) FROM (
             SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence
-              FROM messages m WHERE m.run_id = r.id
+              FROM messages m WHERE m.run_id = r.id AND m.org_id = $2
              ORDER BY m.sequence DESC LIMIT $3) h) AS history,
          CASE WHEN $4::boolean THEN (SELECT json_agg(json_build_object(
               'artifactId', a.artifact_id, 'name', a.name, 'description', a.description, 'parts', a.parts,
               'metadata', a.metadata, 'extensions', a.extensions, 'complete', a.complete) ORDER BY a.sequence)
-            FROM artifacts a WHERE a.run_id = r.id) END AS artifacts
+            FROM artifacts a WHERE a.run_id = r.id AND a.org_id = $2) END AS artifacts
        FROM r
        ORDER BY array_position($1::uuid[], r.id)`,
       [ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true],
@@ -503,11 +509,11 @@ export class RunRepository {
   /**
    * The organization's InteractionRequests across runs, newest first (by creation, then id), at
    * most `limit`; only those of `runId` / with `status` when given. An id that is not a UUID matches
-   * nothing.
+   * nothing. A lag-tolerant read (the read replica may serve it).
    */
   async listInteractions(orgId: string, f: { runId?: string; status?: string; limit: number }): Promise<InteractionRecord[]> {
     if (f.runId !== undefined && !isUuid(f.runId)) return [];
-    return this.db.query<InteractionRecord>(
+    return this.db.readQuery<InteractionRecord>(
       `SELECT id, run_id AS "runId", kind, blocking, blocked_reason AS "blockedReason", status, request, response,
               to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "expiresAt", sequence,
               to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
