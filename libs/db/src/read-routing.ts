@@ -31,7 +31,9 @@ export function runAsReader<T>(state: ReaderState, fn: () => T): T {
  * credential is the same caller on every edge), else its client address. Never the secret itself.
  */
 export function readerKeyOf(credential: string | undefined, address: string): string {
-  return credential ? `c:${createHash('sha256').update(credential).digest('base64url').slice(0, 22)}` : `ip:${address}`;
+  // `Authorization: Bearer <key>` and `X-API-Key: <key>` are the same caller
+  const c = credential?.replace(/^\s*Bearer\s+/i, '').trim();
+  return c ? `c:${createHash('sha256').update(c).digest('base64url').slice(0, 22)}` : `ip:${address}`;
 }
 
 /** The current request's reader state, if a request is being served. */
