@@ -208,9 +208,9 @@ export class RunRepository {
     if (!isUuid(runId)) return null;
     const rows = await this.db.query<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS},
-              (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
+              (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open' AND ir.blocking
                 ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId",
-              ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
+              ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open'
                 ORDER BY ir.sequence) AS "openInteractionIds"
          FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
       [runId, orgId],
@@ -351,7 +351,7 @@ export class RunRepository {
           AND (updated_at < $1 OR lease_expires_at < now())
           AND NOT EXISTS (SELECT 1 FROM run_dispatches d WHERE d.run_id = runs.id)
           -- waiting on purpose: for the answer to an open interaction, or for a child it awaits
-          AND NOT EXISTS (SELECT 1 FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open')
+          AND NOT EXISTS (SELECT 1 FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open')
           AND NOT EXISTS (SELECT 1 FROM run_links l JOIN runs c ON c.id = l.child_run_id
                            WHERE l.parent_run_id = runs.id AND l.awaiting AND c.status IN ('submitted', 'working'))
           AND ($3::timestamptz IS NULL OR (updated_at, id) > ($3, $4::uuid))
@@ -462,7 +462,7 @@ export class RunRepository {
     const rows = await this.db.query<Record<string, unknown> & { message: Parameters<typeof cleanMessage>[0] | null }>(
       `SELECT ${RUN_COLUMNS},
               (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions, 'referenceTaskIds', m.reference_task_ids)
-                 FROM messages m WHERE m.run_id = runs.id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
+                 FROM messages m WHERE m.run_id = runs.id AND m.org_id = runs.org_id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
                 ORDER BY m.sequence DESC LIMIT 1) AS message
          FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
       [runId, orgId, messageId],
@@ -482,7 +482,7 @@ export class RunRepository {
     const rows = await this.db.query<{ runId: string; messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
       `SELECT * FROM (
          SELECT m.run_id AS "runId", m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence, m.created_at
-           FROM runs r JOIN messages m ON m.run_id = r.id
+           FROM runs r JOIN messages m ON m.run_id = r.id AND m.org_id = r.org_id
           WHERE r.org_id = $1 AND r.agent_id = $2 AND r.thread_id = $3
           ORDER BY m.created_at DESC, m.sequence DESC LIMIT $4) h
         ORDER BY h.created_at, h.sequence`,
@@ -544,7 +544,7 @@ export class RunRepository {
               to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
               json_build_object('runId', o.id, 'agentId', o.agent_id, 'status', o.status, 'blockedReason', o.blocked_reason) AS other
          FROM run_links l
-         JOIN runs o ON o.id = CASE WHEN l.parent_run_id = $2 THEN l.child_run_id ELSE l.parent_run_id END
+         JOIN runs o ON o.org_id = l.org_id AND o.id = CASE WHEN l.parent_run_id = $2 THEN l.child_run_id ELSE l.parent_run_id END
         WHERE l.org_id = $1 AND (l.parent_run_id = $2 OR l.child_run_id = $2)
         ORDER BY l.created_at, l.id`,
       [orgId, runId],
@@ -565,14 +565,14 @@ export class RunRepository {
   }
 
   /** Depth of a run in its RunLink tree (0: not anyone's child), counted up to `max + 1`. */
-  async linkDepth(runId: string, max: number): Promise<number> {
+  async linkDepth(orgId: string, runId: string, max: number): Promise<number> {
     const rows = await this.db.query<{ d: number | null }>(
       `WITH RECURSIVE up(run_id, d) AS (
-         SELECT parent_run_id, 1 FROM run_links WHERE child_run_id = $1
+         SELECT parent_run_id, 1 FROM run_links WHERE org_id = $3 AND child_run_id = $1
          UNION ALL
-         SELECT l.parent_run_id, up.d + 1 FROM run_links l JOIN up ON l.child_run_id = up.run_id WHERE up.d <= $2
+         SELECT l.parent_run_id, up.d + 1 FROM run_links l JOIN up ON l.org_id = $3 AND l.child_run_id = up.run_id WHERE up.d <= $2
        ) SELECT max(d) AS d FROM up`,
-      [runId, max],
+      [runId, max, orgId],
     );
     return rows[0]?.d ?? 0;
   }
