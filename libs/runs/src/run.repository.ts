@@ -374,7 +374,7 @@ export class RunRepository {
            OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
            OR e.type = 'run.execution_resumed'
            OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
-               AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))`,
+               AND EXISTS (SELECT 1 FROM run_links l WHERE l.org_id = e.org_id AND l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))`,
       [runId, orgId],
     );
     return rows[0]?.seq ?? null;
@@ -395,7 +395,7 @@ export class RunRepository {
               (e.type IN ('message.added', 'interaction.responded') AND e.payload->'message'->>'role' = 'user')
            OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
            OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
-               AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))
+               AND EXISTS (SELECT 1 FROM run_links l WHERE l.org_id = e.org_id AND l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))
         ORDER BY e.sequence DESC LIMIT 1`,
       [runId, orgId, before],
       'runs.trigger_before',

@@ -44,6 +44,14 @@ DROP INDEX "push_configs_run_config_key";
 -- runs_org_id_agent_id_owner_origin_message_id_key and messages_org_id_agent_id_sent_by_message_id_key
 -- already lead with org_id
 
+-- 3b. Plain (not unique) indexes on id where rows are looked up by id alone: runs (orgMatches()
+-- keeps org_id out of the index condition on purpose, see libs/runs event-log.repository.ts, and the
+-- append path joins runs by id), and the workers' claims of dispatches and push configs by id. Citus
+-- allows non-unique indexes on any column. Ids never change, so updates stay HOT.
+CREATE INDEX "runs_id_idx" ON "runs"("id");
+CREATE INDEX "run_dispatches_id_idx" ON "run_dispatches"("id");
+CREATE INDEX "push_configs_id_idx" ON "push_configs"("id");
+
 -- 4. Foreign keys between run tables carry org_id
 ALTER TABLE "messages" ADD CONSTRAINT "messages_org_id_run_id_fkey" FOREIGN KEY ("org_id", "run_id") REFERENCES "runs"("org_id", "id") ON DELETE CASCADE ON UPDATE CASCADE NOT VALID;
 ALTER TABLE "artifacts" ADD CONSTRAINT "artifacts_org_id_run_id_fkey" FOREIGN KEY ("org_id", "run_id") REFERENCES "runs"("org_id", "id") ON DELETE CASCADE ON UPDATE CASCADE NOT VALID;
