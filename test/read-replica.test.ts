@@ -148,6 +148,9 @@ describe.skipIf(!present)('read replica (DATABASE_READ_URL) on a real streaming 
     const before = { ...db.readStats };
     expect(await adminList()).toContain(first);
     expect(db.readStats.replica).toBeGreaterThan(before.replica);
+    // and in Prometheus
+    const scrape = await (await fetch(`${stack.baseUrl}/metrics`)).text();
+    expect(Number(/^aaas_db_lag_tolerant_reads_total\{target="replica"\} (\d+)/m.exec(scrape)?.[1] ?? 0)).toBeGreaterThan(0);
     // the reads ran on the replica's connections
     const conns = await one<{ n: number }>(replicaUrl, `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'aaas-read'`);
     expect(conns.n).toBeGreaterThan(0);

@@ -20,6 +20,8 @@ const REPLAY_LSN_CACHE_MS = 5;
 const REPLAY_LSN_TIMEOUT_MS = 250;
 /** After a replica failure, reads stay on the primary this long (ms) before the replica is tried again. */
 const REPLICA_BACKOFF_MS = 2_000;
+/** A position no replica reaches: the caller's writes are of unknown position, it reads the primary. */
+const UNKNOWN_LSN = (1n << 64n) - 1n;
 
 /** Where lag-tolerant reads went (DatabaseService.readQuery), counted since start. */
 export interface ReadRoutingStats {
@@ -112,8 +114,8 @@ export class DatabaseService implements OnApplicationShutdown {
    * After a request of `reader` that wrote (called by the edges before they answer): remember the
    * primary's WAL position (`pg_current_wal_insert_lsn()`, read after the writes committed) for
    * that caller, so its next lag-tolerant reads wait for a replica that replayed it. A no-op
-   * without a replica or when the request did not write; never throws (the caller then reads the
-   * primary's data from the replica only once the window has passed).
+   * without a replica or when the request did not write; never throws (when the position cannot be
+   * read, the caller's lag-tolerant reads go to the primary for the whole window).
    */
   async rememberWrite(reader: ReaderState | undefined): Promise<void> {
     if (!this.readPool || !reader || !(reader.writes || reader.wrote)) return;
@@ -128,7 +130,8 @@ export class DatabaseService implements OnApplicationShutdown {
       reader.writes = false;
       reader.wrote = false;
     } catch {
-      // the primary is down: nothing was written after all, or the next read finds out
+      // the position is unknown: the caller reads the primary for the whole window
+      this.writtenAt.set(reader.key, UNKNOWN_LSN);
     }
   }
 

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { currentReader, DatabaseService, newReader, readerKeyOf, runAsReader } from '#libs/db';
+import { Metrics } from '#libs/metrics';
 
 /** HTTP methods that never write. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -25,11 +26,18 @@ function isWrite(req: FastifyRequest): boolean {
  */
 @Injectable()
 export class ReadYourWrites {
-  constructor(private readonly db: DatabaseService) {}
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly metrics: Metrics,
+  ) {}
 
-  /** Hooks of the HTTP edge (preHandler: after the body is parsed, so a JSON-RPC read is known). */
+  /**
+   * Hooks of the HTTP edge (preHandler: after the body is parsed, so a JSON-RPC read is known), and
+   * `aaas_db_lag_tolerant_reads_total` from DatabaseService.readStats.
+   */
   install(fastify: FastifyInstance): void {
     if (!this.db.readPool) return;
+    this.metrics.lagTolerantReads = () => this.db.readStats;
     fastify.addHook('preHandler', (req, _reply, done) => {
       const header = req.headers['x-api-key'];
       const credential = (Array.isArray(header) ? header[0] : header) ?? req.headers.authorization;
