@@ -5,9 +5,10 @@
 -- run_events' own keys are converted by the partitioning migration, its foreign key to runs must be
 -- re-pointed here only because it depends on runs_pkey, which this migration replaces.
 --
--- On a populated database: each ADD PRIMARY KEY / CREATE UNIQUE INDEX builds one index (reads go on,
--- writes wait for it), each ADD FOREIGN KEY is added NOT VALID (instant) then validated (a scan that
--- lets reads and writes go on). Every org_id column is already NOT NULL.
+-- On a populated database: replacing a primary key locks its table (ACCESS EXCLUSIVE: reads and
+-- writes wait) while the new key's index is built, measured 3.5 s for 200,000 runs and 2 million
+-- events (docs/deploy.md). Each ADD FOREIGN KEY is added NOT VALID (instant), then validated by a
+-- scan that lets reads and writes go on. Every org_id column is already NOT NULL.
 
 -- 1. Foreign keys that depend on the keys being replaced
 ALTER TABLE "messages" DROP CONSTRAINT "messages_run_id_fkey";
