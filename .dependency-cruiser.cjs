@@ -87,8 +87,8 @@ module.exports = {
     {
       name: 'db-in-repositories-only',
       severity: 'error',
-      comment: 'only repositories (and module wiring) use the database service; services get plain types and AppErrors',
-      from: { path: '^(apps|libs)/', pathNot: ['^libs/db/', '\\.repository\\.ts$', '\\.module\\.ts$', '\\.health\\.ts$', '/health/health\\.controller\\.ts$', '/main\\.ts$', '/api\\.process\\.ts$', '/metrics\\.server\\.ts$'] },
+      comment: 'only repositories (and module wiring, and the edge that keeps read-your-writes for the read replica) use the database service; services get plain types and AppErrors',
+      from: { path: '^(apps|libs)/', pathNot: ['^libs/db/', '\\.repository\\.ts$', '\\.module\\.ts$', '\\.health\\.ts$', '^apps/api/src/common/read-your-writes\\.ts$', '/health/health\\.controller\\.ts$', '/main\\.ts$', '/api\\.process\\.ts$', '/metrics\\.server\\.ts$'] },
       to: { path: '^libs/db/src/index\\.ts$' },
     },
     {

@@ -15,6 +15,7 @@ import { MalformedJson, checkJsonValue, prototypePoisoning } from './common/malf
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
 import { installRateLimits } from './common/rate-limit.js';
+import { ReadYourWrites } from './common/read-your-writes.js';
 import { installSecurityHeaders } from './common/security-headers.js';
 import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
@@ -105,6 +106,7 @@ export async function createApiApp(
     done(null, payload);
   });
   installHttpMetrics(fastify, app.get(Metrics));
+  app.get(ReadYourWrites, { strict: false }).install(fastify);
   app.enableShutdownHooks();
 
   const stopLimiter = await installRateLimits(fastify, config);

@@ -202,7 +202,8 @@ export class A2AOperations {
       const views = await this.runs.views(
         orgId,
         page.map((r) => r.id),
-        { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts },
+        // a page of a list: the read replica may serve it (the caller's own writes are still seen)
+        { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts, lagTolerant: true },
       );
       const last = page.at(-1);
       const nextPageToken = rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '';
@@ -226,7 +227,7 @@ export class A2AOperations {
       if (isAnonymous(caller)) return { views: [], nextPageToken: '' };
       const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, kind: TASK_KIND, ...ownerFilter(caller), before, limit: q.pageSize });
       const page = rows.slice(0, q.pageSize);
-      const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength });
+      const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength, lagTolerant: true });
       const last = page.at(-1);
       return { views, nextPageToken: rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '' };
     } catch (e) {

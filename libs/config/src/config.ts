@@ -91,6 +91,14 @@ export const ConfigSchema = z.object({
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
+  /**
+   * A streaming read replica of DATABASE_URL for lag-tolerant reads (run lists and search, A2A
+   * ListTasks, the console's lists, run archive export); unset: every read goes to the primary.
+   * A caller that just wrote reads its writes (the replica serves it only once replayed), and a
+   * replica that is down or slow is skipped (the primary answers). GetTask, resume, streams and
+   * every write stay on the primary.
+   */
+  DATABASE_READ_URL: emptyAsUnset(z.string().optional()),
   /** Max pg connections per process. */
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
   /**

@@ -86,6 +86,23 @@ export class Metrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  /** Source of `aaas_db_lag_tolerant_reads_total` (set by the API when a read replica is configured). */
+  lagTolerantReads: (() => { replica: number; primary: number; fallback: number }) | null = null;
+  readonly dbReads = (() => {
+    const metrics = this;
+    return new Counter({
+      name: 'aaas_db_lag_tolerant_reads_total',
+      help: 'Lag-tolerant reads (lists, search, archive export) by where they went: replica | primary (no replica, or it had not replayed the caller\'s write) | fallback (the replica failed)',
+      labelNames: ['target'] as const,
+      registers: [this.registry],
+      collect() {
+        const stats = metrics.lagTolerantReads?.();
+        if (!stats) return;
+        this.reset();
+        for (const target of ['replica', 'primary', 'fallback'] as const) this.inc({ target }, stats[target]);
+      },
+    });
+  })();
   readonly openStreams = new Gauge({
     name: 'aaas_open_streams',
     help: 'SSE streams open in this process',

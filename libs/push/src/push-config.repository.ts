@@ -108,11 +108,11 @@ export class PushConfigRepository {
   async upsert(row: Omit<PushConfigRow, 'secretRevealed' | 'status' | 'attempts' | 'nextAttemptAt' | 'firstFailureAt' | 'lastError' | 'createdAt' | 'updatedAt'>): Promise<{ row: PushConfigRow; created: boolean } | null> {
     const rows = await this.db.query<PushConfigRow & { created: boolean }>(
       `WITH existing AS (
-         SELECT id, created_by FROM push_configs WHERE run_id = $3 AND config_id = $5 AND deleted_at IS NULL FOR UPDATE
+         SELECT id, created_by FROM push_configs WHERE org_id = $2 AND run_id = $3 AND config_id = $5 AND deleted_at IS NULL FOR UPDATE
        ), upd AS (
          UPDATE push_configs pc SET url = $7, token = $8, auth_scheme = $9, auth_credentials = $10, status = 'active',
                 attempts = 0, first_failure_at = NULL, last_error = NULL, next_attempt_at = now(), updated_at = now()
-           FROM existing e WHERE pc.id = e.id AND e.created_by IS NOT DISTINCT FROM $12
+           FROM existing e WHERE pc.org_id = $2 AND pc.id = e.id AND e.created_by IS NOT DISTINCT FROM $12
          RETURNING ${columns('pc')}, false AS created
        ), ins AS (
          INSERT INTO push_configs (id, org_id, run_id, agent_id, config_id, protocol_version, url, token, auth_scheme, auth_credentials, webhook_secret, created_by, cursor)
@@ -143,8 +143,9 @@ export class PushConfigRepository {
     return this.db.query<PushConfigRow>(`SELECT ${COLUMNS} FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL ORDER BY created_at, id`, [orgId, runId]);
   }
 
-  async count(runId: string): Promise<number> {
-    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM push_configs WHERE run_id = $1 AND deleted_at IS NULL`, [runId]);
+  /** Live configs of a run (every principal's). */
+  async count(orgId: string, runId: string): Promise<number> {
+    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL`, [orgId, runId]);
     return rows[0]?.n ?? 0;
   }
 
@@ -152,11 +153,11 @@ export class PushConfigRepository {
    * Mark these configs' secrets as shown; returns the ids that had not been shown before (their
    * secrets may be returned now, once).
    */
-  async reveal(ids: readonly string[]): Promise<Set<string>> {
+  async reveal(orgId: string, ids: readonly string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
     const rows = await this.db.query<{ id: string }>(
-      `UPDATE push_configs SET secret_revealed = true WHERE id = ANY($1::uuid[]) AND NOT secret_revealed RETURNING id`,
-      [ids],
+      `UPDATE push_configs SET secret_revealed = true WHERE org_id = $1 AND id = ANY($2::uuid[]) AND NOT secret_revealed RETURNING id`,
+      [orgId, ids],
     );
     return new Set(rows.map((r) => r.id));
   }
@@ -173,11 +174,11 @@ export class PushConfigRepository {
   }
 
   /** The newest delivery attempts of a config (admin view). */
-  deliveries(configRowId: string, limit: number): Promise<PushDeliveryRow[]> {
+  deliveries(orgId: string, configRowId: string, limit: number): Promise<PushDeliveryRow[]> {
     return this.db.query<PushDeliveryRow>(
       `SELECT sequence, webhook_id AS "webhookId", status_code AS "statusCode", error, latency_ms AS "latencyMs", attempted_at AS "attemptedAt"
-         FROM push_deliveries WHERE config_id = $1 ORDER BY id DESC LIMIT $2`,
-      [configRowId, limit],
+         FROM push_deliveries WHERE org_id = $1 AND config_id = $2 ORDER BY id DESC LIMIT $3`,
+      [orgId, configRowId, limit],
     );
   }
 

@@ -96,7 +96,7 @@ export class PushConfigService {
     const cipher = this.requireCipher();
     const url = await checkOutboundUrl(input.url, this.policy);
     const configId = input.configId || randomUUID();
-    if ((await this.repo.count(scope.runId)) >= this.maxPerTask && !(await this.repo.list(scope.orgId, scope.runId, scope.createdBy)).some((c) => c.configId === configId)) {
+    if ((await this.repo.count(scope.orgId, scope.runId)) >= this.maxPerTask && !(await this.repo.list(scope.orgId, scope.runId, scope.createdBy)).some((c) => c.configId === configId)) {
       throw new AppError('push.too_many_configs', `task ${scope.runId} already has ${this.maxPerTask} push notification configs`, { details: { runId: scope.runId } });
     }
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
@@ -120,7 +120,7 @@ export class PushConfigService {
     // the secret is shown once: here, or (a config set inside SendMessage, whose answer is the
     // task) by the first get / list of its caller
     if (!saved.created || !reveal) return toView(saved.row);
-    await this.repo.reveal([saved.row.id]);
+    await this.repo.reveal(scope.orgId, [saved.row.id]);
     return { ...toView(saved.row), webhookSecret: secret };
   }
 
@@ -134,7 +134,7 @@ export class PushConfigService {
   async list(scope: { orgId: string; runId: string; createdBy: string | null }): Promise<PushConfigView[]> {
     const rows = await this.repo.list(scope.orgId, scope.runId, scope.createdBy);
     const unrevealed = rows.filter((r) => !r.secretRevealed).map((r) => r.id);
-    const now = await this.repo.reveal(unrevealed);
+    const now = await this.repo.reveal(scope.orgId, unrevealed);
     const cipher = this.cipher;
     return rows.map((r) => (now.has(r.id) && cipher ? { ...toView(r), webhookSecret: cipher.decrypt(r.webhookSecret) } : toView(r)));
   }
@@ -157,7 +157,7 @@ export class PushConfigService {
         attempts: row.attempts,
         nextAttemptAt: new Date(row.nextAttemptAt).toISOString(),
         createdAt: new Date(row.createdAt).toISOString(),
-        deliveries: (await this.repo.deliveries(row.id, deliveriesPerConfig)).map((d) => ({ ...d, attemptedAt: new Date(d.attemptedAt).toISOString() })),
+        deliveries: (await this.repo.deliveries(orgId, row.id, deliveriesPerConfig)).map((d) => ({ ...d, attemptedAt: new Date(d.attemptedAt).toISOString() })),
       })),
     );
   }

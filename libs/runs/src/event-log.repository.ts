@@ -104,7 +104,9 @@ export interface AppendGuard {
 
 /**
  * The organization check of a run looked up by id, the org id being parameter `$<param>`. Written so that no index
- * can serve it: the lookup then always goes through the run's primary key. Plain `org_id = $2` let
+ * can serve it: the lookup then always goes through the index on the run's id (`runs_id_idx`; the
+ * primary key is (org_id, id)). Under Citus the router planner needs a plain `org_id = $n` (served
+ * by the primary key), see docs/deploy.md "Past one PostgreSQL". Plain `org_id = $2` let
  * a generic plan cached while `runs` was nearly empty (a fresh database, a new pool connection)
  * pick an org-leading index and scan every run of the organization on each call — measured: the
  * append 0.94 -> 0.34 ms and SendMessage +55% req/s on `npm run bench`.
@@ -270,7 +272,7 @@ ${MESSAGE_PROJECTION_SQL}
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'extensions', '[]'::jsonb))),
          COALESCE((ev.payload->>'lastChunk')::boolean, false), ev.sequence, ev.sequence, ev.created_at
   FROM ev JOIN r ON r.id = ev.run_id WHERE ev.type = 'artifact.updated'
-  ON CONFLICT (run_id, artifact_id) DO UPDATE SET
+  ON CONFLICT (org_id, run_id, artifact_id) DO UPDATE SET
     parts = CASE WHEN (SELECT (e2.payload->>'append')::boolean FROM ev e2 WHERE e2.type = 'artifact.updated' AND e2.run_id = a.run_id LIMIT 1)
                  THEN a.parts || EXCLUDED.parts ELSE EXCLUDED.parts END,
     name = COALESCE(EXCLUDED.name, a.name),

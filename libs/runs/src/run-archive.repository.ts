@@ -77,9 +77,13 @@ export const LINES_OF_RUNS_SQL = `${LINE_SELECT}${LINE_FROM}
 export class RunArchiveRepository {
   constructor(private readonly db: DatabaseService) {}
 
-  /** The next `limit` runs after `after` (exclusive) matching `filter`, oldest first. */
+  /**
+   * The next `limit` runs after `after` (exclusive) matching `filter`, oldest first. A lag-tolerant
+   * read (the read replica may serve it, DatabaseService.readQuery). Retention archives through
+   * LINES_OF_RUNS_SQL on the primary instead.
+   */
   async page(orgId: string, filter: ArchiveFilter, after: ArchivePosition | null, limit: number): Promise<ArchiveRow[]> {
-    return this.db.query<ArchiveRow>(
+    return this.db.readQuery<ArchiveRow>(
       PAGE_SQL,
       [orgId, filter.agentId ?? null, filter.status ?? null, filter.createdFrom ?? null, filter.createdTo ?? null, after?.createdAt ?? null, after?.id ?? null, limit],
       'runs.archive_page',

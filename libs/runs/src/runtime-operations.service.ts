@@ -333,7 +333,7 @@ export class RuntimeOperations {
    * `run.invalid_transition` (the parent cannot act), `run.not_found`.
    */
   async delegate(orgId: string, parentRunId: string, draft: DelegationDraft): Promise<Delegation> {
-    const [target, depth, parent] = await Promise.all([this.runs.publishedAgent(orgId, draft.agent), this.runs.linkDepth(parentRunId, MAX_LINK_DEPTH), this.runs.get(orgId, parentRunId)]);
+    const [target, depth, parent] = await Promise.all([this.runs.publishedAgent(orgId, draft.agent), this.runs.linkDepth(orgId, parentRunId, MAX_LINK_DEPTH), this.runs.get(orgId, parentRunId)]);
     if (!parent) throw runNotFound(parentRunId);
     if (!target) throw new AppError('agent.not_published', `no published agent ${draft.agent} in this organization`, { details: { agent: draft.agent } });
     if (depth + 1 > MAX_LINK_DEPTH) {

@@ -7,6 +7,7 @@ import { A2ARestContentTypeGuard } from './a2a-rest-content-type.js';
 import { A2ARestController } from './a2a-rest.controller.js';
 import { AgentCardController } from './agent-card.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
+import { ReadYourWrites } from '../common/read-your-writes.js';
 import { A2AAdmission } from './a2a-admission.js';
 import { AgentCardSigner } from './agent-card.signer.js';
 
@@ -19,8 +20,8 @@ import { AgentCardSigner } from './agent-card.signer.js';
 @Module({
   imports: [A2AModule],
   controllers: [A2ARestController, AgentCardController, RegistryController, ExtensionDocsController],
-  providers: [A2AJsonRpcRoute, A2AAdmission, SseHeartbeat, A2ARestContentTypeGuard, AgentCardSigner],
+  providers: [A2AJsonRpcRoute, A2AAdmission, SseHeartbeat, ReadYourWrites, A2ARestContentTypeGuard, AgentCardSigner],
   // the gRPC edge (apps/api/src/grpc) admits callers and takes stream slots the same way
-  exports: [A2AAdmission, SseHeartbeat],
+  exports: [A2AAdmission, SseHeartbeat, ReadYourWrites],
 })
 export class A2AHttpModule {}

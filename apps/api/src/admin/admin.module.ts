@@ -17,6 +17,7 @@ import { RunLiveController } from './run-live.controller.js';
 import { RunArchiveController } from './run-archive.controller.js';
 import { RetentionController } from './retention.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
+import { ReadYourWrites } from '../common/read-your-writes.js';
 import { SigningKeysController } from './signing-keys.controller.js';
 import { RuntimeSecretsController } from './runtime-secrets.controller.js';
 import { HttpRuntimeSchemaController } from './http-runtime-schema.controller.js';
@@ -30,6 +31,6 @@ import { RegistryCacheInterceptor } from './registry-cache.interceptor.js';
 @Module({
   imports: [RegistryModule, RunsModule, PushModule],
   controllers: [OrganizationsController, ApiKeysController, AgentsController, RevisionsController, BindingsController, RunsController, InteractionsController, RunLiveController, RunArchiveController, RetentionController, SigningKeysController, RuntimeSecretsController, HttpRuntimeSchemaController],
-  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor, SseHeartbeat],
+  providers: [AdminAuthGuard, AdminValidationPipe, IdempotencyInterceptor, IdempotencyRepository, RegistryCacheInterceptor, SseHeartbeat, ReadYourWrites],
 })
 export class AdminModule {}

@@ -1,6 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { ReadYourWrites } from './read-your-writes.js';
 import { Metrics } from '#libs/metrics';
 
 /** One Server-Sent Events frame. `id` is the run's sequence, so `Last-Event-ID` resumes. */
@@ -19,7 +20,11 @@ export class SseStream {
   private readonly ac = new AbortController();
   private ended = false;
 
-  constructor(private readonly reply: FastifyReply, private readonly heartbeat: SseHeartbeat, extraHeaders: Record<string, string> = {}) {
+  /**
+   * `ready`: resolves once the request's writes are remembered for read-your-writes (a hijacked
+   * response has no onSend hook); the first frame waits for it.
+   */
+  constructor(private readonly reply: FastifyReply, private readonly heartbeat: SseHeartbeat, extraHeaders: Record<string, string> = {}, private ready?: Promise<void>) {
     reply.hijack();
     const raw = reply.raw;
     raw.writeHead(200, {
@@ -47,6 +52,10 @@ export class SseStream {
 
   /** Write one event; resolves when the socket accepted it (or the client is gone). */
   async send(frame: SseFrame): Promise<void> {
+    if (this.ready) {
+      await this.ready;
+      this.ready = undefined;
+    }
     if (!this.open) return;
     let text = '';
     if (frame.id !== undefined) text += `id: ${frame.id}\n`;
@@ -108,6 +117,7 @@ export class SseHeartbeat implements OnModuleDestroy {
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: Metrics,
+    private readonly readYourWrites: ReadYourWrites,
   ) {
     this.maxPerCaller = config.MAX_STREAMS_PER_CALLER;
     this.timer = setInterval(() => {
@@ -151,7 +161,7 @@ export class SseHeartbeat implements OnModuleDestroy {
 
   /** Open a stream on `reply` (status 200, `text/event-stream`). */
   open(reply: FastifyReply, headers?: Record<string, string>): SseStream {
-    return new SseStream(reply, this, headers);
+    return new SseStream(reply, this, headers, this.readYourWrites.remember());
   }
 
   onModuleDestroy(): void {

@@ -24,6 +24,7 @@ import type { ResolvedA2AAgent } from '#libs/registry';
 import { A2AAdmission, type PresentedCredentials } from '../a2a/a2a-admission.js';
 import { configuredBaseUrl } from '../a2a/a2a-http.js';
 import { SseHeartbeat } from '../common/sse.js';
+import { ReadYourWrites } from '../common/read-your-writes.js';
 import { addReflection } from './grpc-reflection.js';
 import { GrpcCallLimits, type Refusal } from './grpc-limits.js';
 
@@ -71,6 +72,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly endpoint: GrpcEndpoint,
     private readonly metrics: Metrics,
     private readonly slots: SseHeartbeat,
+    private readonly readYourWrites: ReadYourWrites,
   ) {
     this.limits = new GrpcCallLimits(config);
   }
@@ -127,9 +129,12 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
   private implementation(): grpc.UntypedServiceImplementation {
     const impl: grpc.UntypedServiceImplementation = {};
     for (const key of Object.keys(A2A_GRPC_METHODS) as A2AGrpcMethodKey[]) {
+      // each call as its caller's reader (read-your-writes on the read replica, as on the HTTP edge)
+      const reader = (call: grpc.ServerUnaryCall<any, unknown> | grpc.ServerWritableStream<any, unknown>) =>
+        [key, first(call.metadata, 'x-api-key') ?? first(call.metadata, 'authorization'), addressOf(call.getPeer())] as const;
       impl[key] = A2A_GRPC_METHODS[key].streaming
-        ? (call: grpc.ServerWritableStream<any, unknown>) => void this.serverStream(key, call)
-        : (call: grpc.ServerUnaryCall<any, unknown>, callback: grpc.sendUnaryData<unknown>) => void this.unary(key, call, callback);
+        ? (call: grpc.ServerWritableStream<any, unknown>) => void this.readYourWrites.runCall(...reader(call), () => this.serverStream(key, call))
+        : (call: grpc.ServerUnaryCall<any, unknown>, callback: grpc.sendUnaryData<unknown>) => void this.readYourWrites.runCall(...reader(call), () => this.unary(key, call, callback));
     }
     return impl;
   }
@@ -140,6 +145,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     try {
       const { agent, ctx } = await this.admitLimited(call.request, call.metadata, call.getPeer());
       const response = await this.binding.unary(agent, key, call.request, ctx);
+      await this.readYourWrites.remember();
       call.sendMetadata(responseMetadata(ctx));
       callback(null, response);
     } catch (e) {
@@ -166,6 +172,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
       if (!release) throw new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with last-event-id');
       iterator = (await this.binding.stream(agent, key, call.request, ctx))[Symbol.asyncIterator]();
       let next = await iterator.next();
+      await this.readYourWrites.remember();
       call.sendMetadata(responseMetadata(ctx));
       while (!next.done && !ac.signal.aborted) {
         if (!call.write(next.value)) await drained(call, ac.signal);

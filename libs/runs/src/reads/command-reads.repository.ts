@@ -68,14 +68,14 @@ export class CommandReads {
   }
 
   /** Depth of a run in its RunLink tree (0: not anyone's child), counted up to `max + 1`. */
-  async linkDepth(runId: string, max: number): Promise<number> {
+  async linkDepth(orgId: string, runId: string, max: number): Promise<number> {
     const rows = await this.db.query<{ d: number | null }>(
       `WITH RECURSIVE up(run_id, d) AS (
-         SELECT parent_run_id, 1 FROM run_links WHERE child_run_id = $1
+         SELECT parent_run_id, 1 FROM run_links WHERE org_id = $3 AND child_run_id = $1
          UNION ALL
-         SELECT l.parent_run_id, up.d + 1 FROM run_links l JOIN up ON l.child_run_id = up.run_id WHERE up.d <= $2
+         SELECT l.parent_run_id, up.d + 1 FROM run_links l JOIN up ON l.org_id = $3 AND l.child_run_id = up.run_id WHERE up.d <= $2
        ) SELECT max(d) AS d FROM up`,
-      [runId, max],
+      [runId, max, orgId],
     );
     return rows[0]?.d ?? 0;
   }

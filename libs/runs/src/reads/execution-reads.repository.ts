@@ -29,7 +29,7 @@ export class ExecutionReads {
     const rows = await this.db.query<Record<string, unknown> & { message: Parameters<typeof cleanMessage>[0] | null }>(
       `SELECT ${RUN_COLUMNS},
               (SELECT json_build_object('messageId', m.message_id, 'role', m.role, 'parts', m.parts, 'metadata', m.metadata, 'extensions', m.extensions, 'referenceTaskIds', m.reference_task_ids)
-                 FROM messages m WHERE m.run_id = runs.id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
+                 FROM messages m WHERE m.run_id = runs.id AND m.org_id = runs.org_id AND ($3::text IS NULL AND m.role = 'user' OR m.message_id = $3)
                 ORDER BY m.sequence DESC LIMIT 1) AS message
          FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
       [runId, orgId, messageId],
@@ -55,7 +55,7 @@ export class ExecutionReads {
     const rows = await this.db.query<{ runId: string; messageId: string; role: string; parts: Part[]; metadata: unknown; extensions: string[]; sequence: number }>(
       `SELECT * FROM (
          SELECT m.run_id AS "runId", m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence, m.created_at
-           FROM runs r JOIN messages m ON m.run_id = r.id
+           FROM runs r JOIN messages m ON m.run_id = r.id AND m.org_id = r.org_id
           WHERE r.org_id = $1 AND r.agent_id = $2 AND r.thread_id = $3
           ORDER BY m.created_at DESC, m.sequence DESC LIMIT $4) h
         ORDER BY h.created_at, h.sequence`,
@@ -135,7 +135,7 @@ export class ExecutionReads {
               (e.type IN ('message.added', 'interaction.responded') AND e.payload->'message'->>'role' = 'user')
            OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
            OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
-               AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))
+               AND EXISTS (SELECT 1 FROM run_links l WHERE l.org_id = e.org_id AND l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))
         ORDER BY e.sequence DESC LIMIT 1`,
       [runId, orgId, before],
       'runs.trigger_before',

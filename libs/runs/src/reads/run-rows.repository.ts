@@ -100,6 +100,11 @@ export interface RunViewOptions {
   historyLength?: number;
   /** Default true; false leaves `artifacts` empty without reading them. */
   includeArtifacts?: boolean;
+  /**
+   * Default false (the primary). True: a lag-tolerant read (a page of a list) that the read replica
+   * may serve (DatabaseService.readQuery: the caller's own writes are still seen).
+   */
+  lagTolerant?: boolean;
 }
 
 /**
@@ -156,9 +161,9 @@ export async function selectRun(db: DatabaseService, orgId: string, runId: strin
   if (!isUuid(runId)) return null;
   const rows = await db.query<Record<string, unknown>>(
     `SELECT ${RUN_COLUMNS},
-            (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
+            (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open' AND ir.blocking
               ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId",
-            ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open'
+            ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open'
               ORDER BY ir.sequence) AS "openInteractionIds"
        FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
     [runId, orgId],
@@ -175,24 +180,24 @@ export async function selectRun(db: DatabaseService, orgId: string, runId: strin
 export async function selectViews(db: DatabaseService, orgId: string, runIds: readonly string[], opts: RunViewOptions = {}): Promise<RunView[]> {
   const ids = runIds.filter(isUuid);
   if (ids.length === 0) return [];
-  const rows = await db.query<ViewRow>(
+  const rows = await (opts.lagTolerant ? db.readQuery.bind(db) : db.query.bind(db))<ViewRow>(
     `WITH r AS (
        SELECT ${RUN_COLUMNS},
-              (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open' AND ir.blocking
+              (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open' AND ir.blocking
                 ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
          FROM runs WHERE id = ANY($1::uuid[]) AND ${orgMatches(2)}
      )
      SELECT row_to_json(r) AS run,
        (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
-         WHERE e.run_id = r.id AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
+         WHERE e.run_id = r.id AND e.org_id = $2 AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
        (SELECT json_agg(h ORDER BY h.sequence) FROM (
           SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence
-            FROM messages m WHERE m.run_id = r.id
+            FROM messages m WHERE m.run_id = r.id AND m.org_id = $2
            ORDER BY m.sequence DESC LIMIT $3) h) AS history,
        CASE WHEN $4::boolean THEN (SELECT json_agg(json_build_object(
             'artifactId', a.artifact_id, 'name', a.name, 'description', a.description, 'parts', a.parts,
             'metadata', a.metadata, 'extensions', a.extensions, 'complete', a.complete) ORDER BY a.sequence)
-          FROM artifacts a WHERE a.run_id = r.id) END AS artifacts
+          FROM artifacts a WHERE a.run_id = r.id AND a.org_id = $2) END AS artifacts
      FROM r
      ORDER BY array_position($1::uuid[], r.id)`,
     [ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true],
@@ -227,7 +232,7 @@ export async function selectLinks(db: DatabaseService, orgId: string, runId: str
             to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
             json_build_object('runId', o.id, 'agentId', o.agent_id, 'status', o.status, 'blockedReason', o.blocked_reason) AS other
        FROM run_links l
-       JOIN runs o ON o.id = CASE WHEN l.parent_run_id = $2 THEN l.child_run_id ELSE l.parent_run_id END
+       JOIN runs o ON o.org_id = l.org_id AND o.id = CASE WHEN l.parent_run_id = $2 THEN l.child_run_id ELSE l.parent_run_id END
       WHERE l.org_id = $1 AND (l.parent_run_id = $2 OR l.child_run_id = $2)
       ORDER BY l.created_at, l.id`,
     [orgId, runId],

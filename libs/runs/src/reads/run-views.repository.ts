@@ -105,9 +105,10 @@ export class RunViews {
   /**
    * Runs newest status first, keyset-paginated on (status_at, id). Returns `limit + 1` rows at
    * most (the extra row says another page exists). `openInteractionId` is not read (null).
+   * Lag-tolerant, like `search` and `count`: the read replica may serve it (DatabaseService.readQuery).
    */
   async list(orgId: string, f: RunListFilter): Promise<RunState[]> {
-    const rows = await this.db.query<Record<string, unknown>>(
+    const rows = await this.db.readQuery<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE ${LIST_WHERE}
           AND ($12::timestamptz IS NULL OR (status_at, id) < ($12, $13::uuid))
@@ -120,7 +121,7 @@ export class RunViews {
 
   /** How many runs match the filter of `list` (ignoring its cursor and limit). */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
-    const rows = await this.db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
+    const rows = await this.db.readQuery<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
     return Number(rows[0]?.n ?? 0);
   }
 
@@ -131,11 +132,11 @@ export class RunViews {
    * only runs of that kind.
    */
   async search(orgId: string, agentId: string, f: { query: string; createdBy?: string | null; kind?: RunKind; before?: { statusAt: Date; id: string }; limit: number }): Promise<RunState[]> {
-    const rows = await this.db.query<Record<string, unknown>>(
+    const rows = await this.db.readQuery<Record<string, unknown>>(
       `SELECT ${RUN_COLUMNS}, NULL AS "openInteractionId" FROM runs
         WHERE org_id = $1 AND agent_id = $2
           AND (NOT $3::boolean OR created_by IS NOT DISTINCT FROM $4::text)
-          AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = runs.id
+          AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = runs.id AND m.org_id = runs.org_id
                        AND to_tsvector('simple', m.parts::text) @@ plainto_tsquery('simple', $5))
           AND ($6::timestamptz IS NULL OR (status_at, id) < ($6, $7::uuid))
           AND ($9::text IS NULL OR kind = $9)
@@ -175,11 +176,11 @@ export class RunViews {
   /**
    * The organization's InteractionRequests across runs, newest first (by creation, then id), at
    * most `limit`; only those of `runId` / with `status` when given. An id that is not a UUID
-   * matches nothing.
+   * matches nothing. A lag-tolerant read (the read replica may serve it).
    */
   async interactions(orgId: string, f: { runId?: string; status?: string; limit: number }): Promise<InteractionRecord[]> {
     if (f.runId !== undefined && !isUuid(f.runId)) return [];
-    return this.db.query<InteractionRecord>(
+    return this.db.readQuery<InteractionRecord>(
       `SELECT ${INTERACTION_COLUMNS}
          FROM interaction_requests
         WHERE org_id = $1 AND ($2::uuid IS NULL OR run_id = $2::uuid) AND ($3::text IS NULL OR status = $3::text)

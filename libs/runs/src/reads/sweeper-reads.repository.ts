@@ -31,7 +31,7 @@ export class SweeperReads {
           AND (updated_at < $1 OR lease_expires_at < now())
           AND NOT EXISTS (SELECT 1 FROM run_dispatches d WHERE d.run_id = runs.id)
           -- waiting on purpose: for the answer to an open interaction, or for a child it awaits
-          AND NOT EXISTS (SELECT 1 FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.status = 'open')
+          AND NOT EXISTS (SELECT 1 FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open')
           AND NOT EXISTS (SELECT 1 FROM run_links l JOIN runs c ON c.id = l.child_run_id
                            WHERE l.parent_run_id = runs.id AND l.awaiting AND c.status IN ('submitted', 'working'))
           AND ($3::timestamptz IS NULL OR (updated_at, id) > ($3, $4::uuid))
@@ -54,7 +54,7 @@ export class SweeperReads {
            OR (e.type = 'interaction.expired' AND e.payload->>'outcome' = 'continue')
            OR e.type = 'run.execution_resumed'
            OR (e.type = 'run.link_updated' AND e.payload->>'status' IN ('completed', 'failed', 'canceled', 'rejected')
-               AND EXISTS (SELECT 1 FROM run_links l WHERE l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))`,
+               AND EXISTS (SELECT 1 FROM run_links l WHERE l.org_id = e.org_id AND l.id = (e.payload->>'linkId')::uuid AND l.awaiting)))`,
       [runId, orgId],
     );
     return rows[0]?.seq ?? null;
