@@ -166,7 +166,7 @@ describe('a retention pass', () => {
     }
 
     // nothing more to do
-    expect(await retention.pass()).toEqual({ removed: 0, outcome: 'done' });
+    expect(await retention.pass()).toEqual({ removed: 0, partitionsDropped: 0, outcome: 'done' });
 
     // once the parent ends, its expired child goes at the next pass (and the parent when it expires)
     await adminRequest(a.baseUrl, a.adminKey, 'POST', `/v1/runs/${liveParent}/cancel`, {});

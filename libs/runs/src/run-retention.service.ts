@@ -6,6 +6,8 @@ import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics, MetricsModule } from '#libs/metrics';
 import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
+import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
+import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 
 /** A pass stops after this many batches (the next pass goes on): bounds one pass's time. */
@@ -43,19 +45,37 @@ export class RunRetention {
   }
 
   /**
-   * One pass as of `now`: batches until one removes fewer than a batch (nothing left), another
-   * process holds the lock (`skipped`), or MAX_BATCHES_PER_PASS. Resolves to the runs removed.
+   * One pass as of `now`: first the `run_events` partitions whose every run is removable are
+   * dropped whole (their runs removed after), then batches until one removes fewer than a batch (nothing left), another
+   * process holds the lock (`skipped`), or MAX_BATCHES_PER_PASS. Resolves to the runs removed and the partitions dropped.
    */
-  async pass(now = new Date()): Promise<{ removed: number; outcome: 'done' | 'skipped' }> {
+  async pass(now = new Date()): Promise<{ removed: number; partitionsDropped: number; outcome: 'done' | 'skipped' }> {
     const limit = this.config.RETENTION_BATCH_SIZE;
     let removed = 0;
+    let partitionsDropped = 0;
     try {
+      const dir = this.config.RETENTION_ARCHIVE_DIR;
+      const archive = dir ? (orgId: string, rows: ArchiveRow[]) => this.archive(dir, orgId, rows) : undefined;
+      // whole partitions first: their runs' logs go without a row deleted
+      for (;;) {
+        const dropped = await this.repo.dropExpiredPartition(now, limit, archive);
+        if (dropped === 'locked') {
+          this.metrics.retentionPasses.inc({ outcome: 'skipped' });
+          return { removed, partitionsDropped, outcome: 'skipped' };
+        }
+        if (dropped === null) break;
+        partitionsDropped++;
+        const n = dropped.removed.reduce((sum, b) => sum + b.runs, 0);
+        removed += n;
+        this.metrics.retentionPartitionsDropped.inc();
+        this.metrics.retentionRunsRemoved.inc(n);
+        this.log.log(`retention dropped run_events partition ${dropped.partition} and removed its ${n} expired runs (${dropped.removed.map((b) => `${b.runs} of organization ${b.orgId}`).join(', ')})`);
+      }
       for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-        const dir = this.config.RETENTION_ARCHIVE_DIR;
-        const batch = await this.repo.removeExpired(now, limit, dir ? (orgId, rows) => this.archive(dir, orgId, rows) : undefined);
+        const batch = await this.repo.removeExpired(now, limit, archive);
         if (batch === null) {
           this.metrics.retentionPasses.inc({ outcome: 'skipped' });
-          return { removed, outcome: 'skipped' };
+          return { removed, partitionsDropped, outcome: 'skipped' };
         }
         const n = batch.reduce((sum, b) => sum + b.runs, 0);
         removed += n;
@@ -68,7 +88,7 @@ export class RunRetention {
       throw e;
     }
     this.metrics.retentionPasses.inc({ outcome: 'done' });
-    return { removed, outcome: 'done' };
+    return { removed, partitionsDropped, outcome: 'done' };
   }
 
   /** Write the runs about to be removed as a run archive file (the export's lines), durably, before they go. */
@@ -122,10 +142,13 @@ export class RetentionJob implements OnApplicationBootstrap, OnModuleDestroy {
   }
 }
 
-/** The retention job, for workers (the API serves policies through RunsModule's RunRetention). */
+/**
+ * The retention job and `run_events` partition maintenance, for workers (the API serves policies
+ * through RunsModule's RunRetention).
+ */
 @Module({
   imports: [MetricsModule],
-  providers: [RunRetentionRepository, RunRetention, RetentionJob],
-  exports: [RunRetention],
+  providers: [RunRetentionRepository, RunRetention, RetentionJob, RunEventPartitionsRepository, RunEventPartitions, PartitionMaintenanceJob],
+  exports: [RunRetention, RunEventPartitions],
 })
 export class RunRetentionModule {}

@@ -309,7 +309,7 @@ export class RunRepository {
        )
        SELECT row_to_json(r) AS run,
          (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
-           WHERE e.run_id = r.id AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
+           WHERE e.org_id = r."orgId" AND e.run_id = r.id AND ${STATUS_EVENT_SQL} ORDER BY e.sequence DESC LIMIT 1) AS "statusMessage",
          (SELECT json_agg(h ORDER BY h.sequence) FROM (
             SELECT m.message_id AS "messageId", m.role, m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds", m.sequence
               FROM messages m WHERE m.run_id = r.id
@@ -382,7 +382,7 @@ export class RunRepository {
   async triggerBefore(orgId: string, runId: string, before: number): Promise<{ sequence: number; type: string; payload: Record<string, unknown>; first: boolean } | null> {
     const rows = await this.db.query<{ sequence: number; type: string; payload: Record<string, unknown>; first: boolean }>(
       `SELECT e.sequence, e.type, e.payload,
-              NOT EXISTS (SELECT 1 FROM run_events p WHERE p.run_id = e.run_id AND p.sequence < e.sequence
+              NOT EXISTS (SELECT 1 FROM run_events p WHERE p.org_id = e.org_id AND p.run_id = e.run_id AND p.sequence < e.sequence
                             AND p.type IN ('message.added', 'interaction.responded') AND p.payload->'message'->>'role' = 'user') AS first
          FROM run_events e
         WHERE e.run_id = $1 AND e.org_id = $2 AND e.sequence < $3 AND (

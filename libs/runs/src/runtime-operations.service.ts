@@ -26,6 +26,7 @@ import { RunLeaseRepository } from './run-lease.repository.js';
 import { RunNotifier } from './run-notifier.js';
 import { RunRepository, type RunState } from './run.repository.js';
 import { ACTIVE_STATUSES, isTerminal, statusUpdateSources } from './run-state.js';
+import { newRunId } from './run-id.js';
 
 /** Statuses a runtime may set (canceling is the caller's; submitted is where runs start). */
 export type RuntimeStatus = Exclude<RunStatus, 'canceled' | 'submitted'>;
@@ -377,7 +378,7 @@ export class RuntimeOperations {
     if (depth + 1 > MAX_LINK_DEPTH) {
       throw new AppError('run.link_too_deep', `run ${parentRunId} is ${depth} delegations deep; at most ${MAX_LINK_DEPTH} are allowed`, { details: { runId: parentRunId, depth } });
     }
-    const childRunId = randomUUID();
+    const childRunId = newRunId();
     const childThreadId = randomUUID();
     const linkId = randomUUID();
     const kind = draft.kind ?? 'delegation';

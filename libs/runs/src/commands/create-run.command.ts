@@ -8,6 +8,7 @@ import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from
 import { RunRepository } from '../run.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
 import { admitInput, messageConflict, userMessage } from './command-support.js';
+import { newRunId } from '../run-id.js';
 
 /** A new run: the first user message to an agent's active revision (A2A: SendMessage without taskId). */
 export interface CreateRunCommand {
@@ -55,7 +56,7 @@ export class CreateRunHandler {
   ) {}
 
   async execute(cmd: CreateRunCommand): Promise<CreateRunResult> {
-    const runId = randomUUID();
+    const runId = newRunId();
     const threadId = cmd.threadId ?? randomUUID();
     const message = userMessage(cmd.message);
     const bytes = storedBytes([{ type: 'message.added', payload: { message } }]);

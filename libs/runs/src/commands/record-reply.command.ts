@@ -7,6 +7,7 @@ import { EventLogRepository, storedBytes, type CreatedRun, type RunRecord } from
 import { RunRepository } from '../run.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
 import { admitInput, messageConflict, userMessage } from './command-support.js';
+import { newRunId } from '../run-id.js';
 
 /**
  * A direct reply: the caller's first message to an agent, answered by the runtime on the spot with
@@ -75,7 +76,7 @@ export class RecordReplyHandler {
   ) {}
 
   async execute(cmd: RecordReplyCommand): Promise<RecordReplyResult> {
-    const runId = randomUUID();
+    const runId = newRunId();
     const threadId = cmd.threadId ?? randomUUID();
     const message = userMessage(cmd.message);
     const reply: CanonicalMessage = { messageId: cmd.reply.messageId ?? randomUUID(), role: 'agent', parts: cmd.reply.parts };
