@@ -211,11 +211,13 @@ describe('the conversion migration', () => {
     await convRuns.setStatus(s.orgId, template.id, 'working');
     await convRuns.emitMessage(s.orgId, template.id, { parts: [{ text: 'answer' }] });
     await convRuns.setStatus(s.orgId, template.id, 'completed');
-    // 300 copies with v4 ids, and one v4 id whose first 48 bits read as next month (it must go to that month's partition)
+    // 300 copies with v4 ids outside the window (a leading f: their first 48 bits read as a year past 8000; a random
+    // v4 id falls in the 10-year window with p ~ 0.1 %, and then goes to its month, as the next one does), and one
+    // v4 id whose first 48 bits read as next month (it must go to that month's partition)
     const nextMonth = new Date();
     const inWindow = `${runIdBound(Date.UTC(nextMonth.getUTCFullYear(), nextMonth.getUTCMonth() + 1, 2)).slice(0, 14)}4abc-8abc-0123456789ab`;
     await client.query(
-      `WITH ids AS (SELECT gen_random_uuid() AS id FROM generate_series(1, 300) UNION ALL SELECT $2::uuid),
+      `WITH ids AS (SELECT ('f' || substr(gen_random_uuid()::text, 2))::uuid AS id FROM generate_series(1, 300) UNION ALL SELECT $2::uuid),
             r AS (INSERT INTO runs SELECT (jsonb_populate_record(NULL::runs, to_jsonb(t) || jsonb_build_object('id', ids.id, 'origin_message_id', ids.id::text))).* FROM runs t, ids WHERE t.id = $1 RETURNING id)
        INSERT INTO run_events SELECT (jsonb_populate_record(NULL::run_events, to_jsonb(e) || jsonb_build_object('run_id', r.id))).* FROM run_events e, r WHERE e.run_id = $1`,
       [template.id, inWindow],
