@@ -123,15 +123,17 @@ export class RunRetentionRepository {
       const before = runIdBound(now.getTime() - DROP_MARGIN_MS);
       for (const p of await listEventPartitions(q)) {
         if (p.from === null || p.to === null || p.to > before) continue;
-        const [c] = await q<{ total: number; removable: number }>(
-          `SELECT count(*)::int AS total, (count(*) FILTER (WHERE ${REMOVABLE}))::int AS removable
-             FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid`,
+        // stops at the first run that stays (a partition kept forever costs one row read per pass)
+        const [c] = await q<{ any: boolean; stays: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid) AS any,
+                  EXISTS (SELECT 1 FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid AND NOT (${REMOVABLE})) AS stays`,
           [now, p.from, p.to],
           'retention.partition_runs',
         );
-        if (c!.total === 0 || c!.removable !== c!.total) continue;
+        if (!c!.any || c!.stays) continue;
         if (archive) {
-          if (c!.total > batchSize) continue;
+          const [n] = await q<{ n: number }>(`SELECT count(*)::int AS n FROM (SELECT 1 FROM runs WHERE id >= $1::uuid AND id < $2::uuid LIMIT $3 + 1) x`, [p.from, p.to, batchSize]);
+          if (n!.n > batchSize) continue;
           const runs = await q<{ id: string; org_id: string }>(`SELECT id, org_id FROM runs WHERE id >= $1::uuid AND id < $2::uuid`, [p.from, p.to]);
           const byOrg = new Map<string, string[]>();
           for (const r of runs) byOrg.set(r.org_id, [...(byOrg.get(r.org_id) ?? []), r.id]);
