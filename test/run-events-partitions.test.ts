@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Test } from '@nestjs/testing';
 import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
@@ -102,6 +105,7 @@ describe('run ids and partitions', () => {
 let gone: string[] = [];
 let done: string;
 let alive: string;
+let archived: string[] = [];
 
 let runId: string;
 const runId0 = () => runId;
@@ -113,6 +117,7 @@ describe('a partition made after the migration', () => {
     gone = await at(T + 3_600_000, async () => [(await newRun('a')).run.id, (await newRun('b')).run.id]);
     runId = await at(T + DAY + 12 * 3_600_000, async () => (await newRun()).run.id);
     [done, alive] = await at(T + DAY + 13 * 3_600_000, async () => [(await newRun('c')).run.id, (await newRun('d')).run.id]);
+    archived = await at(T + 2 * DAY + 3_600_000, async () => [(await newRun('e')).run.id, (await newRun('f')).run.id]);
     expect(await partitionsOf(gone[0]!)).toEqual([dayName(T)]);
     expect(await partitionsOf(runId)).toEqual([dayName(T + DAY)]);
     await runs.setStatus(seed.orgId, runId, 'working');
@@ -144,7 +149,7 @@ describe('retention and partitions', () => {
       expect(pass.partitionsDropped).toBeGreaterThanOrEqual(1);
       expect(await exists(dayName(T))).toBe(false);
       expect(await exists(dayName(T + DAY))).toBe(true); // `alive` (submitted) survives in it
-      expect(await exists(dayName(T + 2 * DAY))).toBe(true); // no run in it: nothing to drop
+      expect(await exists(dayName(T + 2 * DAY))).toBe(true); // its runs are still active
       const left = await db.query<{ id: string }>(`SELECT id FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id`, [seed.orgId, [...gone, done, alive, runId0()]]);
       expect(left.map((r) => r.id)).toEqual([alive]);
       expect((await db.query(`SELECT 1 FROM run_events WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done]])).length).toBe(0);
@@ -154,10 +159,35 @@ describe('retention and partitions', () => {
       await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = $1`, [alive]);
       expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
       expect(await exists(dayName(T + DAY))).toBe(false);
-      expect((await db.query(`SELECT 1 FROM runs WHERE org_id = $1`, [seed.orgId])).length).toBe(0);
+      expect((await db.query(`SELECT 1 FROM runs WHERE org_id = $1 AND NOT id = ANY($2::uuid[])`, [seed.orgId, archived])).length).toBe(0);
       expect(await exists(dayName(T + 2 * DAY))).toBe(true);
     } finally {
       await retention.setPolicy(seed.orgId, null, null);
+    }
+  });
+
+  it('with an archive directory, writes the archive of the partition\'s runs before it drops it', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'aaas-partitions-'));
+    const other = await (
+      await Test.createTestingModule({
+        imports: [ConfigModule.forRoot({ ...testEnv(), RETENTION_ARCHIVE_DIR: dir, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0', RETENTION_INTERVAL_MS: '0' }), DbModule, RunRetentionModule],
+      }).compile()
+    ).init();
+    const retention = other.get(RunRetention);
+    try {
+      for (const id of archived) await runs.setStatus(seed.orgId, id, 'completed');
+      await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = ANY($1::uuid[])`, [archived]);
+      await retention.setPolicy(seed.orgId, null, 1);
+      expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
+      expect(await exists(dayName(T + 2 * DAY))).toBe(false);
+      expect((await db.query(`SELECT 1 FROM runs WHERE id = ANY($1::uuid[])`, [archived])).length).toBe(0);
+      const files = await readdir(path.join(dir, seed.orgId));
+      const lines = (await Promise.all(files.map((f) => readFile(path.join(dir, seed.orgId, f), 'utf8')))).join('').trim().split('\n').map((l) => JSON.parse(l));
+      expect(lines.map((l) => l.run.id).sort()).toEqual([...archived].sort());
+      expect(lines.map((l) => l.events.length)).toEqual([3, 3]);
+    } finally {
+      await retention.setPolicy(seed.orgId, null, null);
+      await other.close();
     }
   });
 });
