@@ -29,12 +29,9 @@ BEGIN
   END IF\073
 END';
 
--- 2. The old table steps aside.
+-- 2. The old table steps aside. Its keys, indexes and triggers keep their names until it is dropped
+-- (step 5), before the new table takes those names (step 6), whatever earlier migrations made them.
 ALTER TABLE "run_events" RENAME TO "run_events_unpartitioned";
-ALTER TABLE "run_events_unpartitioned" RENAME CONSTRAINT "run_events_pkey" TO "run_events_unpartitioned_pkey";
-ALTER TABLE "run_events_unpartitioned" RENAME CONSTRAINT "run_events_run_id_fkey" TO "run_events_unpartitioned_run_id_fkey";
-DROP TRIGGER "run_events_append_only" ON "run_events_unpartitioned";
-DROP TRIGGER "run_events_delete_guard" ON "run_events_unpartitioned";
 
 -- 3. The partitioned table: same columns in the same order (RESTORE_SQL populates it by row type).
 -- Its primary key and foreign key come after the rows are in (one index build per partition).
