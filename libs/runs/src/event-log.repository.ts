@@ -521,16 +521,19 @@ export class EventLogRepository {
   }
 
   /**
-   * `fn`, and once more after creating the current period's `run_events` partition when it failed
-   * for want of it (partition maintenance fell behind: the DEFAULT partition refuses new run ids,
-   * see missingPartition). Rare by design; it keeps a late maintenance from failing creations.
+   * `fn` creating the runs `runIds`, and once more after creating the `run_events` partitions of
+   * their periods when it failed for want of one (partition maintenance fell behind: the DEFAULT
+   * partition refuses new run ids, see missingPartition). Rare by design; it keeps a late
+   * maintenance from failing creations. A run id's period is read from its UUIDv7 time.
    */
-  private async partitioned<T>(fn: () => Promise<T>): Promise<T> {
+  private async partitioned<T>(runIds: readonly string[], fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (e) {
       if (!missingPartition(e)) throw e;
-      const created = await createEventPartitions(this.db, (existing) => planPartitions(existing, Date.now(), this.config.RUN_EVENTS_PARTITION_INTERVAL, 1), true);
+      const times = new Set(runIds.map((id) => parseInt(id.slice(0, 8) + id.slice(9, 13), 16)));
+      const interval = this.config.RUN_EVENTS_PARTITION_INTERVAL;
+      const created = await createEventPartitions(this.db, (existing) => [...times].flatMap((ms) => planPartitions(existing, ms, interval, 1)), true);
       if (created?.length) this.metrics.runEventPartitionsCreated.inc(created.length);
       return fn();
     }
@@ -541,7 +544,7 @@ export class EventLogRepository {
     let rows: Record<string, unknown>[];
     const t0 = process.hrtime.bigint();
     try {
-      rows = await this.partitioned(() => this.db.query<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)], 'runs.create_batch'));
+      rows = await this.partitioned(batch.map((b) => b.run.id), () => this.db.query<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)], 'runs.create_batch'));
       this.metrics.appendDuration.observe({ kind: 'create' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
@@ -657,7 +660,7 @@ export class EventLogRepository {
     type Outcome = { child: CreatedRun | null; parent: AppendResult | null } | null;
     const rollback = new Error('rollback');
     try {
-      return await this.partitioned(() => this.db.transaction<Outcome>(async (q) => {
+      return await this.partitioned([child.run.id], () => this.db.transaction<Outcome>(async (q) => {
         const input = [createInput(child)];
         const rows = await q<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)]);
         if (rows.length === 0) return { child: null, parent: null };
