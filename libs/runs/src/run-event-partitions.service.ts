@@ -7,8 +7,9 @@ import { planPartitions, type EventPartition } from './run-event-periods.js';
 /**
  * Keeps `run_events` partitions created ahead (docs/architecture.md "The log's partitions"):
  * RUN_EVENTS_PARTITIONS_AHEAD periods of RUN_EVENTS_PARTITION_INTERVAL from the current one, under
- * a cluster-wide advisory lock, idempotently. A run whose period has no partition is still stored
- * (in the DEFAULT partition), so a late maintenance costs locality, never an append.
+ * a cluster-wide advisory lock, idempotently. A run created in a period that has no partition yet
+ * makes it itself (EventLogRepository), so a late maintenance costs a slower creation, never a
+ * failed one.
  */
 @Injectable()
 export class RunEventPartitions {
