@@ -138,7 +138,7 @@ describe('a retention pass', () => {
 
     const retention = a.worker!.get(RunRetention, { strict: false });
     const pass = await retention.pass();
-    expect(pass).toEqual({ removed: 4, outcome: 'done' });
+    expect(pass).toEqual({ removed: 4, partitionsDropped: 0, outcome: 'done' });
     expect(await rowsOf(expired)).toEqual(Object.fromEntries(Object.keys(expiredBefore).map((k) => [k, 0])));
     expect(await rowsOf(staying)).toEqual(before);
     // the live parent still reads whole, its child with it
@@ -166,7 +166,7 @@ describe('a retention pass', () => {
     }
 
     // nothing more to do
-    expect(await retention.pass()).toEqual({ removed: 0, outcome: 'done' });
+    expect(await retention.pass()).toEqual({ removed: 0, partitionsDropped: 0, outcome: 'done' });
 
     // once the parent ends, its expired child goes at the next pass (and the parent when it expires)
     await adminRequest(a.baseUrl, a.adminKey, 'POST', `/v1/runs/${liveParent}/cancel`, {});
@@ -181,7 +181,7 @@ describe('a retention pass', () => {
       await q(`SELECT pg_advisory_xact_lock(hashtextextended('aaas.run-retention', 0))`);
       return retention.pass();
     });
-    expect(outcome).toEqual({ removed: 0, outcome: 'skipped' });
+    expect(outcome).toEqual({ removed: 0, partitionsDropped: 0, outcome: 'skipped' });
   });
 
   it('the log stays append-only for everything else: DELETE and UPDATE are refused', async () => {

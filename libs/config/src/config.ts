@@ -238,6 +238,15 @@ export const ConfigSchema = z.object({
     .transform((v) => v === 'true'),
   /** Worker: one S3 request's timeout (ms; connecting: at most 5000 of it). */
   RETENTION_ARCHIVE_S3_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /**
+   * Worker: the period of one `run_events` partition (docs/architecture.md "The log's partitions"):
+   * `month` (UTC calendar months), `week` (ISO weeks, Monday 00:00 UTC) or `day` (UTC days).
+   */
+  RUN_EVENTS_PARTITION_INTERVAL: z.enum(['month', 'week', 'day']).default('month'),
+  /** Worker: periods kept created ahead of the current one (the current one included: at least 1). */
+  RUN_EVENTS_PARTITIONS_AHEAD: z.coerce.number().int().min(1).max(120).default(3),
+  /** Worker: how often (ms) partition maintenance runs (it also runs at boot); 0 = at boot only. */
+  RUN_EVENTS_PARTITION_MAINTENANCE_MS: z.coerce.number().int().min(0).default(3_600_000),
 
   // ---------------------------------------------------------------- push notifications
   /**

@@ -65,6 +65,18 @@ export class Metrics {
     help: 'Expired terminal runs removed by the retention job, with their logs, projections, links and push configs',
     registers: [this.registry],
   });
+  /** Whole `run_events` partitions retention dropped (every run of their range expired) instead of deleting rows. */
+  readonly retentionPartitionsDropped = new Counter({
+    name: 'aaas_retention_partitions_dropped_total',
+    help: 'run_events partitions dropped whole by the retention job (every run of the range expired)',
+    registers: [this.registry],
+  });
+  /** run_events partitions created ahead by the maintenance step. */
+  readonly runEventPartitionsCreated = new Counter({
+    name: 'aaas_run_events_partitions_created_total',
+    help: 'run_events partitions created ahead by partition maintenance',
+    registers: [this.registry],
+  });
   /** Retention passes by outcome: done, skipped (another process held the lock), failed. */
   readonly retentionPasses = new Counter({
     name: 'aaas_retention_passes_total',

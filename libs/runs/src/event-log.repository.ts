@@ -7,6 +7,8 @@ import { Metrics } from '#libs/metrics';
 import { injectTrace } from '#libs/telemetry';
 import { GroupCommit } from './group-commit.js';
 import { duplicateMessage } from './run-errors.js';
+import { createEventPartitions } from './run-event-partitions.repository.js';
+import { planPartitions } from './run-event-periods.js';
 
 /** A run row as the append path returns it (the state after the append). */
 export interface RunRecord {
@@ -451,6 +453,15 @@ export interface RestoreResult {
 
 const PG_DEADLOCK = '40P01';
 
+/**
+ * An insert into `run_events` found no partition for its run id inside the window the DEFAULT
+ * partition refuses (its CHECK `run_events_legacy_outside_periods`, migration
+ * 20261127110000_run_events_partitioned): the current period's partition does not exist yet.
+ */
+function missingPartition(e: unknown): boolean {
+  return sqlState(e) === '23514' && (e as { constraint?: unknown }).constraint === 'run_events_legacy_outside_periods';
+}
+
 
 /**
  * The event log: the one append path for every run event (invariant 1 in docs/architecture.md),
@@ -471,7 +482,7 @@ export class EventLogRepository {
 
   constructor(
     private readonly db: DatabaseService,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly metrics: Metrics,
   ) {
     this.creates = new GroupCommit((batch) => this.createBatch(batch), {
@@ -508,12 +519,31 @@ export class EventLogRepository {
     }
   }
 
+  /**
+   * `fn` creating the runs `runIds`, and once more after creating the `run_events` partitions of
+   * their periods when it failed for want of one (partition maintenance fell behind: the DEFAULT
+   * partition refuses new run ids, see missingPartition). Rare by design; it keeps a late
+   * maintenance from failing creations. A run id's period is read from its UUIDv7 time.
+   */
+  private async partitioned<T>(runIds: readonly string[], fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!missingPartition(e)) throw e;
+      const times = new Set(runIds.map((id) => parseInt(id.slice(0, 8) + id.slice(9, 13), 16)));
+      const interval = this.config.RUN_EVENTS_PARTITION_INTERVAL;
+      const created = await createEventPartitions(this.db, (existing) => [...times].flatMap((ms) => planPartitions(existing, ms, interval, 1)), true);
+      if (created?.length) this.metrics.runEventPartitionsCreated.inc(created.length);
+      return fn();
+    }
+  }
+
   private async insertRuns(batch: readonly NewRunWithEvents[]): Promise<Array<CreatedRun | null>> {
     const input = batch.map(createInput);
     let rows: Record<string, unknown>[];
     const t0 = process.hrtime.bigint();
     try {
-      rows = await this.db.query<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)], 'runs.create_batch');
+      rows = await this.partitioned(batch.map((b) => b.run.id), () => this.db.query<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)], 'runs.create_batch'));
       this.metrics.appendDuration.observe({ kind: 'create' }, Metrics.since(t0));
     } catch (e) {
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
@@ -629,7 +659,7 @@ export class EventLogRepository {
     type Outcome = { child: CreatedRun | null; parent: AppendResult | null } | null;
     const rollback = new Error('rollback');
     try {
-      return await this.db.transaction<Outcome>(async (q) => {
+      return await this.partitioned([child.run.id], () => this.db.transaction<Outcome>(async (q) => {
         const input = [createInput(child)];
         const rows = await q<Record<string, unknown>>(CREATE_BATCH_SQL, [JSON.stringify(input)]);
         if (rows.length === 0) return { child: null, parent: null };
@@ -644,7 +674,7 @@ export class EventLogRepository {
         this.count(parent.events);
         this.metrics.runStatus.inc({ status: 'submitted' });
         return { child: created, parent: appended };
-      });
+      }));
     } catch (e) {
       if (e === rollback) return null;
       if (sqlState(e) === PG_UNIQUE_VIOLATION) throw duplicateMessage(e);
@@ -703,7 +733,7 @@ export class EventLogRepository {
   async readAfter(orgId: string, runId: string, afterSequence: number, limit = 1000): Promise<SequencedOutputEnvelope[]> {
     const rows = await this.db.query<{ sequence: number; type: RunEvent['type']; payload: unknown; createdAt: Date; threadId: string }>(
       `SELECT e.sequence, e.type, e.payload, e.created_at AS "createdAt", r.thread_id AS "threadId"
-         FROM run_events e JOIN runs r ON r.id = e.run_id
+         FROM run_events e JOIN runs r ON r.id = e.run_id AND r.org_id = e.org_id
         WHERE e.run_id = $1 AND e.org_id = $2 AND e.sequence > $3
         ORDER BY e.sequence LIMIT $4`,
       [runId, orgId, afterSequence, limit],

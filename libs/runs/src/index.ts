@@ -29,6 +29,9 @@ export { RunArchives, decodeArchiveCursor, encodeArchiveCursor } from './run-arc
 export type { ArchiveFilter } from './run-archive.repository.js';
 export { RetentionJob, RunRetention, RunRetentionModule } from './run-retention.service.js';
 export type { RetentionPolicy } from './run-retention.repository.js';
+export { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
+export { nextPeriod, periodStart, planPartitions, type EventPartition, type PartitionInterval } from './run-event-periods.js';
+export { newRunId, runIdBound } from './run-id.js';
 export { STORAGE_USAGE_TTL_MS, StorageQuotas, type StorageUsage } from './storage-quotas.service.js';
 export type { RunRecord } from './event-log.repository.js';
 

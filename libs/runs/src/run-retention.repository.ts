@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DatabaseService } from '#libs/db';
+import { runIdBound } from './run-id.js';
+import { listEventPartitions } from './run-event-partitions.repository.js';
 import { LINES_OF_RUNS_SQL, type ArchiveRow } from './run-archive.repository.js';
 
 /** An organization's retention policy: its default and its agents' overrides (days; null = keep forever). */
@@ -40,6 +42,33 @@ SELECT r.id, r.org_id
    FOR UPDATE OF r SKIP LOCKED`;
 
 /**
+ * Run `r` is removable as of $1: terminal, past its policy's days (the agent's override when it has
+ * one, else the organization's), and not the child of a run that is still active. The same rule as
+ * EXPIRED_SQL, as a predicate over one run.
+ */
+const REMOVABLE = `r.status IN ${TERMINAL}
+   AND EXISTS (SELECT 1 FROM retention_policies p
+                WHERE p.org_id = r.org_id AND p.retention_days IS NOT NULL
+                  AND r.status_at < $1::timestamptz - make_interval(days => p.retention_days)
+                  AND (p.agent_id = r.agent_id
+                       OR (p.agent_id IS NULL AND NOT EXISTS (SELECT 1 FROM retention_policies o WHERE o.org_id = r.org_id AND o.agent_id = r.agent_id))))
+   AND NOT EXISTS (SELECT 1 FROM run_links l JOIN runs parent ON parent.id = l.parent_run_id
+                    WHERE l.child_run_id = r.id AND l.org_id = r.org_id AND parent.status NOT IN ${TERMINAL})`;
+
+/** A partition retention dropped whole, and the runs of its range it then removed, per organization. */
+export interface DroppedPartition {
+  partition: string;
+  removed: RemovedRuns[];
+}
+
+/**
+ * A period partition is dropped only when its whole range is at least this far in the past, so no
+ * run can still be created in it (run ids are UUIDv7 of their creation time: this margin covers
+ * clock skew between hosts).
+ */
+const DROP_MARGIN_MS = 86_400_000;
+
+/**
  * Retention policies and the removal of expired runs (docs/architecture.md "Retention"). Removal is
  * the only path that deletes from `run_events`: the append-only guard (trigger
  * `run_events_delete_guard`) lets a DELETE through only in a transaction that set `aaas.retention`.
@@ -74,6 +103,68 @@ export class RunRetentionRepository {
   }
 
   /**
+   * Drop one `run_events` partition whole, if one can go: a period partition (not the DEFAULT one)
+   * whose range ended more than DROP_MARGIN_MS before `now`, with at least one run in its range
+   * and every run of its range removable (REMOVABLE: none survives this pass). With `archive` given,
+   * only a partition of at most `batchSize` runs qualifies (they are archived first, in memory);
+   * a bigger one loses its rows batch by batch until it does.
+   * Two transactions, so the ACCESS EXCLUSIVE lock detaching takes on `run_events` is held briefly:
+   * (1) under the retention lock: check, archive, DETACH and DROP the partition (lock_timeout 5 s),
+   * (2) delete the range's removable runs, `batchSize` per transaction — the cascade finds no
+   * events left to delete (their range routes to no partition any more). Should (2) not
+   * happen, those runs stay, expired and without a log, and a later batch removes them.
+   * Resolves to what was dropped and removed, null when nothing could be dropped, 'locked' when
+   * another process holds the retention lock.
+   */
+  async dropExpiredPartition(now: Date, batchSize: number, archive?: ArchiveBeforeRemoval): Promise<DroppedPartition | null | 'locked'> {
+    const dropped = await this.db.transaction(async (q) => {
+      const [lock] = await q<{ ok: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended('aaas.run-retention', 0)) AS ok`);
+      if (!lock!.ok) return 'locked' as const;
+      const before = runIdBound(now.getTime() - DROP_MARGIN_MS);
+      for (const p of await listEventPartitions(q)) {
+        if (p.from === null || p.to === null || p.to > before) continue;
+        // stops at the first run that stays (a partition kept forever costs one row read per pass)
+        const [c] = await q<{ any: boolean; stays: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid) AS any,
+                  EXISTS (SELECT 1 FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid AND NOT (${REMOVABLE})) AS stays`,
+          [now, p.from, p.to],
+          'retention.partition_runs',
+        );
+        if (!c!.any || c!.stays) continue;
+        if (archive) {
+          const [n] = await q<{ n: number }>(`SELECT count(*)::int AS n FROM (SELECT 1 FROM runs WHERE id >= $1::uuid AND id < $2::uuid LIMIT $3 + 1) x`, [p.from, p.to, batchSize]);
+          if (n!.n > batchSize) continue;
+          const runs = await q<{ id: string; org_id: string }>(`SELECT id, org_id FROM runs WHERE id >= $1::uuid AND id < $2::uuid`, [p.from, p.to]);
+          const byOrg = new Map<string, string[]>();
+          for (const r of runs) byOrg.set(r.org_id, [...(byOrg.get(r.org_id) ?? []), r.id]);
+          for (const [orgId, ids] of byOrg) await archive(orgId, await q<ArchiveRow>(LINES_OF_RUNS_SQL, [orgId, ids], 'retention.archive_lines'));
+        }
+        await q(`SET LOCAL lock_timeout = '5s'`);
+        await q(`ALTER TABLE run_events DETACH PARTITION ${quoteIdent(p.name)}`);
+        await q(`DROP TABLE ${quoteIdent(p.name)}`);
+        return p;
+      }
+      return null;
+    });
+    if (dropped === null || dropped === 'locked') return dropped;
+    const byOrg = new Map<string, number>();
+    for (;;) {
+      const rows = await this.db.transaction(async (q) => {
+        await q(`SELECT set_config('aaas.retention', 'on', true)`);
+        return q<{ orgId: string; runs: number }>(
+          `WITH gone AS (DELETE FROM runs WHERE id IN (SELECT r.id FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid AND ${REMOVABLE} LIMIT $4) RETURNING org_id)
+           SELECT org_id AS "orgId", count(*)::int AS runs FROM gone GROUP BY org_id`,
+          [now, dropped.from, dropped.to, batchSize],
+          'retention.remove_partition_runs',
+        );
+      });
+      for (const r of rows) byOrg.set(r.orgId, (byOrg.get(r.orgId) ?? 0) + r.runs);
+      if (rows.reduce((n, r) => n + r.runs, 0) < batchSize) break;
+    }
+    return { partition: dropped.name, removed: [...byOrg].map(([orgId, runs]) => ({ orgId, runs })) };
+  }
+
+  /**
    * One batch: if no other process holds the retention lock (a transaction-level advisory lock, so
    * one batch at a time across the cluster), remove up to `limit` expired runs as of `now` with
    * everything that belongs to them — the log, messages, artifacts, interactions, links (either
@@ -104,4 +195,9 @@ export class RunRetentionRepository {
       return removed;
     });
   }
+}
+
+/** A partition name as an SQL identifier (names come from the catalog; quoted all the same). */
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
 }

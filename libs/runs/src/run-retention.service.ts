@@ -5,6 +5,8 @@ import { Metrics, MetricsModule } from '#libs/metrics';
 import { archiveTargetFrom, type ArchiveTarget } from './run-archive-target.js';
 import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
+import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
+import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 
 /** A pass stops after this many batches (the next pass goes on): bounds one pass's time. */
@@ -50,22 +52,40 @@ export class RunRetention implements OnModuleDestroy {
   }
 
   /**
-   * One pass as of `now`: batches until one removes fewer than a batch (nothing left), another
-   * process holds the lock (`skipped`), or MAX_BATCHES_PER_PASS. Resolves to the runs removed.
-   * Rejects with `archive.write_failed` when a batch's archive could not be written (that batch's
-   * runs stay; counted in `aaas_retention_archive_failures_total`; the next pass retries them),
-   * or with the database's error.
+   * One pass as of `now`: first the `run_events` partitions whose every run is removable are
+   * dropped whole (their runs removed after), then batches until one removes fewer than a batch
+   * (nothing left), another process holds the lock (`skipped`), or MAX_BATCHES_PER_PASS. Resolves
+   * to the runs removed and the partitions dropped. Rejects with `archive.write_failed` when a
+   * batch's archive could not be written (that batch's runs stay; counted in
+   * `aaas_retention_archive_failures_total`; the next pass retries them), or with the database's error.
    */
-  async pass(now = new Date()): Promise<{ removed: number; outcome: 'done' | 'skipped' }> {
+  async pass(now = new Date()): Promise<{ removed: number; partitionsDropped: number; outcome: 'done' | 'skipped' }> {
     const limit = this.config.RETENTION_BATCH_SIZE;
     let removed = 0;
+    let partitionsDropped = 0;
     try {
+      const target = this.target;
+      const archive = target ? (orgId: string, rows: ArchiveRow[]) => this.archive(target, orgId, rows) : undefined;
+      // whole partitions first: their runs' logs go without a row deleted
+      for (;;) {
+        const dropped = await this.repo.dropExpiredPartition(now, limit, archive);
+        if (dropped === 'locked') {
+          this.metrics.retentionPasses.inc({ outcome: 'skipped' });
+          return { removed, partitionsDropped, outcome: 'skipped' };
+        }
+        if (dropped === null) break;
+        partitionsDropped++;
+        const n = dropped.removed.reduce((sum, b) => sum + b.runs, 0);
+        removed += n;
+        this.metrics.retentionPartitionsDropped.inc();
+        this.metrics.retentionRunsRemoved.inc(n);
+        this.log.log(`retention dropped run_events partition ${dropped.partition} and removed its ${n} expired runs (${dropped.removed.map((b) => `${b.runs} of organization ${b.orgId}`).join(', ')})`);
+      }
       for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-        const target = this.target;
-        const batch = await this.repo.removeExpired(now, limit, target ? (orgId, rows) => this.archive(target, orgId, rows) : undefined);
+        const batch = await this.repo.removeExpired(now, limit, archive);
         if (batch === null) {
           this.metrics.retentionPasses.inc({ outcome: 'skipped' });
-          return { removed, outcome: 'skipped' };
+          return { removed, partitionsDropped, outcome: 'skipped' };
         }
         const n = batch.reduce((sum, b) => sum + b.runs, 0);
         removed += n;
@@ -82,7 +102,7 @@ export class RunRetention implements OnModuleDestroy {
       throw e;
     }
     this.metrics.retentionPasses.inc({ outcome: 'done' });
-    return { removed, outcome: 'done' };
+    return { removed, partitionsDropped, outcome: 'done' };
   }
 
   /**
@@ -131,10 +151,13 @@ export class RetentionJob implements OnApplicationBootstrap, OnModuleDestroy {
   }
 }
 
-/** The retention job, for workers (the API serves policies through RunsModule's RunRetention). */
+/**
+ * The retention job and `run_events` partition maintenance, for workers (the API serves policies
+ * through RunsModule's RunRetention).
+ */
 @Module({
   imports: [MetricsModule],
-  providers: [RunRetentionRepository, RunRetention, RetentionJob],
-  exports: [RunRetention],
+  providers: [RunRetentionRepository, RunRetention, RetentionJob, RunEventPartitionsRepository, RunEventPartitions, PartitionMaintenanceJob],
+  exports: [RunRetention, RunEventPartitions],
 })
 export class RunRetentionModule {}

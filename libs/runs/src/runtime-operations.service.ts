@@ -28,6 +28,7 @@ import { RunNotifier } from './run-notifier.js';
 import { CommandReads } from './reads/command-reads.repository.js';
 import type { RunState } from './reads/run-rows.repository.js';
 import { ACTIVE_STATUSES, isTerminal, statusUpdateSources } from './run-state.js';
+import { newRunId } from './run-id.js';
 
 /** Statuses a runtime may set (canceling is the caller's; submitted is where runs start). */
 export type RuntimeStatus = Exclude<RunStatus, 'canceled' | 'submitted'>;
@@ -339,7 +340,7 @@ export class RuntimeOperations {
     if (depth + 1 > MAX_LINK_DEPTH) {
       throw linkTooDeep(parentRunId, depth, MAX_LINK_DEPTH);
     }
-    const childRunId = randomUUID();
+    const childRunId = newRunId();
     const childThreadId = randomUUID();
     const linkId = randomUUID();
     const kind = draft.kind ?? 'delegation';

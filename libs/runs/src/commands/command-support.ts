@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { newRunId } from '../run-id.js';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, RunEvent } from '#libs/contracts';
 import type { DispatchRelay } from '../dispatch.relay.js';
@@ -67,7 +68,7 @@ export async function prepareNewRun<T>(
   replay: (message: CanonicalMessage) => Promise<T | null>,
 ): Promise<{ input: NewRunInput; retried: T | null }> {
   const message = userMessage(cmd.message);
-  const input: NewRunInput = { runId: randomUUID(), threadId: cmd.threadId ?? randomUUID(), message, bytes: storedBytes([{ type: 'message.added', payload: { message } }]) };
+  const input: NewRunInput = { runId: newRunId(), threadId: cmd.threadId ?? randomUUID(), message, bytes: storedBytes([{ type: 'message.added', payload: { message } }]) };
   const retried = await admitInput(() => quotas.admit(cmd.orgId, input.bytes), () => replay(message));
   return { input, retried };
 }

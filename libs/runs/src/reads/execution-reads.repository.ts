@@ -128,7 +128,7 @@ export class ExecutionReads {
   async triggerBefore(orgId: string, runId: string, before: number): Promise<{ sequence: number; type: string; payload: Record<string, unknown>; first: boolean } | null> {
     const rows = await this.db.query<{ sequence: number; type: string; payload: Record<string, unknown>; first: boolean }>(
       `SELECT e.sequence, e.type, e.payload,
-              NOT EXISTS (SELECT 1 FROM run_events p WHERE p.run_id = e.run_id AND p.sequence < e.sequence
+              NOT EXISTS (SELECT 1 FROM run_events p WHERE p.org_id = e.org_id AND p.run_id = e.run_id AND p.sequence < e.sequence
                             AND p.type IN ('message.added', 'interaction.responded') AND p.payload->'message'->>'role' = 'user') AS first
          FROM run_events e
         WHERE e.run_id = $1 AND e.org_id = $2 AND e.sequence < $3 AND (

@@ -1,0 +1,90 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '#libs/config';
+import { Metrics } from '#libs/metrics';
+import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
+import { planPartitions, type EventPartition } from './run-event-periods.js';
+
+/**
+ * Keeps `run_events` partitions created ahead (docs/architecture.md "The log's partitions"):
+ * RUN_EVENTS_PARTITIONS_AHEAD periods of RUN_EVENTS_PARTITION_INTERVAL from the current one, under
+ * a cluster-wide advisory lock, idempotently. A run created in a period that has no partition yet
+ * makes it itself (EventLogRepository), so a late maintenance costs a slower creation, never a
+ * failed one.
+ */
+@Injectable()
+export class RunEventPartitions {
+  private readonly log = new Logger(RunEventPartitions.name);
+
+  constructor(
+    private readonly repo: RunEventPartitionsRepository,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /** Whether pg_partman is installed: the worker then says at boot that maintenance could be handed to it (docs/deploy.md). */
+  partmanInstalled(): Promise<boolean> {
+    return this.repo.partmanInstalled();
+  }
+
+  /** The partitions of `run_events` ([from, to) run-id ranges; null bounds: the DEFAULT partition). */
+  list(): Promise<EventPartition[]> {
+    return this.repo.list();
+  }
+
+  /**
+   * One maintenance step as of `now`: creates the missing partitions. Resolves to the names
+   * created, or null when another process holds the maintenance lock.
+   */
+  async maintain(now = new Date()): Promise<string[] | null> {
+    const interval = this.config.RUN_EVENTS_PARTITION_INTERVAL;
+    const created = await this.repo.create((existing) => planPartitions(existing, now.getTime(), interval, this.config.RUN_EVENTS_PARTITIONS_AHEAD));
+    if (created?.length) {
+      this.metrics.runEventPartitionsCreated.inc(created.length);
+      this.log.log(`created run_events partitions ${created.join(', ')}`);
+    }
+    return created;
+  }
+}
+
+/**
+ * Runs `RunEventPartitions.maintain` at boot and every RUN_EVENTS_PARTITION_MAINTENANCE_MS (0: at
+ * boot only) in the process that has it (workers). A failure is logged; the next tick tries again.
+ */
+@Injectable()
+export class PartitionMaintenanceJob implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly log = new Logger(PartitionMaintenanceJob.name);
+  private timer?: NodeJS.Timeout;
+  private running = false;
+
+  constructor(
+    private readonly partitions: RunEventPartitions,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    void this.tick().then(async () => {
+      if (await this.partitions.partmanInstalled().catch(() => false)) {
+        this.log.log('pg_partman is installed: run_events partitions can be handed over to it (docs/deploy.md "The log\'s partitions")');
+      }
+    });
+    if (this.config.RUN_EVENTS_PARTITION_MAINTENANCE_MS === 0) return;
+    this.timer = setInterval(() => void this.tick(), this.config.RUN_EVENTS_PARTITION_MAINTENANCE_MS);
+    this.timer.unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.timer);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      await this.partitions.maintain();
+    } catch (e) {
+      this.log.warn(`run_events partition maintenance failed: ${e instanceof Error ? e.message : String(e)}`);
+    } finally {
+      this.running = false;
+    }
+  }
+}

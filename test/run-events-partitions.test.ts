@@ -1,0 +1,310 @@
+import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Test } from '@nestjs/testing';
+import type { INestApplicationContext } from '@nestjs/common';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ConfigModule } from '#libs/config';
+import { DatabaseService, DbModule } from '#libs/db';
+import { RunEventPartitions, RunRetention, RunRetentionModule, RunsModule, nextPeriod, planPartitions, runIdBound } from '#libs/runs';
+import { runsOf, type TestRuns } from './support/runs.js';
+import { TEST_DATABASE_URL, testEnv } from './support/env.js';
+import { seedAgent } from './support/fixtures.js';
+
+/**
+ * The partitioned log (docs/architecture.md "The log's partitions"): run ids are UUIDv7, so a run's
+ * events land in the partition of its period; the append path's invariants and both guards hold on
+ * a partition made after the migration; maintenance creates periods ahead idempotently; retention
+ * drops a partition whose every run expired (and keeps one with a surviving run); creating a run
+ * whose period has no partition yet creates it; the conversion migration moves a populated
+ * unpartitioned log (v4 ids) and the normal read path reads it back.
+ * Runs of past or far periods are made by moving the process's clock (Date only): a v7 id carries it.
+ */
+const DAY = 86_400_000;
+const MIGRATION = '20261127110000_run_events_partitioned';
+
+let ctx: INestApplicationContext;
+let db: DatabaseService;
+let runs: TestRuns;
+let seed: Awaited<ReturnType<typeof seedAgent>>;
+// a random UTC day in 2001..2020 (before any partition the migration made): this file's past periods
+const T = Date.UTC(2001, 0, 1) + Math.floor(Math.random() * 7000) * DAY;
+const dayName = (ms: number) => `run_events_p${new Date(ms).toISOString().slice(0, 10).replaceAll('-', '')}`;
+
+async function at<R>(ms: number, fn: () => Promise<R>): Promise<R> {
+  vi.useFakeTimers({ toFake: ['Date'], now: ms, shouldAdvanceTime: true });
+  try {
+    return await fn();
+  } finally {
+    vi.useRealTimers();
+  }
+}
+const newRun = (text = 'hi') =>
+  runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
+async function partitionsOf(runId: string): Promise<string[]> {
+  const rows = await db.query<{ p: string }>(`SELECT DISTINCT tableoid::regclass::text AS p FROM run_events WHERE org_id = $1 AND run_id = $2`, [seed.orgId, runId]);
+  return rows.map((r) => r.p);
+}
+async function exists(table: string): Promise<boolean> {
+  return (await db.query<{ t: string | null }>(`SELECT to_regclass($1)::text AS t`, [table]))[0]!.t !== null;
+}
+
+beforeAll(async () => {
+  const mod = await Test.createTestingModule({
+    imports: [
+      ConfigModule.forRoot({ ...testEnv(), RUN_EVENTS_PARTITION_INTERVAL: 'day', RUN_EVENTS_PARTITIONS_AHEAD: '3', RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0', RETENTION_INTERVAL_MS: '0' }),
+      DbModule,
+      RunsModule,
+      RunRetentionModule,
+    ],
+  }).compile();
+  ctx = await mod.init();
+  db = ctx.get(DatabaseService);
+  runs = runsOf(ctx);
+  seed = await seedAgent(db);
+});
+afterAll(async () => {
+  await ctx?.close();
+});
+afterEach(() => vi.useRealTimers());
+
+describe('run ids and partitions', () => {
+  it('plans periods (month, ISO week, day), trimmed against partitions that exist', () => {
+    const nov = Date.UTC(2026, 10, 27, 13);
+    expect(planPartitions([], nov, 'month', 2).map((p) => p.name)).toEqual(['run_events_p20261101', 'run_events_p20261201']);
+    expect(planPartitions([], nov, 'week', 1)).toEqual([{ name: 'run_events_p20261123', from: runIdBound(Date.UTC(2026, 10, 23)), to: runIdBound(Date.UTC(2026, 10, 30)) }]);
+    // a month partition exists: the days it covers are not planned again, the rest is trimmed to what is free
+    const month = { name: 'run_events_p20261101', from: runIdBound(Date.UTC(2026, 10, 1)), to: runIdBound(Date.UTC(2026, 11, 1)) };
+    const plan = planPartitions([month], Date.UTC(2026, 10, 30, 5), 'week', 2);
+    expect(plan).toEqual([
+      { name: 'run_events_p20261130', from: month.to, to: runIdBound(Date.UTC(2026, 11, 7)) },
+      { name: 'run_events_p20261207', from: runIdBound(Date.UTC(2026, 11, 7)), to: runIdBound(Date.UTC(2026, 11, 14)) },
+    ]);
+    expect(planPartitions([month], Date.UTC(2026, 10, 3), 'day', 3)).toEqual([]);
+    expect(nextPeriod(Date.UTC(2026, 11, 1), 'month')).toBe(Date.UTC(2027, 0, 1));
+  });
+
+  it('maintenance creates the periods ahead, once', async () => {
+    const partitions = ctx.get(RunEventPartitions);
+    const created = await partitions.maintain(new Date(T + 5 * 3_600_000));
+    expect(created).toEqual([dayName(T), dayName(T + DAY), dayName(T + 2 * DAY)]);
+    expect(await partitions.maintain(new Date(T + 7 * 3_600_000))).toEqual([]);
+    const mine = (await partitions.list()).filter((p) => created!.includes(p.name));
+    expect(mine.map((p) => [p.from, p.to])).toEqual([0, 1, 2].map((k) => [runIdBound(T + k * DAY), runIdBound(T + (k + 1) * DAY)]));
+    // each carries both guards
+    const triggers = await db.query<{ tgname: string }>(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [dayName(T + DAY)]);
+    expect(triggers.map((t) => t.tgname)).toEqual(['run_events_append_only', 'run_events_delete_guard']);
+  });
+});
+
+// A v7 generator never goes back in time (uuid keeps ids monotonic in a process), so this file
+// makes its runs in time order: the past ones first, then now, then a future one.
+let gone: string[] = [];
+let done: string;
+let alive: string;
+let archived: string[] = [];
+
+let runId: string;
+const runId0 = () => runId;
+
+describe('a partition made after the migration', () => {
+
+  it('takes the appends of its period: gapless sequences under concurrent appends', async () => {
+    // (the retention test's runs, made here in time order: two on day T, two on day T+1)
+    gone = await at(T + 3_600_000, async () => [(await newRun('a')).run.id, (await newRun('b')).run.id]);
+    runId = await at(T + DAY + 12 * 3_600_000, async () => (await newRun()).run.id);
+    [done, alive] = await at(T + DAY + 13 * 3_600_000, async () => [(await newRun('c')).run.id, (await newRun('d')).run.id]);
+    archived = await at(T + 2 * DAY + 3_600_000, async () => [(await newRun('e')).run.id, (await newRun('f')).run.id]);
+    expect(await partitionsOf(gone[0]!)).toEqual([dayName(T)]);
+    expect(await partitionsOf(runId)).toEqual([dayName(T + DAY)]);
+    await runs.setStatus(seed.orgId, runId, 'working');
+    await Promise.all(Array.from({ length: 40 }, (_, i) => runs.emitMessage(seed.orgId, runId, { parts: [{ text: `m${i}` }] })));
+    const events = await runs.readEvents(seed.orgId, runId, 0);
+    expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: events.length }, (_, i) => i + 1));
+    expect(events.length).toBe(43);
+    expect(await partitionsOf(runId)).toEqual([dayName(T + DAY)]);
+  });
+
+  it('refuses UPDATE and DELETE, named through run_events or the partition itself', async () => {
+    const p = dayName(T + DAY);
+    await expect(db.query(`UPDATE ${p} SET type = 'x' WHERE run_id = $1`, [runId])).rejects.toThrow(/append-only/);
+    await expect(db.query(`UPDATE run_events SET type = 'x' WHERE org_id = $1 AND run_id = $2`, [seed.orgId, runId])).rejects.toThrow(/append-only/);
+    await expect(db.query(`DELETE FROM ${p} WHERE run_id = $1`, [runId])).rejects.toThrow(/append-only/);
+    await expect(db.query(`DELETE FROM run_events WHERE org_id = $1 AND run_id = $2`, [seed.orgId, runId])).rejects.toThrow(/append-only/);
+    expect((await runs.readEvents(seed.orgId, runId, 0)).length).toBe(43);
+  });
+});
+
+describe('retention and partitions', () => {
+  it('drops a partition whose every run expired, and keeps one with a surviving run', async () => {
+    const retention = ctx.get(RunRetention);
+    for (const id of [...gone, done, runId0()]) await runs.setStatus(seed.orgId, id, 'completed');
+    await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE org_id = $1`, [seed.orgId]);
+    await retention.setPolicy(seed.orgId, null, 1);
+    try {
+      const pass = await retention.pass();
+      expect(pass.partitionsDropped).toBeGreaterThanOrEqual(1);
+      expect(await exists(dayName(T))).toBe(false);
+      expect(await exists(dayName(T + DAY))).toBe(true); // `alive` (submitted) survives in it
+      expect(await exists(dayName(T + 2 * DAY))).toBe(true); // its runs are still active
+      const left = await db.query<{ id: string }>(`SELECT id FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id`, [seed.orgId, [...gone, done, alive, runId0()]]);
+      expect(left.map((r) => r.id)).toEqual([alive]);
+      expect((await db.query(`SELECT 1 FROM run_events WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done]])).length).toBe(0);
+      expect((await runs.readEvents(seed.orgId, alive, 0)).map((e) => e.sequence)).toEqual([1, 2]);
+      // the survivor ends: the next pass drops its partition too
+      await runs.cancelRun(seed.orgId, alive);
+      await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = $1`, [alive]);
+      expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
+      expect(await exists(dayName(T + DAY))).toBe(false);
+      expect((await db.query(`SELECT 1 FROM runs WHERE org_id = $1 AND NOT id = ANY($2::uuid[])`, [seed.orgId, archived])).length).toBe(0);
+      expect(await exists(dayName(T + 2 * DAY))).toBe(true);
+    } finally {
+      await retention.setPolicy(seed.orgId, null, null);
+    }
+  });
+
+  it('with an archive directory, writes the archive of the partition\'s runs before it drops it', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'aaas-partitions-'));
+    const other = await (
+      await Test.createTestingModule({
+        imports: [ConfigModule.forRoot({ ...testEnv(), RETENTION_ARCHIVE_DIR: dir, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0', RETENTION_INTERVAL_MS: '0' }), DbModule, RunRetentionModule],
+      }).compile()
+    ).init();
+    const retention = other.get(RunRetention);
+    try {
+      for (const id of archived) await runs.setStatus(seed.orgId, id, 'completed');
+      await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = ANY($1::uuid[])`, [archived]);
+      await retention.setPolicy(seed.orgId, null, 1);
+      expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
+      expect(await exists(dayName(T + 2 * DAY))).toBe(false);
+      expect((await db.query(`SELECT 1 FROM runs WHERE id = ANY($1::uuid[])`, [archived])).length).toBe(0);
+      const files = await readdir(path.join(dir, seed.orgId));
+      const lines = (await Promise.all(files.map((f) => readFile(path.join(dir, seed.orgId, f), 'utf8')))).join('').trim().split('\n').map((l) => JSON.parse(l));
+      expect(lines.map((l) => l.run.id).sort()).toEqual([...archived].sort());
+      expect(lines.map((l) => l.events.length)).toEqual([3, 3]);
+    } finally {
+      await retention.setPolicy(seed.orgId, null, null);
+      await other.close();
+    }
+  });
+});
+
+describe('a run created now', () => {
+  it('a new run id is a UUIDv7 of now, and its log lands in the partition of its period', async () => {
+    const { run } = await newRun();
+    expect(run.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    const ms = parseInt(run.id.replaceAll('-', '').slice(0, 12), 16);
+    expect(Math.abs(ms - Date.now())).toBeLessThan(60_000);
+    const partitions = await ctx.get(RunEventPartitions).list();
+    const home = partitions.find((p) => p.from !== null && p.from <= run.id && run.id < p.to!);
+    expect(home).toBeDefined();
+    expect(await partitionsOf(run.id)).toEqual([home!.name]);
+  });
+
+});
+
+describe('the conversion migration', () => {
+  const url = new URL(TEST_DATABASE_URL);
+  const dbName = `${url.pathname.slice(1)}_conv`;
+  const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
+  let conv: INestApplicationContext | undefined;
+  let client: pg.Client | undefined;
+
+  afterAll(async () => {
+    await conv?.close();
+    await client?.end().catch(() => undefined);
+    const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    await admin.end();
+  });
+
+  it('moves a populated log (v4 run ids) into partitions and the read path reads it back', async () => {
+    const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE "${dbName}"`);
+    await admin.end();
+    client = new pg.Client({ connectionString: convUrl });
+    await client.connect();
+    const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+    for (const d of dirs.filter((d) => d < MIGRATION)) await client.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
+
+    // the pre-partition schema, populated through the application (then as v4 ids, as before)
+    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
+    const convRuns = runsOf(conv);
+    const s = await seedAgent(conv.get(DatabaseService));
+    const { run: template } = await convRuns.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'tpl', role: 'user', parts: [{ text: 'kept' }] } });
+    await convRuns.setStatus(s.orgId, template.id, 'working');
+    await convRuns.emitMessage(s.orgId, template.id, { parts: [{ text: 'answer' }] });
+    await convRuns.setStatus(s.orgId, template.id, 'completed');
+    // 300 copies with v4 ids outside the window (a leading f: their first 48 bits read as a year past 8000; a random
+    // v4 id falls in the 10-year window with p ~ 0.1 %, and then goes to its month, as the next one does), and one
+    // v4 id whose first 48 bits read as next month (it must go to that month's partition)
+    const nextMonth = new Date();
+    const inWindow = `${runIdBound(Date.UTC(nextMonth.getUTCFullYear(), nextMonth.getUTCMonth() + 1, 2)).slice(0, 14)}4abc-8abc-0123456789ab`;
+    await client.query(
+      `WITH ids AS (SELECT ('f' || substr(gen_random_uuid()::text, 2))::uuid AS id FROM generate_series(1, 300) UNION ALL SELECT $2::uuid),
+            r AS (INSERT INTO runs SELECT (jsonb_populate_record(NULL::runs, to_jsonb(t) || jsonb_build_object('id', ids.id, 'origin_message_id', ids.id::text))).* FROM runs t, ids WHERE t.id = $1 RETURNING id)
+       INSERT INTO run_events SELECT (jsonb_populate_record(NULL::run_events, to_jsonb(e) || jsonb_build_object('run_id', r.id))).* FROM run_events e, r WHERE e.run_id = $1`,
+      [template.id, inWindow],
+    );
+    await conv.close();
+    conv = undefined;
+    const before = (await client.query(`SELECT count(*)::int AS n, sum(hashtext(run_id::text || sequence || type || payload::text))::bigint AS h FROM run_events`)).rows[0];
+    expect(before.n).toBe(302 * 5);
+
+    await client.query(readFileSync(`prisma/migrations/${MIGRATION}/migration.sql`, 'utf8'));
+
+    const after = (await client.query(`SELECT count(*)::int AS n, sum(hashtext(run_id::text || sequence || type || payload::text))::bigint AS h FROM run_events`)).rows[0];
+    expect(after).toEqual(before);
+    const where = (await client.query(`SELECT tableoid::regclass::text AS p, count(DISTINCT run_id)::int AS runs FROM run_events GROUP BY 1 ORDER BY 1`)).rows;
+    const monthOf = (d: Date) => `run_events_p${d.toISOString().slice(0, 8).replaceAll('-', '')}01`;
+    const templateHome = monthOf(new Date());
+    const inWindowHome = monthOf(new Date(Date.UTC(nextMonth.getUTCFullYear(), nextMonth.getUTCMonth() + 1, 1)));
+    expect(where).toEqual(
+      [
+        { p: 'run_events_legacy', runs: 300 },
+        { p: templateHome, runs: 1 },
+        { p: inWindowHome, runs: 1 },
+      ].sort((a, b) => (a.p < b.p ? -1 : 1)),
+    );
+    const pk = (await client.query(`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conname = 'run_events_pkey'`)).rows[0].d;
+    expect(pk).toBe('PRIMARY KEY (org_id, run_id, sequence)');
+    await expect(client.query(`DELETE FROM run_events_legacy`)).rejects.toThrow(/append-only/);
+    await expect(client.query(`UPDATE run_events_legacy SET type = 'x'`)).rejects.toThrow(/append-only/);
+    const legacyId = (await client.query(`SELECT run_id FROM run_events_legacy LIMIT 1`)).rows[0].run_id as string;
+    await client.end();
+    client = undefined;
+
+    // the normal read path, on the converted database
+    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
+    const read = runsOf(conv);
+    for (const id of [legacyId, inWindow]) {
+      const events = await read.readEvents(s.orgId, id, 0);
+      expect(events.map((e) => [e.sequence, e.event.type])).toEqual([
+        [1, 'run.created'],
+        [2, 'message.added'],
+        [3, 'run.status_changed'],
+        [4, 'message.added'],
+        [5, 'run.status_changed'],
+      ]);
+      expect(await read.readEvents(s.orgId, id, 3)).toHaveLength(2);
+      expect(await read.readEvents(randomUUID(), id, 0)).toEqual([]); // another organization reads nothing
+    }
+  }, 120_000);
+});
+
+describe('a run whose period has no partition yet', () => {
+  it('is created all the same: the partition is made on the spot', async () => {
+    // a random day ~5 years ahead: inside the window the DEFAULT partition refuses, with no partition
+    const day = Date.UTC(new Date().getUTCFullYear() + 5, 0, 1) + Math.floor(Math.random() * 300) * DAY;
+    expect(await exists(dayName(day))).toBe(false);
+    const { run } = await at(day + 3_600_000, () => newRun());
+    expect(await partitionsOf(run.id)).toEqual([dayName(day)]);
+    expect((await runs.readEvents(seed.orgId, run.id, 0)).map((e) => e.event.type)).toEqual(['run.created', 'message.added']);
+  });
+});
