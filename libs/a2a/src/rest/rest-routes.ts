@@ -37,7 +37,8 @@ export type RestSchemaName =
   | 'A2AListTaskPushNotificationConfigsResponse'
   | 'A2AAgentCard'
   | 'A2AEmpty'
-  | 'A2AStruct';
+  | 'A2AStruct'
+  | 'A2AStreamResponse';
 
 /**
  * One A2A HTTP+JSON operation (A2A v1.0 §11; the `google.api.http` options of a2a.proto): the
@@ -107,7 +108,7 @@ export const A2A_REST_ROUTES: readonly A2ARestRoute[] = [
     body: 'required',
     request: V1SendMessageRequestSchema,
     requestBody: 'A2ASendMessageRequest',
-    response: 'A2AStruct',
+    response: 'A2AStreamResponse',
     streaming: true,
     call: (h, agent, i) => stream(h.sendStreamingMessage(agent, i.body, i.signal, i.caller, i.extensions)),
   },
@@ -158,7 +159,7 @@ export const A2A_REST_ROUTES: readonly A2ARestRoute[] = [
     operationId: 'A2ARestSubscribeToTask',
     summary: 'SubscribeToTask: an SSE stream of the task (resumable)',
     section: 'SubscribeToTask',
-    response: 'A2AStruct',
+    response: 'A2AStreamResponse',
     streaming: true,
     extraQuery: ['cursor'],
     call: (h, agent, i) => stream(h.subscribe(agent, i.params.id, i.resume, i.signal, i.caller)),
@@ -172,7 +173,7 @@ export const A2A_REST_ROUTES: readonly A2ARestRoute[] = [
     summary: 'SubscribeToTask by POST (as the @a2a-js/sdk client sends it; a body is ignored)',
     section: 'SubscribeToTask',
     body: 'ignored',
-    response: 'A2AStruct',
+    response: 'A2AStreamResponse',
     streaming: true,
     extraQuery: ['cursor'],
     call: (h, agent, i) => stream(h.subscribe(agent, i.params.id, i.resume, i.signal, i.caller)),
