@@ -66,14 +66,8 @@ export function registeredRestRoutes(): RegisteredRestRoute[] {
  * enables `HTTP+JSON`. Every route also exists under `/{tenant}/`, where the tenant is the
  * organization's slug; any other tenant reads as TaskNotFound (404).
  *
- * | route | operation | success |
- * |---|---|---|
- * | `POST /message:send` | SendMessage | 200 SendMessageResponse |
- * | `POST /message:stream` | SendStreamingMessage | 200 `text/event-stream` of StreamResponse |
- * | `GET /tasks/{id}` | GetTask (`?historyLength=`) | 200 Task |
- * | `GET /tasks` | ListTasks (query = ListTasksRequest fields) | 200 ListTasksResponse |
- * | `POST /tasks/{id}:cancel` | CancelTask | 200 Task |
- * | `GET` or `POST /tasks/{id}:subscribe` | SubscribeToTask (the SDK client POSTs) | 200 `text/event-stream` |
+ * The routes, their operations, schemas and whether they stream are the table `A2A_REST_ROUTES`
+ * (libs/a2a rest/rest-routes.ts), which the OpenAPI document is generated from too.
  *
  * Checks, in order: a request body's Content-Type (415 unless JSON; an `onRequest` hook, see
  * A2ARestContentTypeGuard) → agent exists and serves HTTP+JSON (404) → access (401 +
