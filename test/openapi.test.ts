@@ -1,6 +1,10 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunEventSchema, runtimeKinds } from '#libs/contracts';
+import { A2A_REST_ROUTES, routerPath } from '#libs/a2a';
+import type { FastifyInstance } from 'fastify';
+import { registeredRestRoutes } from '../apps/api/src/a2a/a2a-rest.routes.js';
+import { JSON_RPC_ROUTE } from '../apps/api/src/a2a/a2a-jsonrpc.route.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -273,5 +277,28 @@ describe('the OpenAPI document', () => {
       const bodies = [op.requestBody, ...Object.values(op.responses as Json)].filter(Boolean).map((b) => deref(b as Json).content?.['application/json']);
       for (const media of bodies) for (const e of examplesOf(media)) expectValid(media.schema, e, `${method} ${path}`);
     }
+  });
+
+  it('documents exactly the A2A routes the app serves: every registered route in the document, every documented one registered', () => {
+    const fastify = stack.api.getHttpAdapter().getInstance() as FastifyInstance;
+    const documented = new Set(operations((p) => p.startsWith('/a2a/') || p.startsWith('/.well-known/') || p.startsWith('/extensions/')).map(({ path, method }) => `${method.toUpperCase()} ${path}`));
+    // every route of the HTTP+JSON table is registered twice (plain and under /{tenant}), both served, the plain one documented
+    const registered = registeredRestRoutes();
+    expect(registered).toHaveLength(2 * A2A_REST_ROUTES.length);
+    for (const { method, url, route } of registered) {
+      expect(fastify.hasRoute({ method, url }), `${method} ${url}`).toBe(true);
+      expect(documented.has(`${method} /a2a/{org}/{agent}${route.path}`), `${method} ${url} documented`).toBe(true);
+    }
+    expect(fastify.hasRoute({ method: 'POST', url: JSON_RPC_ROUTE })).toBe(true);
+    expect(documented.has('POST /a2a/{org}/{agent}')).toBe(true);
+    // every documented A2A operation is a route of the app
+    for (const op of documented) {
+      const [method, path] = op.split(' ') as [string, string];
+      expect(fastify.hasRoute({ method: method as 'GET', url: routerPath(path) }), `${op} registered`).toBe(true);
+    }
+    // the query parameters of GET /tasks come from ListTasksRequest's zod schema
+    const list = doc.paths['/a2a/{org}/{agent}/tasks'].get as Json;
+    const query = (list.parameters as Json[]).filter((p) => p.in === 'query').map((p) => p.name);
+    expect(query).toEqual(['contextId', 'status', 'pageSize', 'pageToken', 'historyLength', 'statusTimestampAfter', 'includeArtifacts']);
   });
 });

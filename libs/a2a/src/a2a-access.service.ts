@@ -4,7 +4,7 @@ import type { CredentialSecurity, JwtSecurity } from '#libs/contracts';
 import { API_KEY_PATTERN, ApiKeyService, canInvokeA2A, hasScope, type Principal, type ResolvedA2AAgent } from '#libs/registry';
 import { ANONYMOUS_CALLER, type A2ACaller } from './a2a.types.js';
 import { JwtVerifier } from './jwt-verifier.js';
-import { A2AError, toA2AError } from './a2a.errors.js';
+import { A2AError } from './a2a.errors.js';
 import { API_KEY_HEADER } from './agent-card.projection.js';
 
 /**
@@ -85,7 +85,7 @@ export class A2AAccessService {
       principal = await this.apiKeys.authenticate(presentedKey);
     } catch (e) {
       if (e instanceof AppError && e.code.startsWith('auth.')) throw new A2AError('Unauthenticated', 'the API key is not valid for this agent', { cause: e });
-      throw toA2AError(e);
+      throw e;
     }
     if (principal.orgId !== agent.org.id) throw new A2AError('Unauthenticated', 'the API key is not valid for this agent');
     if (!canInvokeA2A(principal, agent.org.id)) {

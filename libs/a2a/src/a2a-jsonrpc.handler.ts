@@ -143,6 +143,152 @@ const EXTENDED_CARD_METHODS: Record<string, A2AProtocolVersion> = { GetExtendedA
 
 type MethodImpl = (agent: ResolvedA2AAgent, params: unknown, call: JsonRpcCall) => Promise<unknown>;
 
+/** What the method implementations call. */
+interface MethodDeps {
+  ops: A2AOperations;
+  streams: A2AStreams;
+  push: A2APushService;
+}
+
+const signalOf = (call: JsonRpcCall): AbortSignal => call.signal ?? new AbortController().signal;
+const callerOf = (call: JsonRpcCall): A2ACaller => call.caller ?? ANONYMOUS_CALLER;
+
+/** A parsed send request with the call's caller and negotiated extensions in its options. */
+function withCall<T extends { options: SendOptions }>(m: T, call: JsonRpcCall): T {
+  return { ...m, options: { ...m.options, caller: callerOf(call), ...(call.extensions ? { extensions: call.extensions } : {}) } };
+}
+
+function parseV1Send(params: unknown, call: JsonRpcCall) {
+  return withCall(fromV1SendMessageRequest(fastV1SendMessageRequest(params) ?? parse(V1SendMessageRequestSchema, params)), call);
+}
+
+/** v1.0 SendMessage, SendStreamingMessage, SubscribeToTask (§3.1.1, §3.1.2, §3.1.6). */
+function v1MessageMethods({ ops, streams }: MethodDeps): Record<string, MethodImpl> {
+  return {
+    SendStreamingMessage: async (agent, params, call) => {
+      requireStreaming(agent);
+      const { inbound, options } = parseV1Send(params, call);
+      return new StreamStart(await streams.sendStreaming(agent, inbound, options, '1.0', signalOf(call)));
+    },
+    SubscribeToTask: async (agent, params, call) => {
+      requireStreaming(agent);
+      const p = parse(V1SubscribeToTaskRequestSchema, params);
+      return new StreamStart(await streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call), callerOf(call)));
+    },
+    SendMessage: async (agent, params, call) => {
+      const { inbound, options } = parseV1Send(params, call);
+      return toV1SendMessageResponse(await ops.sendMessage(agent, inbound, options));
+    },
+  };
+}
+
+/** v1.0 GetTask, ListTasks, CancelTask (§3.1.3–3.1.5). */
+function v1TaskMethods({ ops }: MethodDeps): Record<string, MethodImpl> {
+  return {
+    ListTasks: async (agent, params, call) => {
+      const p = parse(V1ListTasksRequestSchema, params);
+      return toV1ListTasksResponse(await ops.listTasks(agent, fromV1ListTasksRequest(p), callerOf(call)));
+    },
+    GetTask: async (agent, params, call) => {
+      const p = parse(V1GetTaskRequestSchema, params);
+      return toV1Task(await ops.getTask(agent, p.id, p.historyLength, callerOf(call)));
+    },
+    CancelTask: async (agent, params, call) => {
+      const p = parse(V1CancelTaskRequestSchema, params);
+      return toV1Task(await ops.cancelTask(agent, p.id, undefined, callerOf(call)));
+    },
+  };
+}
+
+/** v1.0 push notification configs (§3.1.7–3.1.10). */
+function v1PushMethods({ push }: MethodDeps): Record<string, MethodImpl> {
+  return {
+    CreateTaskPushNotificationConfig: async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V1PushConfigSchema, params);
+      if (!p.taskId) throw new A2AError('InvalidParams', 'taskId is required', { metadata: { field: 'taskId' } });
+      return toV1PushConfig(await push.create(agent, callerOf(call), p.taskId, fromV1PushConfig(p), '1.0'));
+    },
+    GetTaskPushNotificationConfig: async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V1PushConfigRefSchema, params);
+      return toV1PushConfig(await push.get(agent, callerOf(call), p.taskId, p.id));
+    },
+    ListTaskPushNotificationConfigs: async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V1ListPushConfigsSchema, params);
+      return { configs: (await push.list(agent, callerOf(call), p.taskId)).map(toV1PushConfig), nextPageToken: '' };
+    },
+    DeleteTaskPushNotificationConfig: async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V1PushConfigRefSchema, params);
+      await push.delete(agent, callerOf(call), p.taskId, p.id);
+      return {};
+    },
+  };
+}
+
+/** v0.3 message/send, message/stream, tasks/resubscribe. */
+function v03MessageMethods({ ops, streams }: MethodDeps): Record<string, MethodImpl> {
+  return {
+    'message/stream': async (agent, params, call) => {
+      requireStreaming(agent);
+      const { inbound, options } = withCall(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
+      return new StreamStart(await streams.sendStreaming(agent, inbound, options, '0.3', signalOf(call)));
+    },
+    'tasks/resubscribe': async (agent, params, call) => {
+      requireStreaming(agent);
+      const p = parse(V03TaskIdParamsSchema, params);
+      return new StreamStart(await streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '0.3', signalOf(call), callerOf(call)));
+    },
+    'message/send': async (agent, params, call) => {
+      const { inbound, options } = withCall(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
+      return toV03SendResult(await ops.sendMessage(agent, inbound, options));
+    },
+  };
+}
+
+/** v0.3 tasks/get, tasks/cancel. */
+function v03TaskMethods({ ops }: MethodDeps): Record<string, MethodImpl> {
+  return {
+    'tasks/get': async (agent, params, call) => {
+      const p = parse(V03TaskQueryParamsSchema, params);
+      return toV03Task(await ops.getTask(agent, p.id, p.historyLength, callerOf(call)));
+    },
+    'tasks/cancel': async (agent, params, call) => {
+      const p = parse(V03TaskIdParamsSchema, params);
+      return toV03Task(await ops.cancelTask(agent, p.id, undefined, callerOf(call)));
+    },
+  };
+}
+
+/** v0.3 tasks/pushNotificationConfig/{set,get,list,delete}. */
+function v03PushMethods({ push }: MethodDeps): Record<string, MethodImpl> {
+  return {
+    'tasks/pushNotificationConfig/set': async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V03TaskPushConfigSchema, params);
+      return toV03PushConfig(await push.create(agent, callerOf(call), p.taskId, fromV03PushConfig(p.pushNotificationConfig), '0.3'));
+    },
+    'tasks/pushNotificationConfig/get': async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V03GetPushConfigSchema, params);
+      return toV03PushConfig(await push.get(agent, callerOf(call), p.id, p.pushNotificationConfigId));
+    },
+    'tasks/pushNotificationConfig/list': async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V03ListPushConfigSchema, params);
+      return (await push.list(agent, callerOf(call), p.id)).map(toV03PushConfig);
+    },
+    'tasks/pushNotificationConfig/delete': async (agent, params, call) => {
+      push.require(agent);
+      const p = parse(V03DeletePushConfigSchema, params);
+      await push.delete(agent, callerOf(call), p.id, p.pushNotificationConfigId);
+      return null;
+    },
+  };
+}
+
 /**
  * The JSON-RPC 2.0 binding of A2A (v1.0 §9, and v0.3 for header-less callers), framework-free:
  * the HTTP edge resolves the agent, authenticates, and hands the body here; every outcome,
@@ -160,110 +306,13 @@ export class A2AJsonRpcHandler {
 
   constructor(
     private readonly ops: A2AOperations,
-    private readonly streams: A2AStreams,
-    private readonly push: A2APushService,
+    streams: A2AStreams,
+    push: A2APushService,
   ) {
-    const signalOf = (call: JsonRpcCall) => call.signal ?? new AbortController().signal;
-    const callerOf = (call: JsonRpcCall): A2ACaller => call.caller ?? ANONYMOUS_CALLER;
-    const send = <T extends { options: SendOptions }>(m: T, call: JsonRpcCall): T => ({
-      ...m,
-      options: { ...m.options, caller: callerOf(call), ...(call.extensions ? { extensions: call.extensions } : {}) },
-    });
-    this.v1 = {
-      SendStreamingMessage: async (agent, params, call) => {
-        requireStreaming(agent);
-        const { inbound, options } = send(fromV1SendMessageRequest(fastV1SendMessageRequest(params) ?? parse(V1SendMessageRequestSchema, params)), call);
-        return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '1.0', signalOf(call)));
-      },
-      SubscribeToTask: async (agent, params, call) => {
-        requireStreaming(agent);
-        const p = parse(V1SubscribeToTaskRequestSchema, params);
-        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '1.0', signalOf(call), callerOf(call)));
-      },
-      SendMessage: async (agent, params, call) => {
-        const { inbound, options } = send(fromV1SendMessageRequest(fastV1SendMessageRequest(params) ?? parse(V1SendMessageRequestSchema, params)), call);
-        return toV1SendMessageResponse(await this.ops.sendMessage(agent, inbound, options));
-      },
-      CreateTaskPushNotificationConfig: async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V1PushConfigSchema, params);
-        if (!p.taskId) throw new A2AError('InvalidParams', 'taskId is required', { metadata: { field: 'taskId' } });
-        return toV1PushConfig(await this.push.create(agent, callerOf(call), p.taskId, fromV1PushConfig(p), '1.0'));
-      },
-      GetTaskPushNotificationConfig: async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V1PushConfigRefSchema, params);
-        return toV1PushConfig(await this.push.get(agent, callerOf(call), p.taskId, p.id));
-      },
-      ListTaskPushNotificationConfigs: async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V1ListPushConfigsSchema, params);
-        return { configs: (await this.push.list(agent, callerOf(call), p.taskId)).map(toV1PushConfig), nextPageToken: '' };
-      },
-      DeleteTaskPushNotificationConfig: async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V1PushConfigRefSchema, params);
-        await this.push.delete(agent, callerOf(call), p.taskId, p.id);
-        return {};
-      },
-      ListTasks: async (agent, params, call) => {
-        const p = parse(V1ListTasksRequestSchema, params);
-        return toV1ListTasksResponse(await this.ops.listTasks(agent, fromV1ListTasksRequest(p), callerOf(call)));
-      },
-      GetTask: async (agent, params, call) => {
-        const p = parse(V1GetTaskRequestSchema, params);
-        return toV1Task(await this.ops.getTask(agent, p.id, p.historyLength, callerOf(call)));
-      },
-      CancelTask: async (agent, params, call) => {
-        const p = parse(V1CancelTaskRequestSchema, params);
-        return toV1Task(await this.ops.cancelTask(agent, p.id, undefined, callerOf(call)));
-      },
-    };
-    this.v03 = {
-      'message/stream': async (agent, params, call) => {
-        requireStreaming(agent);
-        const { inbound, options } = send(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
-        return new StreamStart(await this.streams.sendStreaming(agent, inbound, options, '0.3', signalOf(call)));
-      },
-      'tasks/resubscribe': async (agent, params, call) => {
-        requireStreaming(agent);
-        const p = parse(V03TaskIdParamsSchema, params);
-        return new StreamStart(await this.streams.subscribe(agent, p.id, parseResumeCursor(call.resume ?? {}), '0.3', signalOf(call), callerOf(call)));
-      },
-      'message/send': async (agent, params, call) => {
-        const { inbound, options } = send(fromV03MessageSendParams(parse(V03MessageSendParamsSchema, params)), call);
-        return toV03SendResult(await this.ops.sendMessage(agent, inbound, options));
-      },
-      'tasks/pushNotificationConfig/set': async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V03TaskPushConfigSchema, params);
-        return toV03PushConfig(await this.push.create(agent, callerOf(call), p.taskId, fromV03PushConfig(p.pushNotificationConfig), '0.3'));
-      },
-      'tasks/pushNotificationConfig/get': async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V03GetPushConfigSchema, params);
-        return toV03PushConfig(await this.push.get(agent, callerOf(call), p.id, p.pushNotificationConfigId));
-      },
-      'tasks/pushNotificationConfig/list': async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V03ListPushConfigSchema, params);
-        return (await this.push.list(agent, callerOf(call), p.id)).map(toV03PushConfig);
-      },
-      'tasks/pushNotificationConfig/delete': async (agent, params, call) => {
-        this.push.require(agent);
-        const p = parse(V03DeletePushConfigSchema, params);
-        await this.push.delete(agent, callerOf(call), p.id, p.pushNotificationConfigId);
-        return null;
-      },
-      'tasks/get': async (agent, params, call) => {
-        const p = parse(V03TaskQueryParamsSchema, params);
-        return toV03Task(await this.ops.getTask(agent, p.id, p.historyLength, callerOf(call)));
-      },
-      'tasks/cancel': async (agent, params, call) => {
-        const p = parse(V03TaskIdParamsSchema, params);
-        return toV03Task(await this.ops.cancelTask(agent, p.id, undefined, callerOf(call)));
-      },
-    };
+    // the method tables, built by one small function per group of operations
+    const deps: MethodDeps = { ops, streams, push };
+    this.v1 = { ...v1MessageMethods(deps), ...v1TaskMethods(deps), ...v1PushMethods(deps) };
+    this.v03 = { ...v03MessageMethods(deps), ...v03TaskMethods(deps), ...v03PushMethods(deps) };
   }
 
   /**

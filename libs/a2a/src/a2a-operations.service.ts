@@ -15,7 +15,7 @@ import {
 } from '#libs/runs';
 import { AppError } from '#libs/common';
 import { RuntimeRegistry, type AgentMessageInput, type ParsedRuntime } from '#libs/runtimes';
-import { A2AError, toA2AError } from './a2a.errors.js';
+import { A2AError } from './a2a.errors.js';
 import { ExtensionRuleError } from '#libs/extensions';
 import { A2APushService } from './push/a2a-push.service.js';
 import { ANONYMOUS_CALLER, canSeeTask, type A2ACaller, type InboundMessage, type SendOptions, type SendOutcome } from './a2a.types.js';
@@ -39,7 +39,9 @@ export function mediaTypeAccepted(mediaType: string, modes: readonly string[]): 
  * Every call is scoped by the resolved agent's organization and agent: a task of another agent
  * or organization is "not found" (§3.3.2: do not reveal existence).
  *
- * Errors are `A2AError`s (AppErrors are mapped through the registry's `a2a` names).
+ * Errors: `A2AError`s for protocol errors raised here, and the AppErrors of the canonical model
+ * (run.not_found, run.terminal, …) as they are thrown: each binding maps them once, at its edge,
+ * through `toA2AError` (the table `A2A_ERROR_FOR_CODE` → `A2A_ERRORS`).
  */
 @Injectable()
 export class A2AOperations {
@@ -82,61 +84,57 @@ export class A2AOperations {
    * agent does not accept → ContentTypeNotSupported.
    */
   async sendMessage(agent: ResolvedA2AAgent, inbound: InboundMessage, options: SendOptions): Promise<SendOutcome> {
-    try {
-      if (options.pushNotificationConfig) this.push.require(agent);
-      this.checkInputModes(agent, inbound.message.parts);
-      inbound = applyExtensions(inbound, options);
-      const orgId = agent.org.id;
-      const agentId = agent.agent.id;
+    if (options.pushNotificationConfig) this.push.require(agent);
+    this.checkInputModes(agent, inbound.message.parts);
+    inbound = applyExtensions(inbound, options);
+    const orgId = agent.org.id;
+    const agentId = agent.agent.id;
 
-      if (inbound.taskId !== undefined) {
-        const run = await this.messageOnTask(orgId, agentId, inbound, options.caller ?? ANONYMOUS_CALLER);
-        // a config sent with more input starts with that input's effects
-        if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1);
-        if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
-        return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
-      }
-
-      const creation = {
-        orgId,
-        agentId,
-        revisionId: agent.revision.id,
-        threadId: inbound.contextId,
-        message: inbound.message,
-        metadata: options.metadata,
-        createdBy: options.caller?.id ?? null,
-        ...(options.extensions?.activated.length ? { extensions: options.extensions.activated } : {}),
-      };
-      const reply = await this.directReply(agent, inbound.message);
-      if (reply) {
-        const recorded = await this.recordReply.execute({ ...creation, reply });
-        if (recorded.reply) return { kind: 'message', message: recorded.reply.message, contextId: recorded.run.threadId, sequence: recorded.reply.sequence };
-        // the messageId created a task before this agent's rules answered it directly: that task
-        if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, recorded.run.id, this.blockingTimeoutMs);
-        return { kind: 'task', view: await this.runs.view(orgId, recorded.run.id, { historyLength: options.historyLength, agentId }) };
-      }
-
-      const { run, created } = await this.createRun.execute(creation);
-      // the messageId was answered directly before (the agent's rules changed since): that Message
-      if (run.kind === 'reply') return replyOutcome(await this.runs.view(orgId, run.id, { agentId }));
-      // the task's whole story (a retry of the same message sets the same config again)
-      if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
-      if (options.returnImmediately && created) {
-        // The run was just created: its view is known without reading it back.
-        const message: CanonicalMessage = { ...inbound.message, role: 'user' };
-        const view: RunView = {
-          run: { ...run, openInteractionId: null },
-          statusMessage: null,
-          history: options.historyLength === 0 ? [] : [message],
-          artifacts: [],
-        };
-        return { kind: 'task', view };
-      }
-      if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
+    if (inbound.taskId !== undefined) {
+      const run = await this.messageOnTask(orgId, agentId, inbound, options.caller ?? ANONYMOUS_CALLER);
+      // a config sent with more input starts with that input's effects
+      if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1);
+      if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
       return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
-    } catch (e) {
-      throw toA2AError(e);
     }
+
+    const creation = {
+      orgId,
+      agentId,
+      revisionId: agent.revision.id,
+      threadId: inbound.contextId,
+      message: inbound.message,
+      metadata: options.metadata,
+      createdBy: options.caller?.id ?? null,
+      ...(options.extensions?.activated.length ? { extensions: options.extensions.activated } : {}),
+    };
+    const reply = await this.directReply(agent, inbound.message);
+    if (reply) {
+      const recorded = await this.recordReply.execute({ ...creation, reply });
+      if (recorded.reply) return { kind: 'message', message: recorded.reply.message, contextId: recorded.run.threadId, sequence: recorded.reply.sequence };
+      // the messageId created a task before this agent's rules answered it directly: that task
+      if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, recorded.run.id, this.blockingTimeoutMs);
+      return { kind: 'task', view: await this.runs.view(orgId, recorded.run.id, { historyLength: options.historyLength, agentId }) };
+    }
+
+    const { run, created } = await this.createRun.execute(creation);
+    // the messageId was answered directly before (the agent's rules changed since): that Message
+    if (run.kind === 'reply') return replyOutcome(await this.runs.view(orgId, run.id, { agentId }));
+    // the task's whole story (a retry of the same message sets the same config again)
+    if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
+    if (options.returnImmediately && created) {
+      // The run was just created: its view is known without reading it back.
+      const message: CanonicalMessage = { ...inbound.message, role: 'user' };
+      const view: RunView = {
+        run: { ...run, openInteractionId: null },
+        statusMessage: null,
+        history: options.historyLength === 0 ? [] : [message],
+        artifacts: [],
+      };
+      return { kind: 'task', view };
+    }
+    if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
+    return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
   }
 
   /** A push config sent with SendMessage, delivered after `fromSequence` of the task. */
@@ -149,13 +147,9 @@ export class A2AOperations {
    * reply's run (its A2A view is a Message, not a Task) → TaskNotFound.
    */
   async getTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number, caller: A2ACaller = ANONYMOUS_CALLER): Promise<RunView> {
-    try {
-      const view = await this.runs.view(agent.org.id, taskId, { historyLength, agentId: agent.agent.id });
-      if (!isTask(view.run) || !canSeeTask(caller, view.run.createdBy)) throw taskNotFound(taskId);
-      return view;
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    const view = await this.runs.view(agent.org.id, taskId, { historyLength, agentId: agent.agent.id });
+    if (!isTask(view.run) || !canSeeTask(caller, view.run.createdBy)) throw taskNotFound(taskId);
+    return view;
   }
 
   /**
@@ -163,13 +157,9 @@ export class A2AOperations {
    * terminal → TaskNotCancelable.
    */
   async cancelTask(agent: ResolvedA2AAgent, taskId: string, historyLength?: number, caller: A2ACaller = ANONYMOUS_CALLER): Promise<RunView> {
-    try {
-      await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
-      const run = await this.cancelRun.execute({ orgId: agent.org.id, runId: taskId, agentId: agent.agent.id });
-      return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
+    const run = await this.cancelRun.execute({ orgId: agent.org.id, runId: taskId, agentId: agent.agent.id });
+    return await this.runs.view(agent.org.id, run.id, { historyLength, agentId: agent.agent.id });
   }
 
   /**
@@ -182,35 +172,31 @@ export class A2AOperations {
    * exactly once.
    */
   async listTasks(agent: ResolvedA2AAgent, q: ListTasksQuery, caller: A2ACaller = ANONYMOUS_CALLER): Promise<ListTasksPage> {
-    try {
-      const orgId = agent.org.id;
-      const fingerprint = callerBound(listFingerprint(agent.agent.id, q), caller);
-      const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
-      // an anonymous caller (an agent without authentication) lists only within a context it
-      // names: the contextId is its capability, as a task id is for GetTask
-      if (isAnonymous(caller) && q.contextId === undefined) return { views: [], nextPageToken: '', pageSize: q.pageSize, totalSize: 0 };
-      const filter = {
-        agentId: agent.agent.id,
-        kind: TASK_KIND,
-        threadId: q.contextId,
-        ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
-        statusFrom: q.statusTimestampAfter,
-        ...ownerFilter(caller),
-      };
-      const [rows, totalSize] = await Promise.all([this.runs.list(orgId, { ...filter, before, limit: q.pageSize }), this.runs.count(orgId, filter)]);
-      const page = rows.slice(0, q.pageSize);
-      const views = await this.runs.views(
-        orgId,
-        page.map((r) => r.id),
-        // a page of a list: the read replica may serve it (the caller's own writes are still seen)
-        { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts, lagTolerant: true },
-      );
-      const last = page.at(-1);
-      const nextPageToken = rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '';
-      return { views, nextPageToken, pageSize: q.pageSize, totalSize };
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    const orgId = agent.org.id;
+    const fingerprint = callerBound(listFingerprint(agent.agent.id, q), caller);
+    const before = q.pageToken !== undefined ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
+    // an anonymous caller (an agent without authentication) lists only within a context it
+    // names: the contextId is its capability, as a task id is for GetTask
+    if (isAnonymous(caller) && q.contextId === undefined) return { views: [], nextPageToken: '', pageSize: q.pageSize, totalSize: 0 };
+    const filter = {
+      agentId: agent.agent.id,
+      kind: TASK_KIND,
+      threadId: q.contextId,
+      ...(q.state !== undefined ? taskStateFilter(q.state) : {}),
+      statusFrom: q.statusTimestampAfter,
+      ...ownerFilter(caller),
+    };
+    const [rows, totalSize] = await Promise.all([this.runs.list(orgId, { ...filter, before, limit: q.pageSize }), this.runs.count(orgId, filter)]);
+    const page = rows.slice(0, q.pageSize);
+    const views = await this.runs.views(
+      orgId,
+      page.map((r) => r.id),
+      // a page of a list: the read replica may serve it (the caller's own writes are still seen)
+      { historyLength: q.historyLength, includeArtifacts: q.includeArtifacts, lagTolerant: true },
+    );
+    const last = page.at(-1);
+    const nextPageToken = rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '';
+    return { views, nextPageToken, pageSize: q.pageSize, totalSize };
   }
 
   /**
@@ -219,20 +205,16 @@ export class A2AOperations {
    * another's), Tasks in the call's version.
    */
   async searchTasks(agent: ResolvedA2AAgent, caller: A2ACaller, q: { query: string; pageSize: number; pageToken?: string; historyLength?: number }): Promise<{ views: RunView[]; nextPageToken: string }> {
-    try {
-      const fingerprint = callerBound(listFingerprint(agent.agent.id, { contextId: `search:${q.query}` }), caller);
-      const before = q.pageToken ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
-      // an anonymous caller owns nothing it could name: searching across anonymous tasks would
-      // show other callers' tasks, so it finds nothing
-      if (isAnonymous(caller)) return { views: [], nextPageToken: '' };
-      const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, kind: TASK_KIND, ...ownerFilter(caller), before, limit: q.pageSize });
-      const page = rows.slice(0, q.pageSize);
-      const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength, lagTolerant: true });
-      const last = page.at(-1);
-      return { views, nextPageToken: rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '' };
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    const fingerprint = callerBound(listFingerprint(agent.agent.id, { contextId: `search:${q.query}` }), caller);
+    const before = q.pageToken ? decodePageToken(q.pageToken, fingerprint, this.pageTokenSecret) : undefined;
+    // an anonymous caller owns nothing it could name: searching across anonymous tasks would
+    // show other callers' tasks, so it finds nothing
+    if (isAnonymous(caller)) return { views: [], nextPageToken: '' };
+    const rows = await this.runs.search(agent.org.id, agent.agent.id, { query: q.query, kind: TASK_KIND, ...ownerFilter(caller), before, limit: q.pageSize });
+    const page = rows.slice(0, q.pageSize);
+    const views = await this.runs.views(agent.org.id, page.map((r) => r.id), { historyLength: q.historyLength, lagTolerant: true });
+    const last = page.at(-1);
+    return { views, nextPageToken: rows.length > q.pageSize && last ? encodePageToken(last, fingerprint, this.pageTokenSecret) : '' };
   }
 
   /**

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { RunStreamHub, RunViews, isTerminal, type RunView } from '#libs/runs';
-import { A2AError, toA2AError } from './a2a.errors.js';
+import { A2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { ANONYMOUS_CALLER, type A2ACaller } from './a2a.types.js';
 import type { A2AProtocolVersion, InboundMessage, SendOptions } from './a2a.types.js';
@@ -123,11 +123,7 @@ export class A2AStreams {
       throw new A2AError('UnsupportedOperation', `task ${run.id} is ${run.status} and the cursor is at the end of its log`, { metadata: { taskId: run.id } });
     }
     let state: ProjectionState;
-    try {
-      state = await this.runs.stateAt(agent.org.id, run.id, cursor.sequence);
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    state = await this.runs.stateAt(agent.org.id, run.id, cursor.sequence);
     return this.follow(agent.org.id, run.id, cursor.sequence, state, version, signal);
   }
 

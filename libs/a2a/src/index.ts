@@ -33,3 +33,4 @@ export { PushDeliveryService, pushPayload } from './push/push-delivery.service.j
 export { toV1PushConfig, toV03PushConfig } from './push/push-schemas.js';
 export { JwtVerifier, bearerChallenge, type JwtCaller } from './jwt-verifier.js';
 export { annotateResult, annotateStream } from './extension-output.js';
+export * from './rest/rest-routes.js';

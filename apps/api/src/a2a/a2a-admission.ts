@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from '#libs/extensions';
-import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, GrpcEndpoint, projectExtendedAgentCard, servedTransports, toA2AError, toV03AgentCard, type A2ACaller, type A2AProtocolVersion } from '#libs/a2a';
+import { A2AAccessService, A2AError, ANONYMOUS_CALLER, declaredExtensions, GrpcEndpoint, projectExtendedAgentCard, servedTransports, toV03AgentCard, type A2ACaller, type A2AProtocolVersion } from '#libs/a2a';
 import { AgentCardSigner } from './agent-card.signer.js';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { A2ATransport } from '#libs/contracts';
@@ -31,8 +31,9 @@ export function callerOf(req: FastifyRequest): A2ACaller {
 /**
  * The checks every A2A call shares, whatever its binding: the agent at `/a2a/<org>/<agent>`
  * (resolution cached up to AGENT_CACHE_TTL_MS), served over `transport`, and the caller allowed
- * by the binding's security. Throws A2AError: TaskNotFound (unknown or unpublished agent),
- * MethodNotFound (transport not served), Unauthenticated / Unauthorized; each binding frames it.
+ * by the binding's security. Throws A2AError (MethodNotFound: transport not served;
+ * Unauthenticated / Unauthorized) or the AppError of what it called (agent.not_found /
+ * agent.not_published → TaskNotFound, …); each binding maps it once, at its edge (`toA2AError`).
  */
 @Injectable()
 export class A2AAdmission {
@@ -53,20 +54,11 @@ export class A2AAdmission {
 
   /** `admit` for a binding without a Fastify request (gRPC): the agent and the caller its credentials identify. */
   async admitPresented(org: string, agentSlug: string, transport: A2ATransport, presented: PresentedCredentials): Promise<{ agent: ResolvedA2AAgent; caller: A2ACaller }> {
-    let agent: ResolvedA2AAgent;
-    try {
-      agent = await this.directory.resolve(org, agentSlug, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    const agent = await this.directory.resolve(org, agentSlug, { maxAgeMs: this.config.AGENT_CACHE_TTL_MS });
     if (!servedTransports(agent.binding, this.grpc).includes(transport)) {
       throw new A2AError('MethodNotFound', `agent ${org}/${agentSlug} is not served over ${transport === 'JSONRPC' ? 'JSON-RPC' : transport}`);
     }
-    try {
-      return { agent, caller: await this.access.caller(agent, presented) };
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    return { agent, caller: await this.access.caller(agent, presented) };
   }
 
   /**
@@ -93,11 +85,7 @@ export class A2AAdmission {
 
   /** The extensions a raw `A2A-Extensions` value activates for `agent` (see `negotiate`; gRPC reads it from metadata). */
   negotiateValue(agent: ResolvedA2AAgent, raw: string | string[] | undefined): Negotiated {
-    try {
-      return this.extensions.negotiate(declaredExtensions(agent), parseExtensionsHeader(raw));
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    return this.extensions.negotiate(declaredExtensions(agent), parseExtensionsHeader(raw));
   }
 
   /**
@@ -114,13 +102,9 @@ export class A2AAdmission {
   async extendedCardFor(agent: ResolvedA2AAgent, presented: PresentedCredentials, base: string, version: A2AProtocolVersion = '1.0'): Promise<Record<string, unknown>> {
     // not declared / not configured is said to anyone; the card itself only to the authenticated
     const card = projectExtendedAgentCard(agent, base, this.grpc);
-    try {
-      // the binding's own credentials (any alternative of an `anyOf`); on an open binding a key of
-      // the organization (the card declares it: projectAgentCard)
-      await this.access.caller(agent, presented, { required: true });
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    // the binding's own credentials (any alternative of an `anyOf`); on an open binding a key of
+    // the organization (the card declares it: projectAgentCard)
+    await this.access.caller(agent, presented, { required: true });
     // signed like the public card, in the shape of the version asked for
     const shaped = (version === '1.0' ? card : toV03AgentCard(card)) as unknown as Record<string, unknown>;
     return this.signer.sign(shaped, agent, base);

@@ -127,24 +127,14 @@ export class A2AJsonRpcRoute implements OnModuleInit {
   }
 
   /**
-   * Send a started stream as SSE: one event per item, `id:` = the run's sequence (so
-   * `Last-Event-ID` resumes), data = a JSON-RPC response with the item as `result`. An error
-   * after the first event is sent as an `event: error` whose data is a JSON-RPC error response.
+   * Send a started stream as SSE (SseHeartbeat.pump): data = a JSON-RPC response with the item as
+   * `result`; an error after the first event is an `event: error` whose data is a JSON-RPC error response.
    */
-  private async pipe(reply: FastifyReply, started: JsonRpcStream, ac: AbortController): Promise<void> {
-    const sse = this.sse.open(reply);
-    sse.link(ac);
-    try {
-      for await (const item of started.stream) {
-        await sse.send({ id: item.sequence, data: JSON.stringify({ jsonrpc: '2.0', id: started.id, result: item.result }) });
-        if (!sse.open) break;
-      }
-    } catch (e) {
-      await sse.send({ event: 'error', data: JSON.stringify(jsonRpcErrorResponse(started.id, toA2AError(e), started.version)) });
-    } finally {
-      ac.abort();
-      sse.end();
-    }
+  private pipe(reply: FastifyReply, started: JsonRpcStream, ac: AbortController): Promise<void> {
+    return this.sse.pump(reply, started.stream[Symbol.asyncIterator](), ac, {
+      data: (item) => JSON.stringify({ jsonrpc: '2.0', id: started.id, result: item.result }),
+      error: (e) => JSON.stringify(jsonRpcErrorResponse(started.id, toA2AError(e), started.version)),
+    });
   }
 }
 

@@ -1,16 +1,17 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
 import { z } from 'zod';
-import { V1SendMessageRequestSchema } from '#libs/a2a';
+import { A2A_REST_ROUTES, restPathParams, V1SendMessageRequestSchema, type A2ARestRoute } from '#libs/a2a';
 import { OPENAPI_SCHEMA_PREFIX, type OpenApiSchema } from '#libs/contracts';
 import { API_KEY_SCHEME, BEARER_SCHEME } from '../admin/admin-openapi.js';
 
 /**
- * OpenAPI description of the A2A endpoints. Their controllers stay out of Swagger's scan
- * (`@ApiExcludeController`: raw replies, the `{tenant}` twins of every route and the find-my-way
- * patterns would document badly), so the paths are added here, from the routes the controllers
- * declare, with links to the specification. The request schema of SendMessage is generated from
- * the zod schema that parses it; A2A response shapes (Task, Message, ...) are the ProtoJSON of
- * a2a.proto, summarized with a link to the spec.
+ * OpenAPI description of the A2A endpoints, which are plain Fastify routes (not in Swagger's scan).
+ * The HTTP+JSON paths are generated from the route table the edge registers (`A2A_REST_ROUTES`,
+ * libs/a2a: method, path, operation, summary, spec section, request / response schema, streaming),
+ * their query parameters and request bodies from the zod schemas that parse them (SendMessage,
+ * ListTasks, GetTask, CancelTask, push configs); examples are keyed by operationId. A2A response
+ * shapes (Task, Message, ...) are the ProtoJSON of a2a.proto, summarized with a link to the spec.
+ * test/openapi.test.ts checks that every registered A2A route is documented and vice versa.
  */
 
 /** The A2A specification (the latest published version). */
@@ -246,6 +247,13 @@ function a2aSchemas(): Record<string, OpenApiSchema> {
       },
       required: ['name', 'description', 'version', 'supportedInterfaces', 'capabilities', 'defaultInputModes', 'defaultOutputModes', 'skills'],
     },
+    A2ACancelTaskRequest: {
+      ...requestFields(A2A_REST_ROUTES.find((r) => r.operation === 'CancelTask')!),
+      description: 'CancelTaskRequest (ProtoJSON) without its id, which the path gives; optional (the SDK client sends no body).',
+      externalDocs: spec('CancelTask'),
+    },
+    A2AEmpty: { type: 'object', description: 'google.protobuf.Empty: an empty JSON object.' },
+    A2AStruct: { ...STRUCT, description: 'A JSON object (google.protobuf.Struct).' },
     A2AJsonRpcRequest: {
       type: 'object',
       description: `A JSON-RPC 2.0 request. Methods: v1.0 (with \`A2A-Version: 1.0\`) ${JSON_RPC_METHODS['1.0'].join(', ')}; v0.3 (no header) ${JSON_RPC_METHODS['0.3'].join(', ')}.`,
@@ -385,38 +393,119 @@ const REST_BODY_ERRORS = { ...REST_ERRORS, '415': { description: 'The body is no
 
 const BASE = '/a2a/{org}/{agent}';
 
-function restOperation(op: {
-  operationId: string;
-  summary: string;
-  section: string;
-  parameters?: unknown[];
-  requestBody?: unknown;
-  response: Record<string, unknown>;
-  errors?: Record<string, unknown>;
-}): Record<string, unknown> {
+/** A path parameter of the HTTP+JSON routes, by name (besides the binding path's org and agent). */
+const ROUTE_PARAMS: Record<string, object> = {
+  id: TASK_ID,
+  configId: CONFIG_ID,
+  method: { name: 'method', in: 'path', required: true, description: 'The method of an activated extension', schema: { type: 'string' }, example: 'SearchTasks' },
+};
+
+/** Query parameters beside a request message's fields (`extraQuery` of a route). */
+const EXTRA_QUERY: Record<string, object> = {
+  cursor: { name: 'cursor', in: 'query', required: false, description: 'Same as the A2A-Cursor header', schema: { type: 'string' } },
+};
+
+/**
+ * The examples of the HTTP+JSON operations, by operationId: request body and 200 answer (JSON), or
+ * the SSE text of a stream. Each JSON example is validated against its schema (test/openapi.test.ts).
+ */
+const REST_EXAMPLES: Record<string, { request?: Record<string, { summary: string; value: unknown }>; response?: Record<string, { summary: string; value: unknown }>; description: string }> = {
+  A2ARestSendMessage: {
+    description: 'SendMessageResponse: the Task, or a direct reply Message',
+    request: { text: { summary: 'A message with a text part', value: SEND_MESSAGE } },
+    response: { task: { summary: 'The Task', value: { task: TASK } }, inputRequired: { summary: 'A Task waiting for input', value: { task: INPUT_REQUIRED_TASK } } },
+  },
+  A2ARestSendStreamingMessage: { description: "SSE: each event's data is a StreamResponse; `id` is the run sequence", request: { text: { summary: 'A message with a text part', value: SEND_MESSAGE } } },
+  A2ARestListTasks: { description: 'ListTasksResponse', response: { page: { summary: 'One page', value: { tasks: [TASK], nextPageToken: '', pageSize: 20, totalSize: 1 } } } },
+  A2ARestGetTask: { description: 'The Task', response: { task: { summary: 'A completed task', value: TASK } } },
+  A2ARestCancelTask: {
+    description: 'The canceled Task',
+    request: { empty: { summary: 'No body fields', value: {} } },
+    response: { canceled: { summary: 'Canceled', value: { id: TASK_ID_VALUE, contextId: CONTEXT_ID, status: { state: 'TASK_STATE_CANCELED', timestamp: '2026-05-04T09:15:02.000Z' } } } },
+  },
+  A2ARestSubscribeToTask: { description: "SSE of StreamResponse, from the task's current state (or after Last-Event-ID)" },
+  A2ARestSubscribeToTaskByPost: { description: "SSE of StreamResponse, from the task's current state (or after Last-Event-ID)" },
+  A2ARestCreatePushConfig: {
+    description: 'The config (with its webhookSecret)',
+    request: { webhook: { summary: 'A webhook with a bearer credential', value: { url: 'https://client.example.com/a2a/push', token: 'opaque-client-token', authentication: { scheme: 'Bearer', credentials: 's3cr3t' } } } },
+    response: { created: { summary: 'Created', value: { ...PUSH_CONFIG, webhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } },
+  },
+  A2ARestListPushConfigs: { description: 'The configs', response: { list: { summary: 'One config', value: { configs: [PUSH_CONFIG], nextPageToken: '' } } } },
+  A2ARestGetPushConfig: { description: 'The config', response: { config: { summary: 'A config', value: PUSH_CONFIG } } },
+  A2ARestDeletePushConfig: { description: 'Deleted (empty object)', response: { deleted: { summary: 'Deleted', value: {} } } },
+  A2ARestGetExtendedAgentCard: { description: 'The extended AgentCard', response: { card: { summary: 'An extended card', value: { ...CARD, description: 'Helps with the weather (all skills)' } } } },
+  A2ARestExtensionMethod: {
+    description: "The method's result",
+    request: { search: { summary: 'SearchTasks params', value: { query: 'weather' } } },
+    response: { result: { summary: 'A result', value: { tasks: [], nextPageToken: '' } } },
+  },
+};
+
+/**
+ * The fields of a request message's zod schema as the parser reads them (the input side of the
+ * object inside its `z.preprocess`): query parameters of a GET, the body of a POST.
+ */
+function requestFields(route: A2ARestRoute): OpenApiSchema & { properties?: Record<string, OpenApiSchema>; required?: string[] } {
+  const schema = route.request as unknown as { out?: unknown } | undefined;
+  if (!schema) return { type: 'object' };
+  const inner = (schema.out ?? schema) as Parameters<typeof z.toJSONSchema>[0];
+  const { $schema: _s, ...json } = z.toJSONSchema(inner, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as OpenApiSchema & { properties?: Record<string, OpenApiSchema> };
+  // the tenant and the path's fields are in the URL
+  const skip = new Set(['tenant', ...(route.pathFields ?? [])]);
+  const properties = Object.fromEntries(Object.entries(json.properties ?? {}).filter(([name]) => !skip.has(name)));
+  const required = ((json as { required?: string[] }).required ?? []).filter((name) => !skip.has(name));
+  const { required: _r, ...rest } = json as OpenApiSchema & { required?: string[] };
+  return { ...rest, properties, ...(required.length > 0 ? { required } : {}) };
+}
+
+/** The OpenAPI operation of one HTTP+JSON route of the table. */
+function restOperationOf(route: A2ARestRoute): Record<string, unknown> {
+  const ex = REST_EXAMPLES[route.operationId];
+  const query =
+    route.method === 'GET' && route.request
+      ? Object.entries(requestFields(route).properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }))
+      : [];
+  const parameters = [
+    ...PATH_PARAMS,
+    VERSION_HEADER,
+    EXTENSIONS_HEADER,
+    ...restPathParams(route.path).map((name) => ROUTE_PARAMS[name]),
+    ...(route.streaming && route.operation === 'SubscribeToTask' ? RESUME_HEADERS : []),
+    ...query,
+    ...(route.extraQuery ?? []).map((name) => EXTRA_QUERY[name]),
+  ];
+  const body = route.requestBody && route.body !== 'ignored'
+    ? {
+        required: route.body === 'required',
+        content: {
+          ...json(ref(route.requestBody), ex?.request),
+          ...(route.requestBody === 'A2ASendMessageRequest' ? { 'application/a2a+json': { schema: ref(route.requestBody) } } : {}),
+        },
+      }
+    : undefined;
+  const ok = route.streaming
+    ? { description: ex?.description ?? 'SSE of StreamResponse', content: sse('SSE events of StreamResponse JSON', REST_STREAM_EXAMPLE) }
+    : { description: ex?.description ?? route.summary, content: json(ref(route.response), ex?.response) };
   return {
     tags: [A2A_TAGS.httpJson],
-    operationId: op.operationId,
-    summary: op.summary,
-    externalDocs: spec(op.section),
-    parameters: [...PATH_PARAMS, VERSION_HEADER, EXTENSIONS_HEADER, ...(op.parameters ?? [])],
-    ...(op.requestBody ? { requestBody: op.requestBody } : {}),
-    responses: { ...op.response, ...(op.errors ?? (op.requestBody ? REST_BODY_ERRORS : REST_ERRORS)) },
+    operationId: route.operationId,
+    summary: route.summary,
+    externalDocs: spec(route.section),
+    parameters,
+    ...(body ? { requestBody: body } : {}),
+    responses: { '200': ok, ...(route.body ? REST_BODY_ERRORS : REST_ERRORS) },
     security: A2A_SECURITY,
   };
 }
 
+/** The HTTP+JSON paths, generated from the route table (`A2A_REST_ROUTES`, libs/a2a). */
+function restPaths(): Record<string, Record<string, unknown>> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of A2A_REST_ROUTES) (paths[`${BASE}${route.path}`] ??= {})[route.method.toLowerCase()] = restOperationOf(route);
+  return paths;
+}
+
 function a2aPaths(): Record<string, Record<string, unknown>> {
-  const sendBody = {
-    required: true,
-    content: {
-      'application/json': {
-        schema: ref('A2ASendMessageRequest'),
-        examples: { text: { summary: 'A message with a text part', value: SEND_MESSAGE } },
-      },
-      'application/a2a+json': { schema: ref('A2ASendMessageRequest') },
-    },
-  };
   const jsonRpcExamples = {
     sendMessage: { summary: 'SendMessage (v1.0) with a text part', value: rpc(1, 'SendMessage', SEND_MESSAGE) },
     streaming: { summary: 'SendStreamingMessage (v1.0): answered as SSE', value: rpc(1, 'SendStreamingMessage', SEND_MESSAGE) },
@@ -480,147 +569,7 @@ function a2aPaths(): Record<string, Record<string, unknown>> {
         security: A2A_SECURITY,
       },
     },
-    [`${BASE}/message:send`]: {
-      post: restOperation({
-        operationId: 'A2ARestSendMessage',
-        summary: 'SendMessage (HTTP+JSON)',
-        section: 'SendMessage',
-        requestBody: sendBody,
-        response: {
-          '200': {
-            description: 'SendMessageResponse: the Task, or a direct reply Message',
-            content: json(ref('A2ASendMessageResponse'), {
-              task: { summary: 'The Task', value: { task: TASK } },
-              inputRequired: { summary: 'A Task waiting for input', value: { task: INPUT_REQUIRED_TASK } },
-            }),
-          },
-        },
-      }),
-    },
-    [`${BASE}/message:stream`]: {
-      post: restOperation({
-        operationId: 'A2ARestSendStreamingMessage',
-        summary: 'SendStreamingMessage (HTTP+JSON): an SSE stream of StreamResponse',
-        section: 'SendStreamingMessage',
-        requestBody: sendBody,
-        response: { '200': { description: 'SSE: each event\'s data is a StreamResponse; `id` is the run sequence', content: sse('SSE events of StreamResponse JSON', REST_STREAM_EXAMPLE) } },
-      }),
-    },
-    [`${BASE}/tasks`]: {
-      get: restOperation({
-        operationId: 'A2ARestListTasks',
-        summary: "ListTasks: the caller's tasks of this agent, newest first",
-        section: 'ListTasks',
-        parameters: [
-          { name: 'contextId', in: 'query', required: false, schema: { type: 'string' } },
-          { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: TASK_STATES } },
-          { name: 'pageSize', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 100 } },
-          { name: 'pageToken', in: 'query', required: false, schema: { type: 'string' } },
-          { name: 'historyLength', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } },
-          { name: 'statusTimestampAfter', in: 'query', required: false, schema: { type: 'string', format: 'date-time' } },
-          { name: 'includeArtifacts', in: 'query', required: false, schema: { type: 'boolean' } },
-        ],
-        response: {
-          '200': {
-            description: 'ListTasksResponse',
-            content: json(ref('A2AListTasksResponse'), { page: { summary: 'One page', value: { tasks: [TASK], nextPageToken: '', pageSize: 20, totalSize: 1 } } }),
-          },
-        },
-      }),
-    },
-    [`${BASE}/tasks/{id}`]: {
-      get: restOperation({
-        operationId: 'A2ARestGetTask',
-        summary: 'GetTask',
-        section: 'GetTask',
-        parameters: [TASK_ID, { name: 'historyLength', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }],
-        response: { '200': { description: 'The Task', content: json(ref('A2ATask'), { task: { summary: 'A completed task', value: TASK } }) } },
-      }),
-    },
-    [`${BASE}/tasks/{id}:cancel`]: {
-      post: restOperation({
-        operationId: 'A2ARestCancelTask',
-        summary: 'CancelTask',
-        section: 'CancelTask',
-        parameters: [TASK_ID],
-        requestBody: { required: false, content: json({ type: 'object', properties: { metadata: STRUCT } }, { empty: { summary: 'No body fields', value: {} } }) },
-        response: {
-          '200': {
-            description: 'The canceled Task',
-            content: json(ref('A2ATask'), { canceled: { summary: 'Canceled', value: { id: TASK_ID_VALUE, contextId: CONTEXT_ID, status: { state: 'TASK_STATE_CANCELED', timestamp: '2026-05-04T09:15:02.000Z' } } } }),
-          },
-        },
-      }),
-    },
-    [`${BASE}/tasks/{id}:subscribe`]: Object.fromEntries(
-      (['get', 'post'] as const).map((method) => [
-        method,
-        restOperation({
-          operationId: method === 'get' ? 'A2ARestSubscribeToTask' : 'A2ARestSubscribeToTaskByPost',
-          summary: method === 'get' ? 'SubscribeToTask: an SSE stream of the task (resumable)' : 'SubscribeToTask by POST (as the @a2a-js/sdk client sends it; a body is ignored)',
-          section: 'SubscribeToTask',
-          parameters: [TASK_ID, ...RESUME_HEADERS, { name: 'cursor', in: 'query', required: false, description: 'Same as the A2A-Cursor header', schema: { type: 'string' } }],
-          response: { '200': { description: 'SSE of StreamResponse, from the task\'s current state (or after Last-Event-ID)', content: sse('SSE events of StreamResponse JSON', REST_STREAM_EXAMPLE) } },
-          errors: REST_ERRORS,
-        }),
-      ]),
-    ),
-    [`${BASE}/tasks/{id}/pushNotificationConfigs`]: {
-      post: restOperation({
-        operationId: 'A2ARestCreatePushConfig',
-        summary: 'CreateTaskPushNotificationConfig',
-        section: 'Push notifications',
-        parameters: [TASK_ID],
-        requestBody: {
-          required: true,
-          content: json(ref('A2ATaskPushNotificationConfig'), {
-            webhook: { summary: 'A webhook with a bearer credential', value: { url: 'https://client.example.com/a2a/push', token: 'opaque-client-token', authentication: { scheme: 'Bearer', credentials: 's3cr3t' } } },
-          }),
-        },
-        response: { '200': { description: 'The config (with its webhookSecret)', content: json(ref('A2ATaskPushNotificationConfig'), { created: { summary: 'Created', value: { ...PUSH_CONFIG, webhookSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } } }) } },
-      }),
-      get: restOperation({
-        operationId: 'A2ARestListPushConfigs',
-        summary: 'ListTaskPushNotificationConfigs',
-        section: 'Push notifications',
-        parameters: [TASK_ID, { name: 'pageSize', in: 'query', required: false, schema: { type: 'integer' } }, { name: 'pageToken', in: 'query', required: false, schema: { type: 'string' } }],
-        response: { '200': { description: 'The configs', content: json(ref('A2AListTaskPushNotificationConfigsResponse'), { list: { summary: 'One config', value: { configs: [PUSH_CONFIG], nextPageToken: '' } } }) } },
-      }),
-    },
-    [`${BASE}/tasks/{id}/pushNotificationConfigs/{configId}`]: {
-      get: restOperation({
-        operationId: 'A2ARestGetPushConfig',
-        summary: 'GetTaskPushNotificationConfig',
-        section: 'Push notifications',
-        parameters: [TASK_ID, CONFIG_ID],
-        response: { '200': { description: 'The config', content: json(ref('A2ATaskPushNotificationConfig'), { config: { summary: 'A config', value: PUSH_CONFIG } }) } },
-      }),
-      delete: restOperation({
-        operationId: 'A2ARestDeletePushConfig',
-        summary: 'DeleteTaskPushNotificationConfig',
-        section: 'Push notifications',
-        parameters: [TASK_ID, CONFIG_ID],
-        response: { '200': { description: 'Deleted (empty object)', content: json({ type: 'object' }, { deleted: { summary: 'Deleted', value: {} } }) } },
-      }),
-    },
-    [`${BASE}/extendedAgentCard`]: {
-      get: restOperation({
-        operationId: 'A2ARestGetExtendedAgentCard',
-        summary: 'GetExtendedAgentCard: the richer card, for an API key of the organization (a2a:invoke or admin)',
-        section: 'Extended Agent Card',
-        response: { '200': { description: 'The extended AgentCard', content: json(ref('A2AAgentCard'), { card: { summary: 'An extended card', value: { ...CARD, description: 'Helps with the weather (all skills)' } } }) } },
-      }),
-    },
-    [`${BASE}/extensions/{method}`]: {
-      post: restOperation({
-        operationId: 'A2ARestExtensionMethod',
-        summary: 'A method of an activated extension (e.g. SearchTasks), over HTTP+JSON',
-        section: 'Extensions',
-        parameters: [{ name: 'method', in: 'path', required: true, schema: { type: 'string' }, example: 'SearchTasks' }],
-        requestBody: { required: true, content: json(STRUCT, { search: { summary: 'SearchTasks params', value: { query: 'weather' } } }) },
-        response: { '200': { description: "The method's result", content: json(STRUCT, { result: { summary: 'A result', value: { tasks: [], nextPageToken: '' } } }) } },
-      }),
-    },
+    ...restPaths(),
     [`${BASE}/.well-known/agent-card.json`]: {
       get: {
         tags: [A2A_TAGS.cards],

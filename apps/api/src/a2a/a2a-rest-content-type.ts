@@ -1,15 +1,11 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { A2AError, toRestError } from '#libs/a2a';
 import { JSON_RPC_CONTENT_TYPES, mediaTypeOf, sendJson } from './a2a-http.js';
 
-/** Fastify route config flag of the HTTP+JSON routes that take a request body. */
-const A2A_REST_BODY = 'a2aRestBody';
-
-/** Marks an HTTP+JSON route whose request body must be JSON (checked by A2ARestContentTypeGuard). */
-export const A2ARestBodyRoute = (): MethodDecorator => RouteConfig({ [A2A_REST_BODY]: true });
+/** Fastify route config flag of the HTTP+JSON routes whose request body must be JSON (checked by A2ARestContentTypeGuard). */
+export const A2A_REST_BODY = 'a2aRestBody';
 
 /** True when the request carries a body (RFC 9112 §6.3: Content-Length > 0 or Transfer-Encoding). */
 export function hasBody(req: FastifyRequest): boolean {
@@ -20,7 +16,7 @@ export function hasBody(req: FastifyRequest): boolean {
 /**
  * 415 in the HTTP+JSON error shape for a body that is not JSON (A2A v1.0 §11.2: requests are
  * `application/json`; `application/a2a+json` is accepted too), on the routes marked with
- * `A2ARestBodyRoute`. It must run as an `onRequest` hook: Fastify refuses a Content-Type it has
+ * `A2A_REST_BODY` in their config. It must run as an `onRequest` hook: Fastify refuses a Content-Type it has
  * no parser for before any handler runs, with the admin API's error body; this answers first,
  * and the same way for every non-JSON type. A body without a Content-Type is refused too.
  */

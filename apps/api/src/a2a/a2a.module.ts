@@ -4,7 +4,7 @@ import { Module } from '@nestjs/common';
 import { A2AModule } from '#libs/a2a';
 import { A2AJsonRpcRoute } from './a2a-jsonrpc.route.js';
 import { A2ARestContentTypeGuard } from './a2a-rest-content-type.js';
-import { A2ARestController } from './a2a-rest.controller.js';
+import { A2ARestRoutes } from './a2a-rest.routes.js';
 import { AgentCardController } from './agent-card.controller.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { ReadYourWrites } from '../common/read-your-writes.js';
@@ -19,8 +19,8 @@ import { AgentCardSigner } from './agent-card.signer.js';
  */
 @Module({
   imports: [A2AModule],
-  controllers: [A2ARestController, AgentCardController, RegistryController, ExtensionDocsController],
-  providers: [A2AJsonRpcRoute, A2AAdmission, SseHeartbeat, ReadYourWrites, A2ARestContentTypeGuard, AgentCardSigner],
+  controllers: [AgentCardController, RegistryController, ExtensionDocsController],
+  providers: [A2AJsonRpcRoute, A2ARestRoutes, A2AAdmission, SseHeartbeat, ReadYourWrites, A2ARestContentTypeGuard, AgentCardSigner],
   // the gRPC edge (apps/api/src/grpc) admits callers and takes stream slots the same way
   exports: [A2AAdmission, SseHeartbeat, ReadYourWrites],
 })

@@ -159,6 +159,40 @@ export class SseHeartbeat implements OnModuleDestroy {
     };
   }
 
+  /**
+   * THE pump of the A2A streams (JSON-RPC and HTTP+JSON, v1.0 and v0.3): open `reply` as SSE and
+   * send `iterator`'s items, one event each — `id:` = the item's run sequence (so `Last-Event-ID`
+   * resumes), `data:` = `format.data(item)` — each write waiting for the socket to drain
+   * (back-pressure), with the process's keep-alive comments while idle. `first`: an item the edge
+   * already took (to answer an error before the first event in its ordinary shape). An error after
+   * that is one `event: error` whose data is `format.error(e)`. When the client goes away, `ac` is
+   * aborted (which stops the producer); at the end the iterator is returned and the response ended.
+   */
+  async pump<T extends { sequence: number }>(
+    reply: FastifyReply,
+    iterator: AsyncIterator<T>,
+    ac: AbortController,
+    format: { data(item: T): string; error(e: unknown): string },
+    first?: IteratorResult<T>,
+  ): Promise<void> {
+    const sse = this.open(reply);
+    sse.link(ac);
+    try {
+      let next = first ?? (await iterator.next());
+      while (!next.done && sse.open) {
+        await sse.send({ id: next.value.sequence, data: format.data(next.value) });
+        if (!sse.open) break;
+        next = await iterator.next();
+      }
+    } catch (e) {
+      await sse.send({ event: 'error', data: format.error(e) });
+    } finally {
+      ac.abort();
+      await iterator.return?.().catch(() => undefined);
+      sse.end();
+    }
+  }
+
   /** Open a stream on `reply` (status 200, `text/event-stream`). */
   open(reply: FastifyReply, headers?: Record<string, string>): SseStream {
     return new SseStream(reply, this, headers, this.readYourWrites.remember());

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { PushConfigService, type PushConfigInput, type PushConfigView } from '#libs/push';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { RunViews } from '#libs/runs';
-import { A2AError, toA2AError } from '../a2a.errors.js';
+import { A2AError } from '../a2a.errors.js';
 import type { A2ACaller, A2AProtocolVersion } from '../a2a.types.js';
 import { requireVisibleRun } from '../task-visibility.js';
 
@@ -39,42 +39,26 @@ export class A2APushService {
    * by the caller's first get / list).
    */
   async create(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, input: PushConfigInput, version: A2AProtocolVersion, fromSequence?: number): Promise<PushConfigView> {
-    try {
-      this.require(agent);
-      const run = await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
-      return await this.configs.set({ orgId: agent.org.id, runId: run.id, agentId: agent.agent.id, createdBy: caller.id }, input, version, fromSequence ?? run.lastSequence, fromSequence === undefined);
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    this.require(agent);
+    const run = await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
+    return await this.configs.set({ orgId: agent.org.id, runId: run.id, agentId: agent.agent.id, createdBy: caller.id }, input, version, fromSequence ?? run.lastSequence, fromSequence === undefined);
   }
 
   async get(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, configId: string | undefined): Promise<PushConfigView> {
-    try {
-      const scope = await this.scope(agent, caller, taskId);
-      if (configId !== undefined && configId !== '') return await this.configs.get(scope, configId);
-      // v0.3 get without an id: the task's config when it has exactly one
-      const all = await this.configs.list(scope);
-      if (all.length === 1) return all[0]!;
-      throw new A2AError('InvalidParams', all.length === 0 ? `task ${taskId} has no push notification config` : 'pushNotificationConfigId is required: the task has several configs');
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    const scope = await this.scope(agent, caller, taskId);
+    if (configId !== undefined && configId !== '') return await this.configs.get(scope, configId);
+    // v0.3 get without an id: the task's config when it has exactly one
+    const all = await this.configs.list(scope);
+    if (all.length === 1) return all[0]!;
+    throw new A2AError('InvalidParams', all.length === 0 ? `task ${taskId} has no push notification config` : 'pushNotificationConfigId is required: the task has several configs');
   }
 
   async list(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string): Promise<PushConfigView[]> {
-    try {
-      return await this.configs.list(await this.scope(agent, caller, taskId));
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    return await this.configs.list(await this.scope(agent, caller, taskId));
   }
 
   async delete(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, configId: string): Promise<void> {
-    try {
-      await this.configs.delete(await this.scope(agent, caller, taskId), configId);
-    } catch (e) {
-      throw toA2AError(e);
-    }
+    await this.configs.delete(await this.scope(agent, caller, taskId), configId);
   }
 
   private async scope(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string) {

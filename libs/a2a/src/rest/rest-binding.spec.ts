@@ -4,6 +4,7 @@ import type { A2AOperations } from '../a2a-operations.service.js';
 import type { A2AStreams } from '../a2a-streams.service.js';
 import { A2ARestHandler, queryToProtoJson } from './a2a-rest.handler.js';
 import { REST_ERROR_MAPPING, toRestError } from './rest-errors.js';
+import { A2A_REST_ROUTES, restPathParams, routerPath } from './rest-routes.js';
 import { A2APushService } from '../push/a2a-push.service.js';
 import { ANONYMOUS_CALLER } from '../a2a.types.js';
 import type { PushConfigService } from '#libs/push';
@@ -106,5 +107,31 @@ describe('A2ARestHandler', () => {
     const r = handler.unmatched(method, path);
     expect(r.error.type).toBe(type);
     expect(r.tenant).toBe(tenant);
+  });
+});
+
+describe('the HTTP+JSON route table', () => {
+  it('gives the router the paths find-my-way reads: a literal ":" doubled, a parameter before ":" ended by a regexp', () => {
+    expect(A2A_REST_ROUTES.map((r) => `${r.method} ${routerPath(r.path)}`)).toEqual([
+      'POST /message::send',
+      'POST /message::stream',
+      'GET /tasks',
+      'GET /tasks/:id',
+      'POST /tasks/:id([^/:]+)::cancel',
+      'GET /tasks/:id([^/:]+)::subscribe',
+      'POST /tasks/:id([^/:]+)::subscribe',
+      'POST /tasks/:id/pushNotificationConfigs',
+      'GET /tasks/:id/pushNotificationConfigs',
+      'GET /tasks/:id/pushNotificationConfigs/:configId',
+      'DELETE /tasks/:id/pushNotificationConfigs/:configId',
+      'GET /extendedAgentCard',
+      'POST /extensions/:method',
+    ]);
+    expect(restPathParams('/tasks/{id}/pushNotificationConfigs/{configId}')).toEqual(['id', 'configId']);
+  });
+
+  it('has one operationId per route, and a body mode on every POST', () => {
+    expect(new Set(A2A_REST_ROUTES.map((r) => r.operationId)).size).toBe(A2A_REST_ROUTES.length);
+    for (const r of A2A_REST_ROUTES) expect(r.method === 'POST', r.operationId).toBe(r.body !== undefined);
   });
 });

@@ -33,7 +33,9 @@ const TaskStateFilterSchema = z
       return z.NEVER;
     }
     return name === 'TASK_STATE_UNSPECIFIED' ? undefined : name;
-  });
+  })
+  // the documentation of the field (the OpenAPI document is generated from this schema)
+  .meta({ description: `A TaskState name or its number: ${TASK_STATES.join(', ')} (TASK_STATE_UNSPECIFIED / 0: no filter)` });
 
 /** int32 page_size: 1..100 (a2a.proto); a decimal string is accepted as for any ProtoJSON int. */
 const PageSizeSchema = z.preprocess(
@@ -49,7 +51,7 @@ const TimestampSchema = z.string({ error: 'statusTimestampAfter must be an RFC 3
     return z.NEVER;
   }
   return d;
-});
+}).meta({ format: 'date-time', description: 'An RFC 3339 timestamp' });
 
 /**
  * v1.0 `ListTasksRequest` (params of JSON-RPC `ListTasks`; the REST binding builds the same
