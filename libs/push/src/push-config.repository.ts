@@ -299,9 +299,4 @@ export class PushConfigRepository {
       'push.record_batch',
     );
   }
-
-  /** Drop delivery attempts older than `days`. */
-  async pruneDeliveries(days: number): Promise<void> {
-    await this.db.query(`DELETE FROM push_deliveries WHERE attempted_at < now() - $1 * interval '1 day'`, [days]);
-  }
 }
