@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics } from '#libs/metrics';
+import { PeriodicTask } from './periodic-task.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { planPartitions, type EventPartition } from './run-event-periods.js';
 
@@ -53,38 +54,25 @@ export class RunEventPartitions {
 @Injectable()
 export class PartitionMaintenanceJob implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(PartitionMaintenanceJob.name);
-  private timer?: NodeJS.Timeout;
-  private running = false;
+  private readonly task: PeriodicTask;
 
   constructor(
     private readonly partitions: RunEventPartitions,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  ) {
+    this.task = new PeriodicTask('run_events partition maintenance', () => this.partitions.maintain(), this.log);
+  }
 
   onApplicationBootstrap(): void {
-    void this.tick().then(async () => {
+    void this.task.tick().then(async () => {
       if (await this.partitions.partmanInstalled().catch(() => false)) {
         this.log.log('pg_partman is installed: run_events partitions can be handed over to it (docs/deploy.md "The log\'s partitions")');
       }
     });
-    if (this.config.RUN_EVENTS_PARTITION_MAINTENANCE_MS === 0) return;
-    this.timer = setInterval(() => void this.tick(), this.config.RUN_EVENTS_PARTITION_MAINTENANCE_MS);
-    this.timer.unref();
+    this.task.start(this.config.RUN_EVENTS_PARTITION_MAINTENANCE_MS);
   }
 
   onModuleDestroy(): void {
-    clearInterval(this.timer);
-  }
-
-  private async tick(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      await this.partitions.maintain();
-    } catch (e) {
-      this.log.warn(`run_events partition maintenance failed: ${e instanceof Error ? e.message : String(e)}`);
-    } finally {
-      this.running = false;
-    }
+    this.task.stop();
   }
 }

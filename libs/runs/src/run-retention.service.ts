@@ -6,6 +6,7 @@ import { archiveTargetFrom, type ArchiveTarget } from './run-archive-target.js';
 import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
 import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
+import { PeriodicTask } from './periodic-task.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 
@@ -120,34 +121,21 @@ export class RunRetention implements OnModuleDestroy {
 @Injectable()
 export class RetentionJob implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RetentionJob.name);
-  private timer?: NodeJS.Timeout;
-  private running = false;
+  private readonly task: PeriodicTask;
 
   constructor(
-    private readonly retention: RunRetention,
+    retention: RunRetention,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  ) {
+    this.task = new PeriodicTask('retention pass', () => retention.pass(), this.log);
+  }
 
   onApplicationBootstrap(): void {
-    if (this.config.RETENTION_INTERVAL_MS === 0) return;
-    this.timer = setInterval(() => void this.tick(), this.config.RETENTION_INTERVAL_MS);
-    this.timer.unref();
+    this.task.start(this.config.RETENTION_INTERVAL_MS);
   }
 
   onModuleDestroy(): void {
-    clearInterval(this.timer);
-  }
-
-  private async tick(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      await this.retention.pass();
-    } catch (e) {
-      this.log.warn(`retention pass failed: ${e instanceof Error ? e.message : String(e)}`);
-    } finally {
-      this.running = false;
-    }
+    this.task.stop();
   }
 }
 
