@@ -706,6 +706,11 @@ export class EventLogRepository {
         if (taken!.taken) throw new AppError('archive.org_not_empty', 'an archive imports only into an organization that has no runs');
         const total: RestoreResult = { runs: 0, events: 0, linksSkipped: 0 };
         for await (const b of batches) {
+          // run ids stay unique across the deployment (wake-ups, streams and caches key by run id
+          // alone), though the keys lead with org_id now: an id another organization holds is refused
+          const ids = b.runs.map((r) => (r as { id?: unknown }).id).filter((id): id is string => typeof id === 'string');
+          const [held] = await q<{ held: boolean }>(`SELECT EXISTS (SELECT 1 FROM runs WHERE id = ANY($1::uuid[])) AS held`, [ids]);
+          if (held!.held) throw new AppError('archive.conflict', 'a run of the archive exists already in this deployment');
           const [row] = await q<{ runs: number; events: number; links: number }>(
             RESTORE_SQL,
             [JSON.stringify(b.runs), JSON.stringify(b.events), JSON.stringify(b.messages), JSON.stringify(b.artifacts), JSON.stringify(b.interactions), JSON.stringify(b.links), orgId],
