@@ -126,7 +126,7 @@ describe('retention archives to an S3-compatible bucket', () => {
     // back (same port, same storage): the next pass archives the batch as one object, then removes it
     await startS3();
     expect(await objects()).toEqual([]);
-    expect(await retention.pass()).toEqual({ removed: 3, outcome: 'done' });
+    expect(await retention.pass()).toEqual({ removed: 3, partitionsDropped: 0, outcome: 'done' });
     expect(await runsLeft(ids)).toBe(0);
     const keys = await objects();
     expect(keys).toHaveLength(1);
@@ -134,7 +134,7 @@ describe('retention archives to an S3-compatible bucket', () => {
     const body = await (await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: keys[0] }))).Body!.transformToString('utf8');
     // the object is the export's lines of exactly those runs (same order: created_at, id)
     expect(body).toBe(exported);
-    expect(await retention.pass()).toEqual({ removed: 0, outcome: 'done' });
+    expect(await retention.pass()).toEqual({ removed: 0, partitionsDropped: 0, outcome: 'done' });
     expect(await objects()).toHaveLength(1);
 
     // it re-imports into an empty organization and reads back identically
