@@ -335,6 +335,18 @@ async function main(): Promise<void> {
     const stmts = await fillStatements(db, tpl, tables);
     // the fill's times: the last GROWTH_SPAN_DAYS days, ending a day ago (the measured runs are newer)
     const startMs = Date.now() - (S.spanDays + 1) * 86_400_000;
+    // a database that grew over these months under the service has a run_events partition per
+    // month (the workers create them ahead, docs/deploy.md "The log's partitions"): made here as
+    // they would have been, or every filled run would land in the legacy partition
+    const made = (await db.query<{ n: number }>(
+      `SELECT count(*) FILTER (WHERE run_events_add_partition('run_events_p' || to_char(m AT TIME ZONE 'UTC', 'YYYYMMDD'),
+                                                              run_events_bound(m), run_events_bound(m + interval '1 month')))::int AS n
+         FROM (SELECT date_trunc('month', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS m
+                 FROM generate_series(to_timestamp($1 / 1000.0), now(), interval '1 month') AS t
+                UNION SELECT date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') months`,
+      [startMs],
+    )).rows[0]!.n;
+    log(`${made} monthly run_events partitions made for the fill's span`);
     const first = Math.max(1, Math.round(S.runs * 0.05));
     const fillT0 = nowMs();
     await fill(db, 0, first, combos, stmts, startMs);
@@ -397,10 +409,12 @@ async function main(): Promise<void> {
     const rt0 = nowMs();
     let removed = 0;
     let passes = 0;
+    let partitionsDropped = 0;
     for (;;) {
       const r = await retention.pass();
       passes += 1;
       removed += r.removed;
+      partitionsDropped += r.partitionsDropped;
       if (r.removed === 0 || r.outcome !== 'done') break;
     }
     const retentionS = round((nowMs() - rt0) / 1000, 1);
@@ -408,7 +422,7 @@ async function main(): Promise<void> {
     await app.close();
     app = undefined;
     await new Promise((r) => setTimeout(r, 1500));
-    log(`retention: ${removed} runs removed in ${passes} passes, ${retentionS} s (${round(expired.events / Math.max(retentionS, 0.001), 0)} events/s)`);
+    log(`retention: ${removed} runs removed in ${passes} passes (${partitionsDropped} whole run_events partitions dropped), ${retentionS} s (${round(expired.events / Math.max(retentionS, 0.001), 0)} events/s)`);
     const sizesAfterRetention = await sizes(db);
     printSizes('sizes after retention (before VACUUM)', sizesAfterRetention);
     const v0 = nowMs();
@@ -430,7 +444,7 @@ async function main(): Promise<void> {
       operations: verdicts,
       phaseLoadAverage: { start: start.loadAverage, end: end.loadAverage },
       sizes: { filled: sizesFilled, afterRetention: sizesAfterRetention, afterVacuum: sizesAfterVacuum },
-      retention: { policyDays: days, expiredRuns: expired.runs, expiredEvents: expired.events, removed, passes, seconds: retentionS, vacuumSeconds: vacuumS },
+      retention: { policyDays: days, expiredRuns: expired.runs, expiredEvents: expired.events, removed, passes, partitionsDropped, seconds: retentionS, vacuumSeconds: vacuumS },
       seconds: round((Date.now() - started) / 1000, 1),
     };
     const out = process.env.BENCH_OUT ?? repoPath(`bench/results/growth-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
