@@ -56,9 +56,6 @@ export const OIDC_SCHEME_NAME = 'oidc';
 /** Name of the security scheme on the card for an apiKey binding. */
 export const API_KEY_SCHEME_NAME = 'apiKey';
 
-/** Well-known path of an Agent Card, relative to an agent's base URL or the host root (RFC 8615). */
-export const AGENT_CARD_PATH = '/.well-known/agent-card.json';
-
 /** v1.0 AgentInterface (a2a.proto): url, protocolBinding and protocolVersion are REQUIRED. */
 export interface AgentInterface {
   url: string;

@@ -18,7 +18,7 @@ export * from './task-state.js';
 export * from './rest/a2a-rest.handler.js';
 export * from './rest/rest-errors.js';
 export { A2AGrpcBinding, A2A_GRPC_METHODS, GRPC_EVENT_ID_KEY, parseGrpcTenant, type A2AGrpcCall, type A2AGrpcMethod, type A2AGrpcMethodKey } from './grpc/a2a-grpc.binding.js';
-export { GRPC_CODES, GRPC_STATUS_DETAILS_KEY, grpcCodeName, toGrpcError, type GrpcCodeName, type GrpcErrorStatus } from './grpc/grpc-errors.js';
+export { GRPC_CODES, GRPC_STATUS_DETAILS_KEY, toGrpcError, type GrpcCodeName, type GrpcErrorStatus } from './grpc/grpc-errors.js';
 export { GrpcEndpoint } from './grpc/grpc-endpoint.js';
 export { V1ListTasksRequestSchema, fromV1ListTasksRequest, toV1ListTasksResponse } from './v1/v1-list-tasks.js';
 export type { V1ListTasksRequest, V1ListTasksResponse } from './v1/v1-list-tasks.js';

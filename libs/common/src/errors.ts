@@ -103,10 +103,6 @@ export class AppError extends Error {
   }
 }
 
-export function isAppError(e: unknown): e is AppError {
-  return e instanceof AppError;
-}
-
 /** Builds an AppError from a zod error: code `request.invalid`, issues as details. */
 export function invalidRequest(
   issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>,

@@ -337,21 +337,3 @@ export function runtimeSecretEnv(name: string, env: Record<string, string | unde
 
 /** Nest injection token for AppConfig. */
 export const APP_CONFIG = Symbol('APP_CONFIG');
-
-/** Nest's own logger levels for a pino LOG_LEVEL (false: silent). */
-export function nestLogLevels(level: AppConfig['LOG_LEVEL']): false | Array<'fatal' | 'error' | 'warn' | 'log' | 'debug' | 'verbose'> {
-  switch (level) {
-    case 'silent':
-      return false;
-    case 'fatal':
-      return ['fatal'];
-    case 'error':
-      return ['fatal', 'error'];
-    case 'warn':
-      return ['fatal', 'error', 'warn'];
-    case 'info':
-      return ['fatal', 'error', 'warn', 'log'];
-    default:
-      return ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
-  }
-}

@@ -329,7 +329,6 @@ export const InteractionSchema = z.object({
   createdAt: IsoDate,
   closedAt: IsoDate.nullable(),
 });
-export type InteractionResponse = z.infer<typeof InteractionSchema>;
 
 /** GET /v1/interactions: the organization's InteractionRequests across runs, newest first. */
 export const ListInteractionsQuerySchema = z.strictObject({

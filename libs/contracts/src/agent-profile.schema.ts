@@ -10,7 +10,6 @@ export const A2ASkillSchema = z.object({
   inputModes: z.array(z.string()).optional(),
   outputModes: z.array(z.string()).optional(),
 });
-export type A2ASkill = z.infer<typeof A2ASkillSchema>;
 
 /** A2A v1.0 AgentExtension (a2a.proto `message AgentExtension`). */
 export const A2AExtensionSchema = z.object({

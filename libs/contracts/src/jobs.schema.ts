@@ -38,7 +38,6 @@ export const RunExecuteJobSchema = z.object({
   trace: z.object({ traceparent: z.string().max(256), tracestate: z.string().max(512).optional() }).optional(),
 });
 export type RunExecuteJob = z.infer<typeof RunExecuteJobSchema>;
-export const RUN_EXECUTE_JOB = 'run.execute';
 
 /** Largest input message (JSON bytes) carried inside a job; larger ones are read by the worker. */
 export const JOB_INLINE_INPUT_MAX_BYTES = 16 * 1024;

@@ -222,7 +222,6 @@ export const RunEventSchema = z.discriminatedUnion('type', [
 /** Largest runtime state (JSON bytes) a runtime may save on a run. */
 export const RUNTIME_STATE_MAX_BYTES = 16 * 1024;
 export type RunEvent = z.infer<typeof RunEventSchema>;
-export type RunEventType = RunEvent['type'];
 
 /**
  * One entry of the event log as every projection sees it: the SSE stream, resume, push
@@ -236,11 +235,4 @@ export interface SequencedOutputEnvelope<E extends RunEvent = RunEvent> {
   /** ISO-8601 time the event was committed (database clock). */
   occurredAt: string;
   event: E;
-}
-
-/** Resume cursor: the last sequence a client has seen of one run. */
-export interface RunCursor {
-  runId: string;
-  threadId: string;
-  sequence: number;
 }

@@ -31,7 +31,6 @@ export const ScriptedMatchSchema = z
       ctx.addIssue({ code: 'custom', path: ['flags'], message: 'flags apply to text only' });
     }
   });
-export type ScriptedMatch = z.infer<typeof ScriptedMatchSchema>;
 
 /** Statuses a `status` step may set; the last two block the run on its caller. */
 export const ScriptedStatusSchema = z.enum([
@@ -303,7 +302,6 @@ export const TrustedCardKeySchema = z
     alg: z.enum(['ES256', 'EdDSA']).optional(),
   })
   .refine((k) => !['d', 'k', 'p', 'q', 'dp', 'dq', 'qi'].some((m) => m in k), { message: 'a trusted key must be public (no d, k, p, q, dp, dq, qi)' });
-export type TrustedCardKey = z.infer<typeof TrustedCardKeySchema>;
 
 /**
  * A host a card signature's `jku` may point to: `host` or `host:port` (the jku must then be

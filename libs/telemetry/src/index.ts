@@ -6,5 +6,5 @@
  * `@opentelemetry/*`; others use these helpers.
  */
 export { startTracing, stopTracing, flushTracing, isTracing, tracingConfigured, type TracingConfig } from './tracing.js';
-export { ATTR, injectTrace, setActiveSpanAttributes, withChildSpan, withExtractedContext, withSpan, type SpanKindName, type SpanOptions, type TraceCarrier } from './spans.js';
+export { ATTR, injectTrace, setActiveSpanAttributes, withChildSpan, withSpan, type SpanKindName, type SpanOptions, type TraceCarrier } from './spans.js';
 export { nameServerSpan, tracedRequestListener } from './http-server.js';

@@ -64,12 +64,6 @@ export function withChildSpan<R>(name: string, opts: SpanOptions, fn: (span: Spa
   return withSpan(name, opts, fn);
 }
 
-/** Run `fn` with the context a job carries (`trace`) as the active one; just `fn()` without it or when off. */
-export function withExtractedContext<R>(carrier: TraceCarrier | undefined, fn: () => R): R {
-  if (!carrier || !isTracing()) return fn();
-  return context.with(extract(carrier), fn);
-}
-
 /** Set attributes on the active span (the request's, in an API handler). No-op when off. */
 export function setActiveSpanAttributes(attributes: Attributes): void {
   if (!isTracing()) return;

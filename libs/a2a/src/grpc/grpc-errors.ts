@@ -3,11 +3,6 @@ import { A2A_ERRORS, GRPC_CODES, type A2AError, type A2AErrorRow, type GrpcCodeN
 
 export { GRPC_CODES, type GrpcCodeName };
 
-/** The code name of a numeric gRPC status (metrics labels); `UNKNOWN` for anything else. */
-export function grpcCodeName(code: number): GrpcCodeName {
-  return (Object.keys(GRPC_CODES) as GrpcCodeName[]).find((k) => GRPC_CODES[k] === code) ?? 'UNKNOWN';
-}
-
 /** Trailing metadata key of the binary `google.rpc.Status` (A2A v1.0 §10.6). */
 export const GRPC_STATUS_DETAILS_KEY = 'grpc-status-details-bin';
 

@@ -89,11 +89,9 @@ export const V03TaskQueryParamsSchema = z.object({
   historyLength: NonNegativeInt32.optional(),
   metadata: StructSchema.optional(),
 });
-export type V03TaskQueryParams = z.infer<typeof V03TaskQueryParamsSchema>;
 
 /** v0.3 `TaskIdParams` (params of `tasks/cancel`). */
 export const V03TaskIdParamsSchema = z.object({
   id: z.string({ error: 'id is required' }).min(1, 'id must not be empty'),
   metadata: StructSchema.optional(),
 });
-export type V03TaskIdParams = z.infer<typeof V03TaskIdParamsSchema>;

@@ -40,7 +40,6 @@ export const V1UserMessageSchema = z.preprocess(
     referenceTaskIds: z.array(z.string()).optional(),
   }),
 );
-export type V1UserMessage = z.infer<typeof V1UserMessageSchema>;
 
 /** v1.0 `SendMessageConfiguration`. `returnImmediately` false (default) = blocking. */
 export const V1SendMessageConfigurationSchema = z.preprocess(
@@ -79,7 +78,6 @@ export const V1GetTaskRequestSchema = z.preprocess(
     historyLength: NonNegativeInt32.optional(),
   }),
 );
-export type V1GetTaskRequest = z.infer<typeof V1GetTaskRequestSchema>;
 
 /** v1.0 `CancelTaskRequest`. */
 export const V1CancelTaskRequestSchema = z.preprocess(
@@ -90,7 +88,6 @@ export const V1CancelTaskRequestSchema = z.preprocess(
     metadata: StructSchema.optional(),
   }),
 );
-export type V1CancelTaskRequest = z.infer<typeof V1CancelTaskRequestSchema>;
 
 /** v1.0 `SubscribeToTaskRequest`. */
 export const V1SubscribeToTaskRequestSchema = z.preprocess(
@@ -100,7 +97,6 @@ export const V1SubscribeToTaskRequestSchema = z.preprocess(
     id: z.string({ error: 'id is required' }).min(1, 'id must not be empty'),
   }),
 );
-export type V1SubscribeToTaskRequest = z.infer<typeof V1SubscribeToTaskRequestSchema>;
 
 const SEND_KEYS = new Set(['tenant', 'message', 'configuration', 'metadata']);
 const MESSAGE_KEYS = new Set(['messageId', 'contextId', 'taskId', 'role', 'parts', 'metadata', 'extensions', 'referenceTaskIds']);
