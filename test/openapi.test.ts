@@ -5,6 +5,10 @@ import { A2A_REST_ROUTES, routerPath } from '#libs/a2a';
 import type { FastifyInstance } from 'fastify';
 import { registeredRestRoutes } from '../apps/api/src/a2a/a2a-rest.routes.js';
 import { JSON_RPC_ROUTE } from '../apps/api/src/a2a/a2a-jsonrpc.route.js';
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { publishAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -102,6 +106,34 @@ function expectValid(schema: Json | undefined, value: unknown, where: string): v
 }
 
 describe('the OpenAPI document', () => {
+  it('describes A2A payloads with schemas generated from the specification (a2a.proto and its JSON Schema); a task and a card as served validate against them', async () => {
+    const s = doc.components.schemas as Json;
+    // REQUIRED fields and oneof groups of a2a.proto
+    expect(s.A2ATask.required).toEqual(['id', 'status']);
+    expect(s.A2AMessage.required).toEqual(['messageId', 'role', 'parts']);
+    expect(s.A2ASendMessageResponse.oneOf).toEqual([{ required: ['task'] }, { required: ['message'] }]);
+    expect((s.A2APart.oneOf as Json[]).map((o) => o.required[0])).toEqual(['text', 'raw', 'url', 'data']);
+    expect(s.A2AAgentCard.required).toEqual(expect.arrayContaining(['name', 'supportedInterfaces', 'capabilities', 'skills']));
+    // OpenAPI 3.0 schema objects: none of the draft-2020-12 keywords 3.0 lacks
+    const text = JSON.stringify(s);
+    for (const keyword of ['"$schema"', '"patternProperties"', '"propertyNames"']) expect(text).not.toContain(keyword);
+
+    const agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: `oas-${randomUUID().slice(0, 8)}` });
+    const res = await fetch(`${stack.baseUrl}${agent.basePath}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'x-api-key': stack.adminKey },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello' }] }, configuration: { returnImmediately: true } } }),
+    });
+    const answer = (await res.json()) as Json;
+    expect(answer.result?.task, JSON.stringify(answer)).toBeDefined();
+    expectValid(s.A2ASendMessageResponse, answer.result, 'SendMessageResponse as served');
+    const card = (await (await fetch(`${stack.baseUrl}${agent.basePath}/.well-known/agent-card.json`)).json()) as Json;
+    expectValid(s.A2AAgentCard, card, 'AgentCard as served');
+
+    // the committed schemas are what the specification gives (checked where its files are at hand)
+    if (existsSync('../shared/spec/v1.0/a2a.json')) execFileSync(process.execPath, ['scripts/vendor-a2a-schemas.mjs', '--check'], { stdio: 'pipe' });
+  });
+
   it('is OpenAPI 3.x, every $ref resolves, operation ids are unique and path parameters declared', () => {
     expect(doc.openapi).toMatch(/^3\.\d+\.\d+$/);
     expect(doc.info.title).toBeTruthy();

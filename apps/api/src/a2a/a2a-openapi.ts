@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { OpenAPIObject } from '@nestjs/swagger';
 import { z } from 'zod';
 import { A2A_REST_ROUTES, restPathParams, V1SendMessageRequestSchema, type A2ARestRoute } from '#libs/a2a';
@@ -62,17 +64,6 @@ const A2A_SECURITY = [{}, { [API_KEY_SCHEME]: [] }, { [BEARER_SCHEME]: [] }, { [
 
 // ------------------------------------------------------------------ schemas
 
-const TASK_STATES = [
-  'TASK_STATE_SUBMITTED',
-  'TASK_STATE_WORKING',
-  'TASK_STATE_INPUT_REQUIRED',
-  'TASK_STATE_AUTH_REQUIRED',
-  'TASK_STATE_COMPLETED',
-  'TASK_STATE_FAILED',
-  'TASK_STATE_CANCELED',
-  'TASK_STATE_REJECTED',
-];
-
 export const JSON_RPC_METHODS = {
   '1.0': [
     'SendMessage',
@@ -107,145 +98,32 @@ function a2aSchemas(): Record<string, OpenApiSchema> {
   // the output side of the parser's preprocessing: the fields as it reads them
   const sendMessage = z.toJSONSchema(V1SendMessageRequestSchema, { target: 'openapi-3.0', io: 'output', unrepresentable: 'any' }) as OpenApiSchema;
   const { $schema: _s, ...sendMessageRequest } = relaxTransformed(sendMessage);
+  const generated = specSchemas();
   return {
+    ...generated,
+    A2ATask: {
+      ...generated.A2ATask,
+      description: `${generated.A2ATask!.description as string}\n\nHere an A2A task is a run of this control plane (\`id\` = runId, \`contextId\` = threadId).`,
+      externalDocs: spec('Task'),
+    },
+    A2ATaskPushNotificationConfig: {
+      ...generated.A2ATaskPushNotificationConfig,
+      description: `${generated.A2ATaskPushNotificationConfig!.description as string} Only public http(s) URLs are accepted.`,
+      properties: {
+        ...(generated.A2ATaskPushNotificationConfig!.properties as Record<string, OpenApiSchema>),
+        webhookSecret: { type: 'string', description: 'Not in a2a.proto: returned on create only, the secret that signs deliveries (Standard Webhooks).' },
+      },
+      externalDocs: spec('TaskPushNotificationConfig'),
+    },
+    A2AAgentCard: {
+      ...generated.A2AAgentCard,
+      description: 'AgentCard (a2a.proto), projected from the published revision, the agent and its binding; signed (`signatures`) when its profile declares `signedAgentCard`.',
+      externalDocs: spec('Agent Card'),
+    },
     A2ASendMessageRequest: {
       ...sendMessageRequest,
       description: 'SendMessageRequest (ProtoJSON; snake_case field names are accepted too). `message.role` must be ROLE_USER.',
       externalDocs: spec('SendMessageRequest'),
-    },
-    A2AMessage: {
-      type: 'object',
-      description: 'Message (a2a.proto), in ProtoJSON.',
-      externalDocs: spec('Message'),
-      properties: {
-        messageId: { type: 'string' },
-        contextId: { type: 'string' },
-        taskId: { type: 'string' },
-        role: { type: 'string', enum: ['ROLE_USER', 'ROLE_AGENT'] },
-        parts: { type: 'array', minItems: 1, items: ref('Part') },
-        metadata: STRUCT,
-        extensions: { type: 'array', items: { type: 'string' } },
-        referenceTaskIds: { type: 'array', items: { type: 'string' } },
-      },
-      required: ['messageId', 'role', 'parts'],
-    },
-    A2ATaskStatus: {
-      type: 'object',
-      externalDocs: spec('TaskStatus'),
-      properties: { state: { type: 'string', enum: TASK_STATES }, message: ref('A2AMessage'), timestamp: { type: 'string', format: 'date-time' } },
-      required: ['state'],
-    },
-    A2AArtifact: {
-      type: 'object',
-      externalDocs: spec('Artifact'),
-      properties: {
-        artifactId: { type: 'string' },
-        name: { type: 'string' },
-        description: { type: 'string' },
-        parts: { type: 'array', minItems: 1, items: ref('Part') },
-        metadata: STRUCT,
-        extensions: { type: 'array', items: { type: 'string' } },
-      },
-      required: ['artifactId', 'parts'],
-    },
-    A2ATask: {
-      type: 'object',
-      description: 'Task (a2a.proto): an A2A task is a run of this control plane (`id` = runId, `contextId` = threadId).',
-      externalDocs: spec('Task'),
-      properties: {
-        id: { type: 'string' },
-        contextId: { type: 'string' },
-        status: ref('A2ATaskStatus'),
-        artifacts: { type: 'array', items: ref('A2AArtifact') },
-        history: { type: 'array', items: ref('A2AMessage') },
-        metadata: STRUCT,
-      },
-      required: ['id', 'status'],
-    },
-    A2ASendMessageResponse: {
-      description: 'SendMessageResponse: exactly one of `task` (a task was created or continued) and `message` (a direct reply, no task).',
-      externalDocs: spec('SendMessageResponse'),
-      oneOf: [
-        { type: 'object', properties: { task: ref('A2ATask') }, required: ['task'] },
-        { type: 'object', properties: { message: ref('A2AMessage') }, required: ['message'] },
-      ],
-    },
-    A2AStreamResponse: {
-      description: 'StreamResponse: the data of one SSE event of a stream (inside a JSON-RPC response on that binding).',
-      externalDocs: spec('StreamResponse'),
-      oneOf: [
-        { type: 'object', properties: { task: ref('A2ATask') }, required: ['task'] },
-        { type: 'object', properties: { message: ref('A2AMessage') }, required: ['message'] },
-        {
-          type: 'object',
-          properties: {
-            statusUpdate: {
-              type: 'object',
-              properties: { taskId: { type: 'string' }, contextId: { type: 'string' }, status: ref('A2ATaskStatus'), metadata: STRUCT },
-              required: ['taskId', 'contextId', 'status'],
-            },
-          },
-          required: ['statusUpdate'],
-        },
-        {
-          type: 'object',
-          properties: {
-            artifactUpdate: {
-              type: 'object',
-              properties: { taskId: { type: 'string' }, contextId: { type: 'string' }, artifact: ref('A2AArtifact'), append: { type: 'boolean' }, lastChunk: { type: 'boolean' } },
-              required: ['taskId', 'contextId', 'artifact'],
-            },
-          },
-          required: ['artifactUpdate'],
-        },
-      ],
-    },
-    A2AListTasksResponse: {
-      type: 'object',
-      externalDocs: spec('ListTasksResponse'),
-      properties: { tasks: { type: 'array', items: ref('A2ATask') }, nextPageToken: { type: 'string' }, pageSize: { type: 'integer' }, totalSize: { type: 'integer' } },
-      required: ['tasks', 'nextPageToken', 'pageSize', 'totalSize'],
-    },
-    A2ATaskPushNotificationConfig: {
-      type: 'object',
-      description: 'TaskPushNotificationConfig: where to POST the task\'s updates (public http(s) URLs only), with an optional token and Authorization.',
-      externalDocs: spec('TaskPushNotificationConfig'),
-      properties: {
-        id: { type: 'string', maxLength: 200 },
-        taskId: { type: 'string' },
-        url: { type: 'string', maxLength: 2048 },
-        token: { type: 'string', maxLength: 4096 },
-        authentication: { type: 'object', properties: { scheme: { type: 'string' }, credentials: { type: 'string' } }, required: ['scheme'] },
-        webhookSecret: { type: 'string', description: 'Returned on create: the secret that signs deliveries (Standard Webhooks).' },
-      },
-      required: ['url'],
-    },
-    A2AListTaskPushNotificationConfigsResponse: {
-      type: 'object',
-      properties: { configs: { type: 'array', items: ref('A2ATaskPushNotificationConfig') }, nextPageToken: { type: 'string' } },
-    },
-    A2AAgentCard: {
-      type: 'object',
-      additionalProperties: true,
-      description: 'AgentCard (a2a.proto), projected from the published revision, the agent and its binding; signed (`signatures`) when the organization has active signing keys.',
-      externalDocs: spec('Agent Card'),
-      properties: {
-        name: { type: 'string' },
-        description: { type: 'string' },
-        version: { type: 'string' },
-        supportedInterfaces: {
-          type: 'array',
-          items: { type: 'object', properties: { url: { type: 'string' }, protocolBinding: { type: 'string' }, protocolVersion: { type: 'string' } }, required: ['url', 'protocolBinding', 'protocolVersion'] },
-        },
-        capabilities: STRUCT,
-        securitySchemes: STRUCT,
-        securityRequirements: { type: 'array', items: STRUCT },
-        defaultInputModes: { type: 'array', items: { type: 'string' } },
-        defaultOutputModes: { type: 'array', items: { type: 'string' } },
-        skills: { type: 'array', items: STRUCT },
-        signatures: { type: 'array', items: STRUCT },
-      },
-      required: ['name', 'description', 'version', 'supportedInterfaces', 'capabilities', 'defaultInputModes', 'defaultOutputModes', 'skills'],
     },
     A2ACancelTaskRequest: {
       ...requestFields(A2A_REST_ROUTES.find((r) => r.operation === 'CancelTask')!),
@@ -297,6 +175,24 @@ function a2aSchemas(): Record<string, OpenApiSchema> {
       required: ['error'],
     },
   };
+}
+
+/**
+ * The A2A v1.0 message schemas (`A2ATask`, `A2AMessage`, `A2APart`, `A2AAgentCard`, …, 47 of them),
+ * generated from the specification's a2a.proto and its JSON Schema by
+ * scripts/vendor-a2a-schemas.mjs into libs/a2a/proto/a2a.schemas.json (shipped beside a2a.proto),
+ * read when the document is first built. Throws when the file is missing (an image without
+ * libs/a2a/proto).
+ */
+function specSchemas(): Record<string, OpenApiSchema> {
+  const up = new URL('../../../../', import.meta.url);
+  for (const candidate of [new URL('libs/a2a/proto/a2a.schemas.json', up), new URL('../libs/a2a/proto/a2a.schemas.json', up)]) {
+    const file = fileURLToPath(candidate);
+    if (!existsSync(file)) continue;
+    const { schemas } = JSON.parse(readFileSync(file, 'utf8')) as { schemas: Record<string, OpenApiSchema> };
+    return Object.fromEntries(Object.entries(schemas).map(([name, schema]) => [`A2A${name}`, schema]));
+  }
+  throw new Error('libs/a2a/proto/a2a.schemas.json is missing: the A2A schemas of the OpenAPI document come from it');
 }
 
 /**
