@@ -210,6 +210,11 @@ export const ConfigSchema = z.object({
   RUN_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).default(5_000),
   /** Worker: how often (ms) the retention job removes expired runs (docs/architecture.md "Retention"); 0 = never. */
   RETENTION_INTERVAL_MS: z.coerce.number().int().min(0).default(300_000),
+  /**
+   * Worker: how often (ms) the delta rows of `run_counts` (ListTasks' totalSize, docs/architecture.md
+   * "Counting runs") are folded; 0 = never (counts stay exact, the sum reads more rows).
+   */
+  RUN_COUNTS_FOLD_MS: z.coerce.number().int().min(0).default(1_000),
   /** Worker: runs removed per retention statement (one transaction each). */
   RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(10_000).default(500),
   /**

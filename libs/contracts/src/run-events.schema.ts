@@ -5,7 +5,6 @@ import { ArtifactChunkSchema, CanonicalMessageSchema } from './parts.schema.js';
 export const RunStatusSchema = z.enum(['submitted', 'working', 'completed', 'failed', 'canceled', 'rejected']);
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 
-/** Why a working run is waiting on its caller (the InteractionRequest overlay). */
 /**
  * How a run answers its caller: `execution` (a runtime executes it after the message arrived; the
  * A2A view is a Task) or `reply` (the runtime answered the message directly when it arrived; the
@@ -14,6 +13,7 @@ export type RunStatus = z.infer<typeof RunStatusSchema>;
 export const RunKindSchema = z.enum(['execution', 'reply']);
 export type RunKind = z.infer<typeof RunKindSchema>;
 
+/** Why a working run is waiting on its caller (the InteractionRequest overlay). */
 export const BlockedReasonSchema = z.enum(['input_required', 'auth_required', 'confirmation_required']);
 export type BlockedReason = z.infer<typeof BlockedReasonSchema>;
 

@@ -30,6 +30,7 @@ export type { ArchiveFilter } from './run-archive.repository.js';
 export { RetentionJob, RunRetention, RunRetentionModule } from './run-retention.service.js';
 export type { RetentionPolicy } from './run-retention.repository.js';
 export { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
+export { RunCountsFoldJob, RunCountsRepository } from './run-counts.js';
 export { nextPeriod, periodStart, planPartitions, type EventPartition, type PartitionInterval } from './run-event-periods.js';
 export { newRunId, runIdBound } from './run-id.js';
 export { STORAGE_USAGE_TTL_MS, StorageQuotas, type StorageUsage } from './storage-quotas.service.js';

@@ -7,6 +7,7 @@ import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
 import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
 import { PeriodicTask } from './periodic-task.js';
+import { RunCountsFoldJob, RunCountsRepository } from './run-counts.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 
@@ -140,12 +141,12 @@ export class RetentionJob implements OnApplicationBootstrap, OnModuleDestroy {
 }
 
 /**
- * The retention job and `run_events` partition maintenance, for workers (the API serves policies
+ * The retention job, `run_events` partition maintenance and the fold of `run_counts`, for workers (the API serves policies
  * through RunsModule's RunRetention).
  */
 @Module({
   imports: [MetricsModule],
-  providers: [RunRetentionRepository, RunRetention, RetentionJob, RunEventPartitionsRepository, RunEventPartitions, PartitionMaintenanceJob],
-  exports: [RunRetention, RunEventPartitions],
+  providers: [RunRetentionRepository, RunRetention, RetentionJob, RunEventPartitionsRepository, RunEventPartitions, PartitionMaintenanceJob, RunCountsRepository, RunCountsFoldJob],
+  exports: [RunRetention, RunEventPartitions, RunCountsRepository],
 })
 export class RunRetentionModule {}

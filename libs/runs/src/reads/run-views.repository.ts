@@ -119,9 +119,28 @@ export class RunViews {
     return rows.map(toRunState);
   }
 
-  /** How many runs match the filter of `list` (ignoring its cursor and limit). */
+  /**
+   * How many runs match the filter of `list` (ignoring its cursor and limit). Without a thread or
+   * time filter, the sum of `run_counts` (kept by triggers on runs, run-counts.ts): its cost does
+   * not grow with the runs. With one, a count of the runs (bounded by the thread or the window).
+   */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
-    const rows = await this.db.readQuery<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
+    if (f.threadId !== undefined || f.statusAfter !== undefined || f.statusFrom !== undefined) {
+      const rows = await this.db.readQuery<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
+      return Number(rows[0]?.n ?? 0);
+    }
+    const rows = await this.db.readQuery<{ n: string }>(
+      `SELECT coalesce(sum(n), 0) AS n FROM run_counts
+        WHERE org_id = $1
+          AND ($2::uuid IS NULL OR agent_id = $2)
+          AND ($3::run_status[] IS NULL OR status = ANY($3))
+          AND (NOT $4::boolean OR blocked_reason IS NULL)
+          AND ($5::text[] IS NULL OR blocked_reason = ANY($5))
+          AND (NOT $6::boolean OR created_by IS NOT DISTINCT FROM $7::text)
+          AND ($8::text IS NULL OR kind = $8)`,
+      [orgId, f.agentId ?? null, f.status ?? null, f.blocked === 'none', Array.isArray(f.blocked) ? f.blocked : null, f.createdBy !== undefined, f.createdBy ?? null, f.kind ?? null],
+      'run_counts.sum',
+    );
     return Number(rows[0]?.n ?? 0);
   }
 
