@@ -46,8 +46,8 @@ async function move(id: string, i: number, s = seed): Promise<void> {
     case 0: return;
     case 1: await runs.setStatus(s.orgId, id, 'working'); return;
     case 2: await runs.setStatus(s.orgId, id, 'completed'); return;
-    case 3: await runs.requestInteraction(s.orgId, id, 'input', { text: 'which day?' }); return;
-    case 4: await runs.requestInteraction(s.orgId, id, 'auth', { text: 'sign in' }); await runs.failRun(s.orgId, id, 'gave up'); return;
+    case 3: await runs.requestInteraction(s.orgId, id, 'input', { message: { parts: [{ text: 'which day?' }] } }); return;
+    case 4: await runs.requestInteraction(s.orgId, id, 'auth', { message: { parts: [{ text: 'sign in' }] } }); await runs.failRun(s.orgId, id, 'gave up'); return;
     case 5: await runs.cancelRun(s.orgId, id); return;
   }
 }

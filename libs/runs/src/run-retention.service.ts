@@ -7,7 +7,8 @@ import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
 import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
 import { PeriodicTask } from './periodic-task.js';
-import { RunCountsFoldJob, RunCountsRepository } from './run-counts.js';
+import { RunCountsFoldJob } from './run-counts.js';
+import { RunCountsRepository } from './run-counts.repository.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 

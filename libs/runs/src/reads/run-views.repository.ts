@@ -121,7 +121,7 @@ export class RunViews {
 
   /**
    * How many runs match the filter of `list` (ignoring its cursor and limit). Without a thread or
-   * time filter, the sum of `run_counts` (kept by triggers on runs, run-counts.ts): its cost does
+   * time filter, the sum of `run_counts` (kept by triggers on runs, run-counts.repository.ts): its cost does
    * not grow with the runs. With one, a count of the runs (bounded by the thread or the window).
    */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
