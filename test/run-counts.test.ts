@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { INestApplicationContext } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { ConfigModule } from '#libs/config';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DatabaseService } from '#libs/db';
-import { RunCountsRepository, type RunListFilter } from '#libs/runs';
+import { DatabaseService, DbModule } from '#libs/db';
+import { RunCountsRepository, RunRetentionModule, type RunListFilter } from '#libs/runs';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 import { seedAgent } from './support/fixtures.js';
+import { testEnv } from './support/env.js';
 
 /**
  * `run_counts` (docs/architecture.md "Counting runs"): the sum behind ListTasks' totalSize equals
@@ -136,5 +139,18 @@ describe('run_counts', () => {
     // and the triggers are back
     await move(await create('key:a'), 2);
     await expectExact();
+  });
+
+  it('a worker folds on its own every RUN_COUNTS_FOLD_MS', async () => {
+    const worker = await (await Test.createTestingModule({
+      imports: [ConfigModule.forRoot({ ...testEnv(), RUN_COUNTS_FOLD_MS: '50', RETENTION_INTERVAL_MS: '0', RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunRetentionModule],
+    }).compile()).init();
+    try {
+      await Promise.all(Array.from({ length: 6 }, (_, i) => create(OWNERS[i % 3]!).then((id) => move(id, i))));
+      await expect.poll(async () => (await rows(seed.orgId)).every((r) => r.folded), { timeout: 5_000, interval: 50 }).toBe(true);
+      await expectExact();
+    } finally {
+      await worker.close();
+    }
   });
 });

@@ -1,10 +1,10 @@
-import type { Logger } from '@nestjs/common';
+import { Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 
 /**
  * A background task run every `intervalMs` in one process, never overlapping itself: a tick that
  * finds the previous one still running is skipped. A failure is logged as a warning (`what failed:
  * reason`) and the next tick tries again. The timer does not keep the process alive. Used by the
- * worker's retention and partition-maintenance jobs.
+ * worker's jobs (PeriodicJob): retention, partition maintenance, the fold of run_counts.
  */
 export class PeriodicTask {
   private timer?: NodeJS.Timeout;
@@ -38,5 +38,31 @@ export class PeriodicTask {
     } finally {
       this.running = false;
     }
+  }
+}
+
+/**
+ * A worker job: a PeriodicTask named `what` running `run` every `intervalMs` ms (0: never) from
+ * application bootstrap until the module is destroyed, logging as the subclass.
+ */
+export abstract class PeriodicJob implements OnApplicationBootstrap, OnModuleDestroy {
+  protected readonly log: Logger;
+  protected readonly task: PeriodicTask;
+
+  constructor(
+    what: string,
+    run: () => Promise<unknown>,
+    private readonly intervalMs: number,
+  ) {
+    this.log = new Logger(new.target.name);
+    this.task = new PeriodicTask(what, run, this.log);
+  }
+
+  onApplicationBootstrap(): void {
+    this.task.start(this.intervalMs);
+  }
+
+  onModuleDestroy(): void {
+    this.task.stop();
   }
 }

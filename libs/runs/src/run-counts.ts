@@ -1,6 +1,6 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
-import { PeriodicTask } from './periodic-task.js';
+import { PeriodicJob } from './periodic-task.js';
 import { FOLD_BATCH, RunCountsRepository } from './run-counts.repository.js';
 
 /**
@@ -8,28 +8,14 @@ import { FOLD_BATCH, RunCountsRepository } from './run-counts.repository.js';
  * (workers); a tick that folded a full batch folds again at once.
  */
 @Injectable()
-export class RunCountsFoldJob implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly log = new Logger(RunCountsFoldJob.name);
-  private readonly task: PeriodicTask;
-
-  constructor(
-    repo: RunCountsRepository,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {
-    this.task = new PeriodicTask(
+export class RunCountsFoldJob extends PeriodicJob {
+  constructor(repo: RunCountsRepository, @Inject(APP_CONFIG) config: AppConfig) {
+    super(
       'run_counts fold',
       async () => {
         for (let i = 0; i < 50 && (await repo.fold()) === FOLD_BATCH; i++);
       },
-      this.log,
+      config.RUN_COUNTS_FOLD_MS,
     );
-  }
-
-  onApplicationBootstrap(): void {
-    this.task.start(this.config.RUN_COUNTS_FOLD_MS);
-  }
-
-  onModuleDestroy(): void {
-    this.task.stop();
   }
 }

@@ -1,7 +1,7 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics } from '#libs/metrics';
-import { PeriodicTask } from './periodic-task.js';
+import { PeriodicJob } from './periodic-task.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { planPartitions, type EventPartition } from './run-event-periods.js';
 
@@ -52,27 +52,20 @@ export class RunEventPartitions {
  * boot only) in the process that has it (workers). A failure is logged; the next tick tries again.
  */
 @Injectable()
-export class PartitionMaintenanceJob implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly log = new Logger(PartitionMaintenanceJob.name);
-  private readonly task: PeriodicTask;
-
+export class PartitionMaintenanceJob extends PeriodicJob {
   constructor(
     private readonly partitions: RunEventPartitions,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    this.task = new PeriodicTask('run_events partition maintenance', () => this.partitions.maintain(), this.log);
+    super('run_events partition maintenance', () => partitions.maintain(), config.RUN_EVENTS_PARTITION_MAINTENANCE_MS);
   }
 
-  onApplicationBootstrap(): void {
+  override onApplicationBootstrap(): void {
     void this.task.tick().then(async () => {
       if (await this.partitions.partmanInstalled().catch(() => false)) {
         this.log.log('pg_partman is installed: run_events partitions can be handed over to it (docs/deploy.md "The log\'s partitions")');
       }
     });
-    this.task.start(this.config.RUN_EVENTS_PARTITION_MAINTENANCE_MS);
-  }
-
-  onModuleDestroy(): void {
-    this.task.stop();
+    super.onApplicationBootstrap();
   }
 }

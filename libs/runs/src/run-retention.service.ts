@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, Module, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, Module, type OnModuleDestroy } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics, MetricsModule } from '#libs/metrics';
@@ -6,7 +6,7 @@ import { archiveTargetFrom, type ArchiveTarget } from './run-archive-target.js';
 import type { ArchiveRow } from './run-archive.repository.js';
 import { encodeArchiveCursor } from './run-archive.service.js';
 import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partitions.service.js';
-import { PeriodicTask } from './periodic-task.js';
+import { PeriodicJob } from './periodic-task.js';
 import { RunCountsFoldJob } from './run-counts.js';
 import { RunCountsRepository } from './run-counts.repository.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
@@ -121,23 +121,9 @@ export class RunRetention implements OnModuleDestroy {
 
 /** Runs `RunRetention.pass` every RETENTION_INTERVAL_MS (0: never) in the process that has it (workers). */
 @Injectable()
-export class RetentionJob implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly log = new Logger(RetentionJob.name);
-  private readonly task: PeriodicTask;
-
-  constructor(
-    retention: RunRetention,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {
-    this.task = new PeriodicTask('retention pass', () => retention.pass(), this.log);
-  }
-
-  onApplicationBootstrap(): void {
-    this.task.start(this.config.RETENTION_INTERVAL_MS);
-  }
-
-  onModuleDestroy(): void {
-    this.task.stop();
+export class RetentionJob extends PeriodicJob {
+  constructor(retention: RunRetention, @Inject(APP_CONFIG) config: AppConfig) {
+    super('retention pass', () => retention.pass(), config.RETENTION_INTERVAL_MS);
   }
 }
 
