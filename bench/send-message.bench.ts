@@ -40,6 +40,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import pg from 'pg';
 import { startBareFastify } from './baselines/bare-fastify.js';
 import { startSdkInMemory } from './baselines/sdk-in-memory.js';
 import { startSdkGrpc } from './baselines/sdk-grpc.js';
@@ -47,7 +48,7 @@ import { runGrpcLoad } from './lib/grpc-load.js';
 import { SendMessageRequest, TaskState } from '@a2a-js/sdk';
 import { startFastifyPg, startSdkPostgres } from './baselines/sdk-postgres.js';
 import { CpuWindow, pidsByName, processTree } from './lib/proc-cpu.js';
-import { BenchPostgres, BenchRedis, RedisCounter, SAMPLER_ROLE, SqlCounter, stopOwnServices, withUser, type RedisCount, type SqlCount } from './lib/own-services.js';
+import { BenchPostgres, BenchRedis, RedisCounter, SAMPLER_ROLE, SAMPLER_TAG, SqlCounter, stopOwnServices, withUser, type RedisCount, type SqlCount } from './lib/own-services.js';
 import { repoPath } from './lib/child-server.js';
 import { startOursProcesses } from './ours/ours.js';
 import { printTable, runLoad, type JsonBody, type LoadOptions, type LoadResult } from './lib/load.js';
@@ -491,6 +492,7 @@ export async function main(): Promise<Measured[]> {
           if (warmupSeconds > 0) {
             await runOnce(warmupSeconds);
             await target.drain?.(drainTimeoutMs);
+            await analyze(world, target);
           }
           const mine: Measured[] = [];
           for (let i = 1; i <= repeat; i++) {
@@ -543,6 +545,25 @@ export async function main(): Promise<Measured[]> {
  * (our targets) the bench waits until every accepted run is terminal before reading them, and
  * divides by the tasks that finished.
  */
+/**
+ * ANALYZE the target's databases after its warm-up: the measured windows then run on planner
+ * statistics as a service that has been up a while has them (autovacuum analyzes a new table
+ * after 60 s at the earliest). Without them, statements prepared while the tables were nearly
+ * empty keep generic plans that scan whole tables: a blocking task's final view cost grew with
+ * the runs table (4.5 ms per call after the returnImmediately phase instead of about 0.1 ms).
+ */
+async function analyze(world: BenchWorld, target: BenchTarget): Promise<void> {
+  for (const db of target.databases ?? []) {
+    const client = new pg.Client({ connectionString: world.databaseUrl(db) });
+    await client.connect();
+    try {
+      await client.query(`/* ${SAMPLER_TAG} */ ANALYZE`);
+    } finally {
+      await client.end();
+    }
+  }
+}
+
 async function measureOnce(world: BenchWorld, target: BenchTarget, name: string, load: () => Promise<LoadResult>, drainTimeoutMs: number, repeat: number): Promise<Measured> {
   const cpu = new CpuWindow({
     ...Object.fromEntries(Object.entries(target.pids).map(([k, pid]) => [k, () => (pid ? [pid] : [])])),

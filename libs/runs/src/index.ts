@@ -45,3 +45,4 @@ export { RunNotifier, WAKEUP_PAYLOAD_MAX_BYTES, type CommittedEnvelopes, type Wa
 export { RunStreamHub } from './run-stream.js';
 export { DispatchRelay } from './dispatch.relay.js';
 export { RunExecutionQueue, bullConnection, type RunExecutionJob } from './run-execution.queue.js';
+export { RELAYABLE_SQL, RunDispatchRepository } from './run-dispatch.repository.js';

@@ -4,6 +4,24 @@ import { DatabaseService } from '#libs/db';
 import type { RunExecutionJob } from './run-execution.queue.js';
 
 /**
+ * The relay's safety net statement (RunDispatchRepository.relayable). The candidates are picked
+ * by an InitPlan (`= ANY(ARRAY(...))`), read once per statement whatever the planner's statistics
+ * say: written as `id IN (SELECT ... LIMIT ... FOR UPDATE SKIP LOCKED)`, a generic plan made while
+ * the table was empty (a queue table usually is when autovacuum analyzes it) re-ran the locking
+ * subquery for every row of a backlog — 12.7 s for 8,000 waiting dispatches, exactly when Redis
+ * had been down and the safety net matters.
+ */
+export const RELAYABLE_SQL = `UPDATE run_dispatches SET relayed_at = now()
+  WHERE id = ANY(ARRAY(
+    SELECT id FROM run_dispatches
+     WHERE created_at < now() - make_interval(secs => $2::double precision / 1000)
+       AND (relayed_at IS NULL OR relayed_at < now() - make_interval(secs => $3::double precision / 1000))
+       AND ($4::boolean OR created_at < now() - make_interval(secs => $3::double precision / 1000))
+     ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
+  RETURNING id::text AS id, trigger_sequence AS "triggerSequence", job,
+            (extract(epoch FROM created_at) * 1000)::float8 AS "enqueuedAt"`;
+
+/**
  * The outbox table `run_dispatches` (rows are written only by the append path, in the statement
  * that creates or continues a run; deleted by the worker that claims them for execution). Across
  * orgs by design: the relay and the workers are platform processes.
@@ -24,14 +42,7 @@ export class RunDispatchRepository {
   async relayable(limit: number, opts: { minAgeMs: number; redeliverMs: number; idle: boolean }, enqueue: (jobs: RunExecutionJob[]) => Promise<void>): Promise<number> {
     return this.db.transaction(async (q) => {
       const rows = await q<{ id: string; triggerSequence: number; job: RunExecuteJob; enqueuedAt: number }>(
-        `UPDATE run_dispatches SET relayed_at = now() WHERE id IN (
-           SELECT id FROM run_dispatches
-            WHERE created_at < now() - make_interval(secs => $2::double precision / 1000)
-              AND (relayed_at IS NULL OR relayed_at < now() - make_interval(secs => $3::double precision / 1000))
-              AND ($4::boolean OR created_at < now() - make_interval(secs => $3::double precision / 1000))
-            ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING id::text AS id, trigger_sequence AS "triggerSequence", job,
-                   (extract(epoch FROM created_at) * 1000)::float8 AS "enqueuedAt"`,
+        RELAYABLE_SQL,
         [limit, opts.minAgeMs, opts.redeliverMs, opts.idle],
         'outbox.relayable',
       );
