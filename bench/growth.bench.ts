@@ -335,18 +335,19 @@ async function main(): Promise<void> {
     const stmts = await fillStatements(db, tpl, tables);
     // the fill's times: the last GROWTH_SPAN_DAYS days, ending a day ago (the measured runs are newer)
     const startMs = Date.now() - (S.spanDays + 1) * 86_400_000;
-    // a database that grew over these months under the service has a run_events partition per
-    // month (the workers create them ahead, docs/deploy.md "The log's partitions"): made here as
-    // they would have been, or every filled run would land in the legacy partition
+    // a database that grew over these months under the service has a period per month (a partition
+    // of run_events, artifacts and push_deliveries each; the workers create them ahead, docs/deploy.md
+    // "The log's partitions"): made here as they would have been, or every filled run would land in
+    // the legacy partitions
     const made = (await db.query<{ n: number }>(
-      `SELECT count(*) FILTER (WHERE run_events_add_partition('run_events_p' || to_char(m AT TIME ZONE 'UTC', 'YYYYMMDD'),
-                                                              run_events_bound(m), run_events_bound(m + interval '1 month')))::int AS n
+      `SELECT count(*) FILTER (WHERE run_period_add_partitions('p' || to_char(m AT TIME ZONE 'UTC', 'YYYYMMDD'),
+                                                               run_events_bound(m), run_events_bound(m + interval '1 month')))::int AS n
          FROM (SELECT date_trunc('month', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS m
                  FROM generate_series(to_timestamp($1 / 1000.0), now(), interval '1 month') AS t
                 UNION SELECT date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') months`,
       [startMs],
     )).rows[0]!.n;
-    log(`${made} monthly run_events partitions made for the fill's span`);
+    log(`${made} monthly periods (run_events, artifacts, push_deliveries partitions) made for the fill's span`);
     const first = Math.max(1, Math.round(S.runs * 0.05));
     const fillT0 = nowMs();
     await fill(db, 0, first, combos, stmts, startMs);

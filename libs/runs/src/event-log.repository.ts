@@ -7,7 +7,7 @@ import { Metrics } from '#libs/metrics';
 import { injectTrace } from '#libs/telemetry';
 import { GroupCommit } from './group-commit.js';
 import { duplicateMessage } from './run-errors.js';
-import { createEventPartitions } from './run-event-partitions.repository.js';
+import { RUN_PARTITIONED_TABLES, createEventPartitions } from './run-event-partitions.repository.js';
 import { planPartitions } from './run-event-periods.js';
 
 /** A run row as the append path returns it (the state after the append). */
@@ -454,12 +454,14 @@ export interface RestoreResult {
 const PG_DEADLOCK = '40P01';
 
 /**
- * An insert into `run_events` found no partition for its run id inside the window the DEFAULT
- * partition refuses (its CHECK `run_events_legacy_outside_periods`, migration
- * 20261127110000_run_events_partitioned): the current period's partition does not exist yet.
+ * An insert into a partitioned table (`run_events`, `artifacts`, `push_deliveries`) found no
+ * partition for its run id inside the window the DEFAULT partition refuses (its CHECK
+ * `<table>_legacy_outside_periods`, migrations 20261127110000_run_events_partitioned and
+ * 20261127130000_projections_partitioned): the current period does not exist yet.
  */
 function missingPartition(e: unknown): boolean {
-  return sqlState(e) === '23514' && (e as { constraint?: unknown }).constraint === 'run_events_legacy_outside_periods';
+  const constraint = (e as { constraint?: unknown }).constraint;
+  return sqlState(e) === '23514' && typeof constraint === 'string' && RUN_PARTITIONED_TABLES.some((t) => constraint === `${t}_legacy_outside_periods`);
 }
 
 
@@ -520,8 +522,8 @@ export class EventLogRepository {
   }
 
   /**
-   * `fn` creating the runs `runIds`, and once more after creating the `run_events` partitions of
-   * their periods when it failed for want of one (partition maintenance fell behind: the DEFAULT
+   * `fn` creating the runs `runIds`, and once more after creating their periods (the partitions of
+   * every partitioned table) when it failed for want of one (partition maintenance fell behind: the DEFAULT
    * partition refuses new run ids, see missingPartition). Rare by design; it keeps a late
    * maintenance from failing creations. A run id's period is read from its UUIDv7 time.
    */

@@ -24,7 +24,20 @@ export async function listEventPartitions(q: Query): Promise<EventPartition[]> {
 }
 
 /**
- * Create the partitions `plan` returns given the existing ones, under the cluster-wide partition
+ * The tables partitioned by run period, in the order their partitions are created, detached and
+ * dropped (SQL function `run_partitioned_tables`, migration 20261127130000_projections_partitioned).
+ * A period partition is `<table>_p<YYYYMMDD>`; `run_events`' partitions are the reference list.
+ */
+export const RUN_PARTITIONED_TABLES = ['run_events', 'artifacts', 'push_deliveries'] as const;
+
+/** The period suffix of a `run_events` partition name (`run_events_p20261101` → `p20261101`). */
+export function periodOf(partitionName: string): string {
+  return partitionName.slice('run_events_'.length);
+}
+
+/**
+ * Create the periods `plan` returns given the existing `run_events` partitions (each period is
+ * created for every partitioned table at once), under the cluster-wide partition
  * lock (transaction-level advisory lock): `wait` false gives up (null) when another process holds
  * it, true waits for it. `lock_timeout` 2 s on each creation (see RunEventPartitionsRepository.create).
  * Resolves to the names created.
@@ -39,7 +52,7 @@ export async function createEventPartitions(db: DatabaseService, plan: (existing
     }
     const created: string[] = [];
     for (const p of plan(await listEventPartitions(q))) {
-      const [row] = await q<{ created: boolean }>(`SELECT run_events_add_partition($1, $2::uuid, $3::uuid) AS created`, [p.name, p.from, p.to], 'run_events.add_partition');
+      const [row] = await q<{ created: boolean }>(`SELECT run_period_add_partitions($1, $2::uuid, $3::uuid) AS created`, [periodOf(p.name), p.from, p.to], 'run_events.add_partition');
       if (row!.created) created.push(p.name);
     }
     return created;
@@ -47,8 +60,9 @@ export async function createEventPartitions(db: DatabaseService, plan: (existing
 }
 
 /**
- * Creation of `run_events` partitions (migration 20261127110000_run_events_partitioned, function
- * `run_events_add_partition`: the partition and its DELETE guard; the UPDATE guard is inherited).
+ * Creation of run periods: for each, the partition of every partitioned table (migration
+ * 20261127130000_projections_partitioned, function `run_period_add_partitions`: the partitions, and
+ * the DELETE guard of the `run_events` one; its UPDATE guard is inherited).
  */
 @Injectable()
 export class RunEventPartitionsRepository {
@@ -60,8 +74,8 @@ export class RunEventPartitionsRepository {
 
   /**
    * Under the cluster-wide maintenance lock (a transaction-level advisory lock; null when another
-   * process holds it), create the partitions `plan` returns given the existing ones. Each creation
-   * takes a short ACCESS EXCLUSIVE lock on `run_events`; `lock_timeout` (2 s) keeps a creation
+   * process holds it), create the periods `plan` returns given the existing ones. Each creation
+   * takes a short ACCESS EXCLUSIVE lock on each partitioned table; `lock_timeout` (2 s) keeps a creation
    * queued behind a long transaction from stalling every append behind it (it fails, the next
    * maintenance tries again). Resolves to the names created.
    */

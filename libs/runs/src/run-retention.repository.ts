@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DatabaseService } from '#libs/db';
 import { runIdBound } from './run-id.js';
-import { listEventPartitions } from './run-event-partitions.repository.js';
+import { RUN_PARTITIONED_TABLES, listEventPartitions, periodOf } from './run-event-partitions.repository.js';
 import { LINES_OF_RUNS_SQL, type ArchiveRow } from './run-archive.repository.js';
 
 /** An organization's retention policy: its default and its agents' overrides (days; null = keep forever). */
@@ -103,15 +103,18 @@ export class RunRetentionRepository {
   }
 
   /**
-   * Drop one `run_events` partition whole, if one can go: a period partition (not the DEFAULT one)
+   * Drop one period whole, if one can go — its partition of every partitioned table (`run_events`,
+   * `artifacts`, `push_deliveries`; RUN_PARTITIONED_TABLES): a period (not the DEFAULT partitions)
    * whose range ended more than DROP_MARGIN_MS before `now`, with at least one run in its range
    * and every run of its range removable (REMOVABLE: none survives this pass). With `archive` given,
    * only a partition of at most `batchSize` runs qualifies (they are archived first, in memory);
    * a bigger one loses its rows batch by batch until it does.
-   * Two transactions, so the ACCESS EXCLUSIVE lock detaching takes on `run_events` is held briefly:
-   * (1) under the retention lock: check, archive, DETACH and DROP the partition (lock_timeout 5 s),
-   * (2) delete the range's removable runs, `batchSize` per transaction — the cascade finds no
-   * events left to delete (their range routes to no partition any more). Should (2) not
+   * Two transactions, so the ACCESS EXCLUSIVE locks detaching takes on the partitioned tables are
+   * held briefly: (1) under the retention lock: check, archive, DETACH and DROP the period's
+   * partitions, in RUN_PARTITIONED_TABLES order (lock_timeout 5 s each), (2) delete the range's
+   * removable runs, `batchSize` per transaction — the cascade finds no events, artifacts or push
+   * deliveries left to delete (their range routes to no partition any more); their messages,
+   * interactions, links, dispatches and push configs (unpartitioned) go row by row. Should (2) not
    * happen, those runs stay, expired and without a log, and a later batch removes them.
    * Resolves to what was dropped and removed, null when nothing could be dropped, 'locked' when
    * another process holds the retention lock.
@@ -140,8 +143,14 @@ export class RunRetentionRepository {
           for (const [orgId, ids] of byOrg) await archive(orgId, await q<ArchiveRow>(LINES_OF_RUNS_SQL, [orgId, ids], 'retention.archive_lines'));
         }
         await q(`SET LOCAL lock_timeout = '5s'`);
-        await q(`ALTER TABLE run_events DETACH PARTITION ${quoteIdent(p.name)}`);
-        await q(`DROP TABLE ${quoteIdent(p.name)}`);
+        // the period of every partitioned table, in the order writers lock them (no lock cycle)
+        for (const table of RUN_PARTITIONED_TABLES) {
+          const name = `${table}_${periodOf(p.name)}`;
+          const [part] = await q<{ ok: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS ok`, [name]);
+          if (!part!.ok) continue;
+          await q(`ALTER TABLE ${quoteIdent(table)} DETACH PARTITION ${quoteIdent(name)}`);
+          await q(`DROP TABLE ${quoteIdent(name)}`);
+        }
         return p;
       }
       return null;
