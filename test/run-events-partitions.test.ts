@@ -17,14 +17,19 @@ import { seedAgent } from './support/fixtures.js';
 /**
  * The partitioned log (docs/architecture.md "The log's partitions"): run ids are UUIDv7, so a run's
  * events land in the partition of its period; the append path's invariants and both guards hold on
- * a partition made after the migration; maintenance creates periods ahead idempotently; retention
- * drops a partition whose every run expired (and keeps one with a surviving run); creating a run
- * whose period has no partition yet creates it; the conversion migration moves a populated
- * unpartitioned log (v4 ids) and the normal read path reads it back.
+ * a partition made after the migration; maintenance creates periods ahead idempotently, each for
+ * every partitioned table (run_events, artifacts, push_deliveries: same names, same bounds);
+ * retention drops a period whose every run expired, the partition of every table whole (no
+ * row-by-row DELETE of its artifacts or deliveries), and keeps one with a surviving run; creating
+ * a run whose period has no partition yet creates the period; the conversion migrations move a
+ * populated unpartitioned log (v4 ids), then populated artifacts and push deliveries, and the normal
+ * read and append paths work on the result.
  * Runs of past or far periods are made by moving the process's clock (Date only): a v7 id carries it.
  */
 const DAY = 86_400_000;
 const MIGRATION = '20261127110000_run_events_partitioned';
+const PROJECTIONS_MIGRATION = '20261127130000_projections_partitioned';
+const TABLES = ['run_events', 'artifacts', 'push_deliveries'] as const;
 
 let ctx: INestApplicationContext;
 let db: DatabaseService;
@@ -50,6 +55,30 @@ async function partitionsOf(runId: string): Promise<string[]> {
 }
 async function exists(table: string): Promise<boolean> {
   return (await db.query<{ t: string | null }>(`SELECT to_regclass($1)::text AS t`, [table]))[0]!.t !== null;
+}
+/** The period partitions of `table` as `p<YYYYMMDD>` → its bound expression (DEFAULT included as 'legacy'). */
+async function periodsOf(q: (sql: string, params: unknown[]) => Promise<Array<{ name: string; bound: string }>>, table: string): Promise<Map<string, string>> {
+  const rows = await q(
+    `SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass`,
+    [table],
+  );
+  return new Map(rows.map((r) => [r.name.slice(table.length + 1), r.bound]));
+}
+const periodsHere = (table: string) => periodsOf((sql, params) => db.query(sql, params), table);
+/** A push config with one delivery on the run (as PushConfigRepository records them). */
+async function pushDelivery(runId: string): Promise<void> {
+  const id = randomUUID();
+  await db.query(
+    `INSERT INTO push_configs (id, org_id, run_id, agent_id, config_id, protocol_version, url, webhook_secret) VALUES ($1, $2, $3, $4, 'c1', '1.0', 'https://example.com/hook', 'x')`,
+    [id, seed.orgId, runId, seed.agentId],
+  );
+  await db.query(`INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, latency_ms) VALUES ($1, $2, $3, 1, 'msg_1', 200, 3)`, [id, seed.orgId, runId]);
+}
+/** Rows of the run in each partitioned table. */
+async function rowsOf(runIds: string[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const t of TABLES) out[t] = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${t} WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, runIds]))[0]!.n;
+  return out;
 }
 
 beforeAll(async () => {
@@ -94,7 +123,16 @@ describe('run ids and partitions', () => {
     expect(await partitions.maintain(new Date(T + 7 * 3_600_000))).toEqual([]);
     const mine = (await partitions.list()).filter((p) => created!.includes(p.name));
     expect(mine.map((p) => [p.from, p.to])).toEqual([0, 1, 2].map((k) => [runIdBound(T + k * DAY), runIdBound(T + (k + 1) * DAY)]));
-    // each carries both guards
+    // each period exists for every partitioned table, with the same name suffix and bounds
+    const [events, artifacts, deliveries] = await Promise.all(TABLES.map(periodsHere));
+    for (const name of created!) {
+      const period = name.slice('run_events_'.length);
+      expect(artifacts.get(period)).toBe(events.get(period));
+      expect(deliveries.get(period)).toBe(events.get(period));
+    }
+    expect([...artifacts.keys()].sort()).toEqual([...events.keys()].sort());
+    expect([...deliveries.keys()].sort()).toEqual([...events.keys()].sort());
+    // each run_events partition carries both guards
     const triggers = await db.query<{ tgname: string }>(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [dayName(T + DAY)]);
     expect(triggers.map((t) => t.tgname)).toEqual(['run_events_append_only', 'run_events_delete_guard']);
   });
@@ -139,17 +177,39 @@ describe('a partition made after the migration', () => {
 });
 
 describe('retention and partitions', () => {
-  it('drops a partition whose every run expired, and keeps one with a surviving run', async () => {
+  it('drops a period whose every run expired (its partition of every table, whole), and keeps one with a surviving run', async () => {
     const retention = ctx.get(RunRetention);
+    // artifacts and push deliveries on a run of each period; a row trigger records every row DELETE
+    // on those tables: a period dropped whole deletes none, a run removed one by one deletes its own
+    for (const id of [gone[0]!, done]) {
+      await runs.setStatus(seed.orgId, id, 'working');
+      await runs.emitArtifact(seed.orgId, id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
+      await runs.emitArtifact(seed.orgId, id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
+      await pushDelivery(id);
+    }
+    expect(await rowsOf([gone[0]!])).toEqual({ run_events: 5, artifacts: 1, push_deliveries: 1 });
+    for (const t of TABLES) expect((await db.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM ${t} WHERE run_id = $1 LIMIT 1`, [gone[0]]))[0]!.p).toBe(`${t}_${dayName(T).slice(11)}`);
     for (const id of [...gone, done, runId0()]) await runs.setStatus(seed.orgId, id, 'completed');
     await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE org_id = $1`, [seed.orgId]);
     await retention.setPolicy(seed.orgId, null, 1);
     try {
+      await db.query(`CREATE TABLE test_row_deletes (tbl text, run_id uuid)`);
+      await db.query(`CREATE FUNCTION test_row_deletes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO test_row_deletes VALUES (TG_TABLE_NAME, OLD.run_id); RETURN OLD; END $$`);
+      for (const t of ['artifacts', 'push_deliveries']) await db.query(`CREATE TRIGGER test_row_deletes AFTER DELETE ON ${t} FOR EACH ROW EXECUTE FUNCTION test_row_deletes()`);
       const pass = await retention.pass();
       expect(pass.partitionsDropped).toBeGreaterThanOrEqual(1);
-      expect(await exists(dayName(T))).toBe(false);
-      expect(await exists(dayName(T + DAY))).toBe(true); // `alive` (submitted) survives in it
-      expect(await exists(dayName(T + 2 * DAY))).toBe(true); // its runs are still active
+      for (const t of TABLES) {
+        expect(await exists(`${t}_${dayName(T).slice(11)}`)).toBe(false);
+        expect(await exists(`${t}_${dayName(T + DAY).slice(11)}`)).toBe(true); // `alive` (submitted) survives in it
+        expect(await exists(`${t}_${dayName(T + 2 * DAY).slice(11)}`)).toBe(true); // its runs are still active
+      }
+      expect(await rowsOf([...gone, done])).toEqual({ run_events: 0, artifacts: 0, push_deliveries: 0 });
+      // gone[0]'s period left whole; done (in the period that stays) was removed row by row
+      const deleted = await db.query<{ tbl: string; run_id: string }>(`SELECT tbl, run_id FROM test_row_deletes ORDER BY tbl`);
+      expect(deleted).toEqual([
+        { tbl: 'artifacts_' + dayName(T + DAY).slice(11), run_id: done },
+        { tbl: 'push_deliveries_' + dayName(T + DAY).slice(11), run_id: done },
+      ]);
       const left = await db.query<{ id: string }>(`SELECT id FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id`, [seed.orgId, [...gone, done, alive, runId0()]]);
       expect(left.map((r) => r.id)).toEqual([alive]);
       expect((await db.query(`SELECT 1 FROM run_events WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done]])).length).toBe(0);
@@ -158,11 +218,14 @@ describe('retention and partitions', () => {
       await runs.cancelRun(seed.orgId, alive);
       await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = $1`, [alive]);
       expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
-      expect(await exists(dayName(T + DAY))).toBe(false);
+      for (const t of TABLES) expect(await exists(`${t}_${dayName(T + DAY).slice(11)}`)).toBe(false);
       expect((await db.query(`SELECT 1 FROM runs WHERE org_id = $1 AND NOT id = ANY($2::uuid[])`, [seed.orgId, archived])).length).toBe(0);
-      expect(await exists(dayName(T + 2 * DAY))).toBe(true);
+      for (const t of TABLES) expect(await exists(`${t}_${dayName(T + 2 * DAY).slice(11)}`)).toBe(true);
     } finally {
       await retention.setPolicy(seed.orgId, null, null);
+      for (const t of ['artifacts', 'push_deliveries']) await db.query(`DROP TRIGGER IF EXISTS test_row_deletes ON ${t}`);
+      await db.query(`DROP TABLE IF EXISTS test_row_deletes`);
+      await db.query(`DROP FUNCTION IF EXISTS test_row_deletes()`);
     }
   });
 
@@ -298,6 +361,147 @@ describe('the conversion migration', () => {
   }, 120_000);
 });
 
+describe('the projections conversion migration', () => {
+  const dbName = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_conv_proj`;
+  const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
+  const adminUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString();
+  let conv: INestApplicationContext | undefined;
+  let client: pg.Client | undefined;
+
+  afterAll(async () => {
+    await conv?.close();
+    await client?.end().catch(() => undefined);
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    await admin.end();
+  });
+
+  it('moves populated artifacts and push deliveries into the periods of their runs, rows and keys intact', async () => {
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE "${dbName}"`);
+    await admin.end();
+    client = new pg.Client({ connectionString: convUrl });
+    await client.connect();
+    const c = client;
+    const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+    for (const d of dirs.filter((d) => d < PROJECTIONS_MIGRATION)) await c.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
+
+    // the schema before, populated through the application: a run with two artifacts (one of two chunks)
+    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    const convRuns = runsOf(conv);
+    const s = await seedAgent(conv.get(DatabaseService));
+    const { run: template } = await convRuns.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'tpl', role: 'user', parts: [{ text: 'kept' }] } });
+    await convRuns.setStatus(s.orgId, template.id, 'working');
+    await convRuns.emitArtifact(s.orgId, template.id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
+    await convRuns.emitArtifact(s.orgId, template.id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
+    await convRuns.emitArtifact(s.orgId, template.id, { artifactId: 'a2', name: 'more', parts: [{ text: 'x' }], lastChunk: true });
+    await convRuns.setStatus(s.orgId, template.id, 'completed');
+    await conv.close();
+    conv = undefined;
+    const cfg = randomUUID();
+    await c.query(
+      `INSERT INTO push_configs (id, org_id, run_id, agent_id, config_id, protocol_version, url, webhook_secret) VALUES ($1, $2, $3, $4, 'c1', '1.0', 'https://example.com/hook', 'x')`,
+      [cfg, s.orgId, template.id, s.agentId],
+    );
+    await c.query(
+      `INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, error, latency_ms)
+       VALUES ($1, $2, $3, 1, 'msg_1', 503, 'unavailable', 3), ($1, $2, $3, 1, 'msg_1', 200, NULL, 4)`,
+      [cfg, s.orgId, template.id],
+    );
+    // 300 copies with v4 ids outside the legacy window (a leading f), and one run ~3 years ahead
+    // inside the window with no period (one retention dropped before removing its runs): its rows
+    // must get a period made for them, not be refused by the legacy window
+    const ahead = new Date();
+    const orphanMonth = Date.UTC(ahead.getUTCFullYear() + 3, ahead.getUTCMonth(), 1);
+    const orphan = `${runIdBound(orphanMonth + 14 * DAY).slice(0, 14)}7abc-8abc-0123456789ab`;
+    await c.query(
+      `WITH ids AS (SELECT ('f' || substr(gen_random_uuid()::text, 2))::uuid AS id FROM generate_series(1, 300) UNION ALL SELECT $2::uuid),
+            r AS (INSERT INTO runs SELECT (jsonb_populate_record(NULL::runs, to_jsonb(t) || jsonb_build_object('id', ids.id, 'origin_message_id', ids.id::text))).* FROM runs t, ids WHERE t.id = $1 RETURNING id),
+            e AS (INSERT INTO run_events SELECT (jsonb_populate_record(NULL::run_events, to_jsonb(e) || jsonb_build_object('run_id', r.id))).* FROM run_events e, r WHERE e.run_id = $1 AND r.id <> $2::uuid),
+            a AS (INSERT INTO artifacts SELECT (jsonb_populate_record(NULL::artifacts, to_jsonb(x) || jsonb_build_object('run_id', r.id, 'id', gen_random_uuid()))).* FROM artifacts x, r WHERE x.run_id = $1),
+            pc AS (INSERT INTO push_configs SELECT (jsonb_populate_record(NULL::push_configs, to_jsonb(x) || jsonb_build_object('run_id', r.id, 'id', md5(r.id::text || x.id::text)::uuid))).* FROM push_configs x, r WHERE x.run_id = $1)
+       INSERT INTO push_deliveries SELECT (jsonb_populate_record(NULL::push_deliveries, to_jsonb(d) || jsonb_build_object('run_id', r.id, 'config_id', md5(r.id::text || d.config_id::text)::uuid, 'id', nextval('push_deliveries_id_seq')))).*
+         FROM push_deliveries d, r WHERE d.run_id = $1`,
+      [template.id, orphan],
+    );
+    const digest = async (t: string) => (await c.query(`SELECT count(*)::int AS n, sum(hashtext(x::text))::bigint AS h FROM ${t} x`)).rows[0];
+    const before = { artifacts: await digest('artifacts'), push_deliveries: await digest('push_deliveries'), messages: await digest('messages') };
+    expect([before.artifacts.n, before.push_deliveries.n]).toEqual([302 * 2, 302 * 2]);
+    const maxId = (await c.query(`SELECT max(id)::text AS m FROM push_deliveries`)).rows[0].m as string;
+
+    await c.query(readFileSync(`prisma/migrations/${PROJECTIONS_MIGRATION}/migration.sql`, 'utf8'));
+
+    // the same rows (every column, in the same order: RESTORE_SQL reads them by row type)
+    expect({ artifacts: await digest('artifacts'), push_deliveries: await digest('push_deliveries'), messages: await digest('messages') }).toEqual(before);
+    const q = (sql: string, params: unknown[]) => c.query(sql, params).then((r) => r.rows);
+    const monthOf = (ms: number) => `p${new Date(ms).toISOString().slice(0, 8).replaceAll('-', '')}01`;
+    const home = monthOf(Date.now());
+    for (const t of ['artifacts', 'push_deliveries']) {
+      const where = (await c.query(`SELECT tableoid::regclass::text AS p, count(DISTINCT run_id)::int AS runs FROM ${t} GROUP BY 1 ORDER BY 1`)).rows;
+      expect(where).toEqual(
+        [
+          { p: `${t}_legacy`, runs: 300 },
+          { p: `${t}_${home}`, runs: 1 },
+          { p: `${t}_${monthOf(orphanMonth)}`, runs: 1 },
+        ].sort((a, b) => (a.p < b.p ? -1 : 1)),
+      );
+      // every period of run_events (the orphan's included) exists for this table, same bounds
+      expect(await periodsOf(q, t)).toEqual(await periodsOf(q, 'run_events'));
+      const legacyCheck = (await c.query(`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conname = $1`, [`${t}_legacy_outside_periods`])).rows[0].d;
+      expect(legacyCheck).toBe((await c.query(`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conname = 'run_events_legacy_outside_periods'`)).rows[0].d);
+    }
+    const defs = (await c.query(
+      `SELECT conname AS name, pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conrelid IN ('artifacts'::regclass, 'push_deliveries'::regclass) ORDER BY 1`,
+    )).rows;
+    expect(defs).toEqual([
+      { name: 'artifacts_org_id_run_id_fkey', d: 'FOREIGN KEY (org_id, run_id) REFERENCES runs(org_id, id) ON UPDATE CASCADE ON DELETE CASCADE' },
+      { name: 'artifacts_pkey', d: 'PRIMARY KEY (org_id, run_id, id)' },
+      { name: 'push_deliveries_org_id_config_id_fkey', d: 'FOREIGN KEY (org_id, config_id) REFERENCES push_configs(org_id, id) ON UPDATE CASCADE ON DELETE CASCADE' },
+      { name: 'push_deliveries_pkey', d: 'PRIMARY KEY (org_id, run_id, id)' },
+    ]);
+    const indexes = (await c.query(`SELECT indexname AS name, indexdef AS d FROM pg_indexes WHERE tablename IN ('artifacts', 'push_deliveries') ORDER BY 1`)).rows.map((r) => `${r.name}: ${r.d.replace(/^.* USING /, '')}`);
+    expect(indexes).toEqual([
+      'artifacts_org_id_run_id_artifact_id_key: btree (org_id, run_id, artifact_id)',
+      'artifacts_pkey: btree (org_id, run_id, id)',
+      'push_deliveries_config_id_id_idx: btree (config_id, id DESC)',
+      'push_deliveries_pkey: btree (org_id, run_id, id)',
+    ]);
+    // messages keep their table and their key across runs
+    expect((await c.query(`SELECT relkind FROM pg_class WHERE relname = 'messages'`)).rows[0].relkind).toBe('r');
+    // the id sequence belongs to the new table and goes on after the ids kept
+    expect((await c.query(`SELECT pg_get_serial_sequence('push_deliveries', 'id') AS s`)).rows[0].s).toBe('public.push_deliveries_id_seq');
+    const legacyId = (await c.query(`SELECT run_id FROM artifacts_legacy LIMIT 1`)).rows[0].run_id as string;
+    await c.query(`INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, latency_ms) VALUES ($1, $2, $3, 2, 'msg_2', 200, 3)`, [cfg, s.orgId, template.id]);
+    const next = (await c.query(`SELECT max(id)::text AS m FROM push_deliveries`)).rows[0].m as string;
+    expect(BigInt(next)).toBeGreaterThan(BigInt(maxId));
+    await c.end();
+    client = undefined;
+
+    // the normal read and append paths, on the converted database
+    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    const read = runsOf(conv);
+    for (const id of [legacyId, template.id]) {
+      const view = await read.view(s.orgId, id);
+      expect(view.artifacts.map((a) => [a.artifactId, a.parts])).toEqual([
+        ['a1', [{ text: 'Hel' }, { text: 'lo' }]],
+        ['a2', [{ text: 'x' }]],
+      ]);
+    }
+    const { run } = await read.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'after', role: 'user', parts: [{ text: 'new' }] } });
+    await read.setStatus(s.orgId, run.id, 'working');
+    await read.emitArtifact(s.orgId, run.id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
+    await read.emitArtifact(s.orgId, run.id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
+    const db2 = conv.get(DatabaseService);
+    expect(await db2.query(`SELECT tableoid::regclass::text AS p, parts FROM artifacts WHERE org_id = $1 AND run_id = $2`, [s.orgId, run.id])).toEqual([
+      { p: `artifacts_${home}`, parts: [{ text: 'Hel' }, { text: 'lo' }] },
+    ]);
+    await read.cancelRun(s.orgId, run.id);
+  }, 120_000);
+});
+
 describe('a run whose period has no partition yet', () => {
   it('is created all the same: the partition is made on the spot', async () => {
     // a random day ~5 years ahead: inside the window the DEFAULT partition refuses, with no partition
@@ -306,5 +510,19 @@ describe('a run whose period has no partition yet', () => {
     const { run } = await at(day + 3_600_000, () => newRun());
     expect(await partitionsOf(run.id)).toEqual([dayName(day)]);
     expect((await runs.readEvents(seed.orgId, run.id, 0)).map((e) => e.event.type)).toEqual(['run.created', 'message.added']);
+    // the whole period was made: the run's artifacts (the append path's ON CONFLICT) and deliveries land in it
+    const period = dayName(day).slice(11);
+    const [events, artifacts, deliveries] = await Promise.all(TABLES.map(periodsHere));
+    expect(artifacts.get(period)).toBe(events.get(period));
+    expect(deliveries.get(period)).toBe(events.get(period));
+    await runs.setStatus(seed.orgId, run.id, 'working');
+    await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
+    await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
+    await pushDelivery(run.id);
+    const rows = await db.query<{ p: string; parts: unknown }>(`SELECT tableoid::regclass::text AS p, parts FROM artifacts WHERE org_id = $1 AND run_id = $2`, [seed.orgId, run.id]);
+    expect(rows).toEqual([{ p: `artifacts_${period}`, parts: [{ text: 'Hel' }, { text: 'lo' }] }]);
+    const delivered = await db.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM push_deliveries WHERE org_id = $1 AND run_id = $2`, [seed.orgId, run.id]);
+    expect(delivered).toEqual([{ p: `push_deliveries_${period}` }]);
+    await runs.cancelRun(seed.orgId, run.id);
   });
 });
