@@ -143,7 +143,7 @@ export class RunRetentionRepository {
           for (const [orgId, ids] of byOrg) await archive(orgId, await q<ArchiveRow>(LINES_OF_RUNS_SQL, [orgId, ids], 'retention.archive_lines'));
         }
         await q(`SET LOCAL lock_timeout = '5s'`);
-        // the period of every partitioned table, in the order writers lock them (no lock cycle)
+        // the period of every partitioned table, in RUN_PARTITIONED_TABLES order: the order the append statement locks them in
         for (const table of RUN_PARTITIONED_TABLES) {
           const name = `${table}_${periodOf(p.name)}`;
           const [part] = await q<{ ok: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS ok`, [name]);
