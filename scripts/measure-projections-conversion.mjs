@@ -9,33 +9,17 @@
 // partition), ~200-byte artifact parts, VACUUM ANALYZEs, then runs the conversion and prints the
 // time per million rows (both tables together).
 // Usage: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/aaas_convbench node scripts/measure-projections-conversion.mjs
-import { readdirSync, readFileSync } from 'node:fs';
-import pg from 'pg';
+import { databaseBefore, timeMigration } from './conversion-db.mjs';
 
 const MIGRATION = '20261127130000_projections_partitioned';
 const url = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_convbench';
 const rowsPerTable = Number(process.env.CONVERSION_ROWS ?? 1_000_000);
 const PER_RUN = 10;
-const dbName = decodeURIComponent(new URL(url).pathname.slice(1));
-if (!/^[A-Za-z0-9_]+$/.test(dbName)) throw new Error(`unsupported database name: ${dbName}`);
 
-const admin = new pg.Client({ connectionString: Object.assign(new URL(url), { pathname: '/postgres' }).toString() });
-await admin.connect();
-await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-await admin.query(`CREATE DATABASE "${dbName}"`);
-await admin.end();
-
-const db = new pg.Client({ connectionString: url });
-await db.connect();
-const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
-for (const d of dirs.filter((d) => d < MIGRATION)) await db.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
+const db = await databaseBefore(url, MIGRATION);
 
 const runs = Math.ceil(rowsPerTable / PER_RUN);
-let t = Date.now();
-await db.query(`
-  INSERT INTO organizations (id, slug, name) VALUES ('00000000-0000-4000-8000-000000000001', 'bench', 'bench');
-  INSERT INTO agents (id, org_id, slug, name, description, updated_at) VALUES ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001', 'a', 'a', 'a', now());
-  INSERT INTO agent_revisions (id, org_id, agent_id, number, protocol_profiles, runtime) VALUES ('00000000-0000-4000-8000-000000000003', '00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002', 1, '{}', '{}');`);
+const t = Date.now();
 // even g: a v7 id of a millisecond of this month (its partition exists); odd g: a v4 id with a leading f (legacy)
 await db.query(
   `INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, status, origin_message_id, last_sequence)
@@ -66,9 +50,7 @@ for (const table of ['runs', 'artifacts', 'push_configs', 'push_deliveries']) aw
 const [{ a, d }] = (await db.query(`SELECT pg_size_pretty(pg_total_relation_size('artifacts')) AS a, pg_size_pretty(pg_total_relation_size('push_deliveries')) AS d`)).rows;
 console.log(`filled ${runs} runs, ${runs * PER_RUN} artifacts (${a}) and ${runs * PER_RUN} push deliveries (${d}) in ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
-t = Date.now();
-await db.query(readFileSync(`prisma/migrations/${MIGRATION}/migration.sql`, 'utf8'));
-const secs = (Date.now() - t) / 1000;
+const secs = await timeMigration(db, MIGRATION);
 const [{ n }] = (await db.query('SELECT (SELECT count(*) FROM artifacts) + (SELECT count(*) FROM push_deliveries) AS n')).rows;
 const where = (await db.query(`SELECT tableoid::regclass::text AS p, count(*)::int AS n FROM artifacts GROUP BY 1 ORDER BY 1`)).rows.map((r) => `${r.p} ${r.n}`).join(', ');
 console.log(`conversion: ${n} rows (artifacts: ${where}) in ${secs.toFixed(1)} s = ${((secs * 1_000_000) / Number(n)).toFixed(1)} s per million rows`);

@@ -6,33 +6,17 @@
 // 10 events each with v4 run ids (as an upgraded database has them; payloads ~200 bytes), VACUUM
 // ANALYZEs, then runs the conversion migration and prints the time per million events.
 // Usage: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/aaas_convbench node scripts/measure-run-events-conversion.mjs
-import { readdirSync, readFileSync } from 'node:fs';
-import pg from 'pg';
+import { databaseBefore, timeMigration } from './conversion-db.mjs';
 
 const MIGRATION = '20261127110000_run_events_partitioned';
 const url = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_convbench';
 const events = Number(process.env.CONVERSION_EVENTS ?? 1_000_000);
 const PER_RUN = 10;
-const dbName = decodeURIComponent(new URL(url).pathname.slice(1));
-if (!/^[A-Za-z0-9_]+$/.test(dbName)) throw new Error(`unsupported database name: ${dbName}`);
 
-const admin = new pg.Client({ connectionString: Object.assign(new URL(url), { pathname: '/postgres' }).toString() });
-await admin.connect();
-await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-await admin.query(`CREATE DATABASE "${dbName}"`);
-await admin.end();
-
-const db = new pg.Client({ connectionString: url });
-await db.connect();
-const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
-for (const d of dirs.filter((d) => d < MIGRATION)) await db.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
+const db = await databaseBefore(url, MIGRATION);
 
 const runs = Math.ceil(events / PER_RUN);
-let t = Date.now();
-await db.query(`
-  INSERT INTO organizations (id, slug, name) VALUES ('00000000-0000-4000-8000-000000000001', 'bench', 'bench');
-  INSERT INTO agents (id, org_id, slug, name, description, updated_at) VALUES ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001', 'a', 'a', 'a', now());
-  INSERT INTO agent_revisions (id, org_id, agent_id, number, protocol_profiles, runtime) VALUES ('00000000-0000-4000-8000-000000000003', '00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002', 1, '{}', '{}');`);
+const t = Date.now();
 await db.query(
   `INSERT INTO runs (id, org_id, agent_id, revision_id, thread_id, status, origin_message_id, last_sequence)
    SELECT gen_random_uuid(), '00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000003',
@@ -53,9 +37,7 @@ await db.query('VACUUM ANALYZE run_events');
 const [{ size }] = (await db.query(`SELECT pg_size_pretty(pg_total_relation_size('run_events')) AS size`)).rows;
 console.log(`filled ${runs} runs, ${runs * PER_RUN} events (run_events ${size}) in ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
-t = Date.now();
-await db.query(readFileSync(`prisma/migrations/${MIGRATION}/migration.sql`, 'utf8'));
-const secs = (Date.now() - t) / 1000;
+const secs = await timeMigration(db, MIGRATION);
 const [{ n }] = (await db.query('SELECT count(*)::int AS n FROM run_events')).rows;
 console.log(`conversion: ${n} events in ${secs.toFixed(1)} s = ${((secs * 1_000_000) / n).toFixed(1)} s per million events`);
 await db.end();

@@ -146,6 +146,26 @@ let alive: string;
 let archived: string[] = [];
 
 let runId: string;
+/** A database named `name` (dropped first) with every migration before `migration` applied; a connected client. */
+async function databaseBefore(name: string, migration: string): Promise<pg.Client> {
+  await dropDatabase(name);
+  const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  await admin.end();
+  const client = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${name}` }).toString() });
+  await client.connect();
+  const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+  for (const d of dirs.filter((d) => d < migration)) await client.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
+  return client;
+}
+async function dropDatabase(name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin.end();
+}
+
 const runId0 = () => runId;
 
 describe('a partition made after the migration', () => {
@@ -279,22 +299,11 @@ describe('the conversion migration', () => {
   afterAll(async () => {
     await conv?.close();
     await client?.end().catch(() => undefined);
-    const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-    await admin.end();
+    await dropDatabase(dbName);
   });
 
   it('moves a populated log (v4 run ids) into partitions and the read path reads it back', async () => {
-    const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE "${dbName}"`);
-    await admin.end();
-    client = new pg.Client({ connectionString: convUrl });
-    await client.connect();
-    const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
-    for (const d of dirs.filter((d) => d < MIGRATION)) await client.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
+    client = await databaseBefore(dbName, MIGRATION);
 
     // the pre-partition schema, populated through the application (then as v4 ids, as before)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
@@ -364,30 +373,18 @@ describe('the conversion migration', () => {
 describe('the projections conversion migration', () => {
   const dbName = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_conv_proj`;
   const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
-  const adminUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString();
   let conv: INestApplicationContext | undefined;
   let client: pg.Client | undefined;
 
   afterAll(async () => {
     await conv?.close();
     await client?.end().catch(() => undefined);
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-    await admin.end();
+    await dropDatabase(dbName);
   });
 
   it('moves populated artifacts and push deliveries into the periods of their runs, rows and keys intact', async () => {
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE "${dbName}"`);
-    await admin.end();
-    client = new pg.Client({ connectionString: convUrl });
-    await client.connect();
+    client = await databaseBefore(dbName, PROJECTIONS_MIGRATION);
     const c = client;
-    const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
-    for (const d of dirs.filter((d) => d < PROJECTIONS_MIGRATION)) await c.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
 
     // the schema before, populated through the application: a run with two artifacts (one of two chunks)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
