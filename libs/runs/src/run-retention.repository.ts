@@ -161,7 +161,7 @@ export class RunRetentionRepository {
       const rows = await this.db.transaction(async (q) => {
         await q(`SELECT set_config('aaas.retention', 'on', true)`);
         return q<{ orgId: string; runs: number }>(
-          `WITH gone AS (DELETE FROM runs WHERE id IN (SELECT r.id FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid AND ${REMOVABLE} LIMIT $4) RETURNING org_id)
+          `WITH gone AS (DELETE FROM runs WHERE id = ANY(ARRAY(SELECT r.id FROM runs r WHERE r.id >= $2::uuid AND r.id < $3::uuid AND ${REMOVABLE} LIMIT $4)) RETURNING org_id)
            SELECT org_id AS "orgId", count(*)::int AS runs FROM gone GROUP BY org_id`,
           [now, dropped.from, dropped.to, batchSize],
           'retention.remove_partition_runs',
