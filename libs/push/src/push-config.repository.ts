@@ -173,12 +173,15 @@ export class PushConfigRepository {
     return rows.length > 0;
   }
 
-  /** The newest delivery attempts of a config (admin view). */
-  deliveries(orgId: string, configRowId: string, limit: number): Promise<PushDeliveryRow[]> {
+  /**
+   * The newest delivery attempts of a config of run `runId` (admin view). The run id confines the
+   * read to the run's partition of `push_deliveries` (partitioned by run period).
+   */
+  deliveries(orgId: string, runId: string, configRowId: string, limit: number): Promise<PushDeliveryRow[]> {
     return this.db.query<PushDeliveryRow>(
       `SELECT sequence, webhook_id AS "webhookId", status_code AS "statusCode", error, latency_ms AS "latencyMs", attempted_at AS "attemptedAt"
-         FROM push_deliveries WHERE org_id = $1 AND config_id = $2 ORDER BY id DESC LIMIT $3`,
-      [orgId, configRowId, limit],
+         FROM push_deliveries WHERE org_id = $1 AND run_id = $2 AND config_id = $3 ORDER BY id DESC LIMIT $4`,
+      [orgId, runId, configRowId, limit],
     );
   }
 

@@ -157,7 +157,7 @@ export class PushConfigService {
         attempts: row.attempts,
         nextAttemptAt: new Date(row.nextAttemptAt).toISOString(),
         createdAt: new Date(row.createdAt).toISOString(),
-        deliveries: (await this.repo.deliveries(orgId, row.id, deliveriesPerConfig)).map((d) => ({ ...d, attemptedAt: new Date(d.attemptedAt).toISOString() })),
+        deliveries: (await this.repo.deliveries(orgId, runId, row.id, deliveriesPerConfig)).map((d) => ({ ...d, attemptedAt: new Date(d.attemptedAt).toISOString() })),
       })),
     );
   }
