@@ -22,20 +22,29 @@ import {
 } from './run-rows.repository.js';
 
 /**
- * The filter of `list` / `count` as SQL over `runs`, parameters from `$1` (org).
+ * The terms of the filter of `list` / `count` on the columns `runs` and `run_counts` share (org,
+ * agent, status, blocked reason, creator, kind), parameters numbered as `listParams` gives them.
  * Statements using it stay unnamed (planned per call with the actual values): a generic plan
  * of its `$n IS NULL OR ...` terms could not pick the index the given filters need.
  */
-const LIST_WHERE = `org_id = $1
+const KEY_WHERE = `org_id = $1
           AND ($2::uuid IS NULL OR agent_id = $2)
-          AND ($3::text IS NULL OR thread_id = $3)
           AND ($4::run_status[] IS NULL OR status = ANY($4))
-          AND ($5::timestamptz IS NULL OR status_at > $5)
-          AND ($6::timestamptz IS NULL OR status_at >= $6)
           AND (NOT $7::boolean OR blocked_reason IS NULL)
           AND ($8::text[] IS NULL OR blocked_reason = ANY($8))
           AND (NOT $9::boolean OR created_by IS NOT DISTINCT FROM $10::text)
           AND ($11::text IS NULL OR kind = $11)`;
+
+/** The whole filter of `list` / `count` as SQL over `runs`: KEY_WHERE, the thread and the status time. */
+const LIST_WHERE = `${KEY_WHERE}
+          AND ($3::text IS NULL OR thread_id = $3)
+          AND ($5::timestamptz IS NULL OR status_at > $5)
+          AND ($6::timestamptz IS NULL OR status_at >= $6)`;
+
+/** The count of KEY_WHERE's runs from `run_counts` (no thread or time filter: $3, $5, $6 are null). */
+const COUNTED_SQL = `SELECT coalesce(sum(n), 0) AS n FROM run_counts
+        WHERE ${KEY_WHERE}
+          AND $3::text IS NULL AND $5::timestamptz IS NULL AND $6::timestamptz IS NULL`;
 
 function listParams(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): unknown[] {
   return [
@@ -125,22 +134,8 @@ export class RunViews {
    * not grow with the runs. With one, a count of the runs (bounded by the thread or the window).
    */
   async count(orgId: string, f: Omit<RunListFilter, 'before' | 'limit'>): Promise<number> {
-    if (f.threadId !== undefined || f.statusAfter !== undefined || f.statusFrom !== undefined) {
-      const rows = await this.db.readQuery<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}`, listParams(orgId, f));
-      return Number(rows[0]?.n ?? 0);
-    }
-    const rows = await this.db.readQuery<{ n: string }>(
-      `SELECT coalesce(sum(n), 0) AS n FROM run_counts
-        WHERE org_id = $1
-          AND ($2::uuid IS NULL OR agent_id = $2)
-          AND ($3::run_status[] IS NULL OR status = ANY($3))
-          AND (NOT $4::boolean OR blocked_reason IS NULL)
-          AND ($5::text[] IS NULL OR blocked_reason = ANY($5))
-          AND (NOT $6::boolean OR created_by IS NOT DISTINCT FROM $7::text)
-          AND ($8::text IS NULL OR kind = $8)`,
-      [orgId, f.agentId ?? null, f.status ?? null, f.blocked === 'none', Array.isArray(f.blocked) ? f.blocked : null, f.createdBy !== undefined, f.createdBy ?? null, f.kind ?? null],
-      'run_counts.sum',
-    );
+    const narrowed = f.threadId !== undefined || f.statusAfter !== undefined || f.statusFrom !== undefined;
+    const rows = await this.db.readQuery<{ n: string }>(narrowed ? `SELECT count(*) AS n FROM runs WHERE ${LIST_WHERE}` : COUNTED_SQL, listParams(orgId, f));
     return Number(rows[0]?.n ?? 0);
   }
 
