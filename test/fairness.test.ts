@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
+import { RunExecutionQueue } from '#libs/runs';
 import { seedAgent } from './support/fixtures.js';
 import { runsOf, type TestRuns } from './support/runs.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -122,5 +124,62 @@ describe('fair share across many organizations (adaptive)', () => {
         expect(new Date(rows[i]!.started).getTime(), `run ${i} of its org`).toBeGreaterThanOrEqual(latestBefore - 300);
       }
     }
+  }, 120_000);
+});
+
+/**
+ * A backlog larger than a worker's parking: the youngest parked dispatches go back to the queue
+ * (delayed, behind a paused intake). They must leave their organization's line while they wait
+ * there, or the parked ones behind them could not start until the line forgot them (a stall of
+ * seconds per eviction, which made a 27,000-run backlog drain at a tenth of its rate).
+ */
+describe('a backlog past the parking', () => {
+  const HOLD_THEN_ECHO = {
+    kind: 'scripted',
+    rules: [
+      { match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] },
+      { match: { text: '.*' }, steps: [{ type: 'status', status: 'working' }, { type: 'status', status: 'completed' }] },
+    ],
+  };
+  let stack: Stack;
+  let runs: TestRuns;
+
+  beforeAll(async () => {
+    // parking: 10 per worker before the intake pauses, 20 kept (PARK_FACTOR × WORKER_CONCURRENCY)
+    stack = await startStack({ env: { WORKER_CONCURRENCY: '1', EXECUTION_MAX_PER_ORG: '1', EXECUTION_MAX_PER_AGENT: '1' } });
+    runs = runsOf(stack.api);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('dispatches handed back to the queue do not hold their line; the whole backlog completes once the slot frees', async () => {
+    const db = stack.api.get(DatabaseService);
+    const create = creator(runs);
+    const org = await seedAgent(db, HOLD_THEN_ECHO);
+    const hold = await create(org, 'hold');
+    await expect.poll(async () => (await runs.getRun(org.orgId, hold.run.id))?.status, { timeout: 10_000, interval: 50 }).toBe('working');
+    const backlog = await Promise.all(Array.from({ length: 60 }, (_, i) => create(org, `echo ${i}`)));
+
+    const queue = stack.api.get(RunExecutionQueue).queue;
+    const redis = new Redis(stack.env.REDIS_URL!);
+    const line = `${stack.env.REDIS_PREFIX}:exec:org:${org.orgId}:line`;
+    const queued = async () => {
+      const jobs = await queue.getJobs(['delayed', 'waiting', 'prioritized']);
+      return jobs.flatMap((j) => (j.data.dispatches ?? []).map((d) => `${(d.job as { runId: string }).runId}-${d.triggerSequence}`));
+    };
+    // the worker parks some of the backlog and hands the youngest back to the queue
+    await expect.poll(async () => (await queued()).length, { timeout: 10_000, interval: 50 }).toBeGreaterThan(0);
+    await expect.poll(() => redis.zcard(line), { timeout: 10_000, interval: 50 }).toBeGreaterThan(0);
+    for (let i = 0; i < 5; i++) {
+      const inQueue = await queued();
+      const inLine = new Set(await redis.zrange(line, '0', '-1'));
+      expect(inQueue.filter((m) => inLine.has(m)), 'members waiting in the queue but holding the line').toEqual([]);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+
+    redis.disconnect();
+    await runs.cancelRun(org.orgId, hold.run.id);
+    for (const { run } of backlog) expect((await runs.waitUntilSettled(org.orgId, run.id, 60_000)).status).toBe('completed');
   }, 120_000);
 });

@@ -451,9 +451,25 @@ export class ExecutionSlots implements OnApplicationShutdown {
    * do): the org's later runs need not wait for it to expire. Fire-and-forget.
    */
   leaveLine(orgId: string, member: string): void {
-    if (this.maxPerOrg === 0) return;
-    const [, , , line, seen] = this.keys(orgId, '-');
-    this.redis.pipeline().zrem(line!, member).zrem(seen!, member).exec().catch(() => undefined);
+    this.leaveLines([{ orgId, member }]);
+  }
+
+  /**
+   * `leaveLine` for many (one round trip): e.g. parked dispatches a worker hands back to the queue,
+   * which must not hold their orgs' lines while they wait there (a worker whose intake is paused
+   * would never present them). When one comes back it takes its old place again (its ticket's
+   * enqueue time). Fire-and-forget.
+   */
+  leaveLines(entries: ReadonlyArray<{ orgId: string; member: string }>): void {
+    if (this.maxPerOrg === 0 || entries.length === 0) return;
+    const byOrg = new Map<string, string[]>();
+    for (const e of entries) byOrg.set(e.orgId, [...(byOrg.get(e.orgId) ?? []), e.member]);
+    const pipe = this.redis.pipeline();
+    for (const [orgId, members] of byOrg) {
+      const [, , , line, seen] = this.keys(orgId, '-');
+      pipe.zrem(line!, ...members).zrem(seen!, ...members);
+    }
+    pipe.exec().catch(() => undefined);
   }
 
   /**

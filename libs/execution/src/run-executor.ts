@@ -351,6 +351,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.parked.length <= cap) return;
     this.parked.sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
     const evicted = this.parked.splice(cap);
+    // out of their lines first: queued behind a paused intake they would hold every later one back
+    this.slots.leaveLines(evicted.map((e) => ({ orgId: e.p.job.orgId, member: e.p.ticket.member })));
     await this.handBack(evicted.map((e) => e.p));
     for (const e of evicted) e.resolve();
   }
