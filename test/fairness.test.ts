@@ -128,10 +128,10 @@ describe('fair share across many organizations (adaptive)', () => {
 });
 
 /**
- * A backlog larger than a worker's parking: the youngest parked dispatches go back to the queue
- * (delayed, behind a paused intake). They must leave their organization's line while they wait
- * there, or the parked ones behind them could not start until the line forgot them (a stall of
- * seconds per eviction, which made a 27,000-run backlog drain at a tenth of its rate).
+ * A backlog larger than a worker's parking: the worker stops taking jobs while its parking is
+ * full, and a dispatch it took stays parked until it runs. Handing the youngest back to the queue
+ * instead made a backlog cycle (27,000 runs taken from the queue 208,000 times) and, while they
+ * waited there behind the paused intake, held their org's line (stalls of seconds).
  */
 describe('a backlog past the parking', () => {
   const HOLD_THEN_ECHO = {
@@ -145,41 +145,47 @@ describe('a backlog past the parking', () => {
   let runs: TestRuns;
 
   beforeAll(async () => {
-    // parking: 10 per worker before the intake pauses, 20 kept (PARK_FACTOR × WORKER_CONCURRENCY)
-    stack = await startStack({ env: { WORKER_CONCURRENCY: '1', EXECUTION_MAX_PER_ORG: '1', EXECUTION_MAX_PER_AGENT: '1' } });
+    // parking: the intake pauses at 10 parked (PARK_FACTOR × WORKER_CONCURRENCY); completed jobs kept to count them
+    stack = await startStack({ env: { WORKER_CONCURRENCY: '1', EXECUTION_MAX_PER_ORG: '1', EXECUTION_MAX_PER_AGENT: '1', QUEUE_KEEP_COMPLETED_JOBS: '1000' } });
     runs = runsOf(stack.api);
   });
   afterAll(async () => {
     await stack?.close();
   });
 
-  it('dispatches handed back to the queue do not hold their line; the whole backlog completes once the slot frees', async () => {
+  it('each dispatch is taken from the queue once, none waits in the queue holding its line, and the backlog completes once the slot frees', async () => {
     const db = stack.api.get(DatabaseService);
     const create = creator(runs);
     const org = await seedAgent(db, HOLD_THEN_ECHO);
     const hold = await create(org, 'hold');
     await expect.poll(async () => (await runs.getRun(org.orgId, hold.run.id))?.status, { timeout: 10_000, interval: 50 }).toBe('working');
-    const backlog = await Promise.all(Array.from({ length: 60 }, (_, i) => create(org, `echo ${i}`)));
+    const backlog: Array<Awaited<ReturnType<ReturnType<typeof creator>>>> = [];
+    // in waves, so that the backlog arrives as several jobs
+    for (let w = 0; w < 6; w++) backlog.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => create(org, `echo ${w}.${i}`)))));
 
     const queue = stack.api.get(RunExecutionQueue).queue;
     const redis = new Redis(stack.env.REDIS_URL!);
     const line = `${stack.env.REDIS_PREFIX}:exec:org:${org.orgId}:line`;
-    const queued = async () => {
-      const jobs = await queue.getJobs(['delayed', 'waiting', 'prioritized']);
+    const members = async (states: Array<'delayed' | 'waiting' | 'prioritized' | 'active' | 'completed'>) => {
+      const jobs = await queue.getJobs(states);
       return jobs.flatMap((j) => (j.data.dispatches ?? []).map((d) => `${(d.job as { runId: string }).runId}-${d.triggerSequence}`));
     };
-    // the worker parks some of the backlog and hands the youngest back to the queue
-    await expect.poll(async () => (await queued()).length, { timeout: 10_000, interval: 50 }).toBeGreaterThan(0);
+    // the worker took the backlog (parked, its intake paused) or left it queued; nothing queued holds the line
     await expect.poll(() => redis.zcard(line), { timeout: 10_000, interval: 50 }).toBeGreaterThan(0);
     for (let i = 0; i < 5; i++) {
-      const inQueue = await queued();
+      const inQueue = await members(['delayed', 'waiting', 'prioritized']);
       const inLine = new Set(await redis.zrange(line, '0', '-1'));
       expect(inQueue.filter((m) => inLine.has(m)), 'members waiting in the queue but holding the line').toEqual([]);
       await new Promise((r) => setTimeout(r, 100));
     }
-
     redis.disconnect();
+
     await runs.cancelRun(org.orgId, hold.run.id);
     for (const { run } of backlog) expect((await runs.waitUntilSettled(org.orgId, run.id, 60_000)).status).toBe('completed');
+    // every dispatch went through the queue exactly once (a hand-back would add a second job carrying it)
+    await expect.poll(async () => (await members(['active', 'waiting', 'delayed'])).length, { timeout: 10_000, interval: 50 }).toBe(0);
+    const taken = await members(['completed']);
+    expect(taken).toHaveLength(backlog.length + 1);
+    expect(new Set(taken).size).toBe(backlog.length + 1);
   }, 120_000);
 });

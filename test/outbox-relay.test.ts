@@ -127,3 +127,35 @@ describe('outbox: two API instances relaying one outbox', () => {
     expect(counts.failed).toBe(0);
   });
 });
+
+describe('outbox: the fast path coalesces its enqueues', () => {
+  let stack: Stack;
+
+  beforeAll(async () => {
+    // no worker: the jobs stay in the queue to be looked at
+    stack = await startStack({ worker: false, env: { DISPATCH_COALESCE_MS: '1000' } });
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('sends the first dispatch after a quiet spell at once, and those committed within DISPATCH_COALESCE_MS of it as one job', async () => {
+    const db = stack.api.get(DatabaseService);
+    const echo = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'echo' });
+    const orgId = (await db.query<{ id: string }>('SELECT org_id AS id FROM agents WHERE id = $1', [echo.agentId]))[0]!.id;
+    const runs = runsOf(stack.api);
+    const create = (text: string) =>
+      runs.createRun({ orgId, agentId: echo.agentId, revisionId: echo.revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } });
+    const queue = stack.api.get(RunExecutionQueue).queue;
+    const sizes = async () => (await queue.getJobs(['waiting'])).map((j) => j.data.dispatches.length).sort();
+
+    const first = await create('first');
+    await expect.poll(sizes, { timeout: 5_000, interval: 20 }).toEqual([1]);
+    // one after the other (separate commits, separate event-loop turns), within the window
+    const later = [];
+    for (let i = 0; i < 5; i++) later.push(await create(`later ${i}`));
+    await expect.poll(sizes, { timeout: 5_000, interval: 20 }).toEqual([1, 5]);
+    const carried = (await queue.getJobs(['waiting'])).flatMap((j) => j.data.dispatches.map((d) => (d.job as { runId: string }).runId));
+    expect(carried.sort()).toEqual([first, ...later].map((c) => c.run.id).sort());
+  });
+});

@@ -162,6 +162,12 @@ export const ConfigSchema = z.object({
    * (the worker's claim makes the copy harmless). Sooner when the queue has nothing waiting.
    */
   OUTBOX_REDELIVER_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  /**
+   * Outbox relay, fast path: at most one `addBulk` per this many ms per process; dispatches
+   * committed meanwhile go out together, as fuller jobs (0: as soon as the previous one returned).
+   * A process that has not enqueued for this long sends at once, so an idle one adds no delay.
+   */
+  DISPATCH_COALESCE_MS: z.coerce.number().int().min(0).max(1_000).default(5),
   /** Dispatches per BullMQ job (`run.execute-batch`): a worker takes them together. */
   DISPATCH_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
   /**

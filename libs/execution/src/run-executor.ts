@@ -42,7 +42,11 @@ interface ParkedEntry {
 
 /**
  * Dispatches parked per process: at this many times WORKER_CONCURRENCY the transport stops taking
- * jobs (until half of them have started); past twice that, the youngest go back to the queue.
+ * jobs (until half of them have started). A parked dispatch stays here until it runs (or the
+ * process stops): its job stays active, so the transport's job concurrency (the same factor)
+ * times DISPATCH_BATCH_MAX bounds the parking. Handing the youngest back to the queue instead made
+ * a large backlog cycle: measured, 27,000 runs were taken from the queue 208,000 times (a job, its
+ * Redis commands and a fairness call each time).
  */
 const PARK_FACTOR = 10;
 
@@ -210,14 +214,12 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const admitted = prepared.filter((_, i) => granted[i]);
     const waiting = prepared.filter((_, i) => !granted[i]);
     this.admitted += admitted.length;
-    // 3. the ones that must wait are parked here, in this process, and retried as slots free (a
-    // local execution ending, or every PARK_RETRY_MS for the others'), all parked ones in one round
-    // trip. The parking keeps the OLDEST waiting dispatches of the process (so the head of every
-    // org's line is here, present, and nobody convoys behind an absent one); past its capacity the
-    // youngest go back to the queue, delayed (a stopping worker hands them all back)
+    // 3. the ones that must wait are parked here, in this process, until they run, and retried as
+    // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), the head of
+    // each org's parked ones in one round trip (a stopping worker hands them all back)
     const parked = this.stopping ? [] : waiting.map((p) => this.park(p, slotTtl, opts.around));
     if (this.stopping && waiting.length > 0) await this.handBack(waiting);
-    await this.trimParking();
+    this.checkIntake();
     // 4. claim what runs (and what was dropped, in the same statement), then run the admitted ones together
     await Promise.all([this.claimAndRun(admitted, drop, slotTtl, opts.around), ...parked]);
     if (prepared.length === 0 && invalid.length > 0) throw invalid[0]!;
@@ -336,25 +338,17 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  /** Dispatches that will not run here go back to the queue, delayed (their rows stay unclaimed). */
-  private async handBack(ps: readonly Prepared[]): Promise<void> {
+  /**
+   * Dispatches that will not run here go back to the queue, delayed (their rows stay unclaimed).
+   * They leave their orgs' lines first: waiting in the queue they would hold every later one back
+   * until the line forgot them; when one comes back it takes its old place again.
+   */
+  private async handBack(ps: readonly Prepared[], delayMs = 200 + Math.floor(Math.random() * 300)): Promise<void> {
     this.metrics.executions.inc({ outcome: 'deferred' }, ps.length);
-    await this.relay.requeue(ps.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), 200 + Math.floor(Math.random() * 300)).catch((e: unknown) => {
+    this.slots.leaveLines(ps.map((p) => ({ orgId: p.job.orgId, member: p.ticket.member })));
+    await this.relay.requeue(ps.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), delayMs).catch((e: unknown) => {
       this.log.warn(`handing ${ps.length} dispatch(es) back failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
     });
-  }
-
-  /** Keep the oldest 2 × PARK_FACTOR × WORKER_CONCURRENCY parked dispatches (the intake is paused well before); hand the youngest back. */
-  private async trimParking(): Promise<void> {
-    this.checkIntake();
-    const cap = this.concurrency * PARK_FACTOR * 2;
-    if (this.parked.length <= cap) return;
-    this.parked.sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
-    const evicted = this.parked.splice(cap);
-    // out of their lines first: queued behind a paused intake they would hold every later one back
-    this.slots.leaveLines(evicted.map((e) => ({ orgId: e.p.job.orgId, member: e.p.ticket.member })));
-    await this.handBack(evicted.map((e) => e.p));
-    for (const e of evicted) e.resolve();
   }
 
   /** Retry the parked ones once the slots freed meanwhile went back (coalesced: one round trip for many releases). */
@@ -379,17 +373,19 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       if (entries.length === 0) return;
       if (this.stopping) {
         // hand them back to the queue: another worker takes them (their rows are unclaimed)
-        await this.relay.requeue(entries.map((e) => ({ ...e.p.item, enqueuedAt: e.p.ticket.enqueuedAt }))).catch(() => undefined);
+        await this.handBack(entries.map((e) => e.p), 0);
         for (const e of entries) e.resolve();
         return;
       }
       const room = Math.max(0, this.concurrency - this.admitted);
       // Only those that could start are asked about: at most `room` start, and within an
       // organization only its oldest (its line), so each organization's first `room`. Every
-      // PARKED_PRESENCE_MS all of them are presented, which keeps their places in their lines.
+      // PARKED_PRESENCE_MS each organization's first WORKER_CONCURRENCY are presented, which keeps
+      // their places in their lines; the younger ones need none yet (they start after these) and
+      // leave the line until they are presented (a call stays bounded whatever the parking holds)
       const now = Date.now();
       const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
-      const asked = presentAll ? entries : room === 0 ? [] : firstPerOrg(entries, room);
+      const asked = presentAll ? firstPerOrg(entries, Math.max(room, this.concurrency)) : room === 0 ? [] : firstPerOrg(entries, room);
       if (asked.length === 0) {
         this.parked.unshift(...entries);
         return;

@@ -40,10 +40,11 @@ export interface CommittedDispatch {
  *
  * - fast path: a command hands the dispatch it committed to `relay()`; the dispatches of one
  *   event-loop turn go out as one `addBulk` (no database statement), and while one `addBulk` is in
- *   flight the dispatches committed meanwhile gather and go out together when it returns (one
- *   enqueue in flight per process, like a group commit: the busier the process, the fuller its
- *   jobs; an idle one adds no delay). If Redis is down or slow, nothing waits: the rows stay for
- *   the safety net.
+ *   flight, or less than DISPATCH_COALESCE_MS after the last one started, the dispatches committed
+ *   meanwhile gather and go out together (one enqueue in flight per process, like a group commit:
+ *   the busier the process, the fuller its jobs — each job costs BullMQ some 45 Redis commands and
+ *   the worker one fairness round trip, whatever its size; an idle one adds no delay). If Redis is
+ *   down or slow, nothing waits: the rows stay for the safety net.
  * - safety net: every `OUTBOX_RELAY_INTERVAL_MS`, rows nobody claimed are enqueued again — those
  *   older than twice the interval when the queue has nothing waiting (their jobs are gone: Redis
  *   lost them, or the fast path failed) or when this process's fast path failed since the last
@@ -70,6 +71,10 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly intervalMs: number;
   private readonly redeliverMs: number;
   private readonly enabled: boolean;
+  /** DISPATCH_COALESCE_MS: least time (ms) between two fast-path enqueues of this process. */
+  private readonly coalesceMs: number;
+  /** When the fast path's last enqueue started (performance.now() ms). */
+  private lastFlushAt = -Infinity;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -81,6 +86,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.intervalMs = config.OUTBOX_RELAY_INTERVAL_MS;
     this.redeliverMs = config.OUTBOX_REDELIVER_MS;
     this.enabled = config.OUTBOX_RELAY_ENABLED;
+    this.coalesceMs = config.DISPATCH_COALESCE_MS;
   }
 
   onApplicationBootstrap(): void {
@@ -113,12 +119,16 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private scheduleFlush(): void {
     if (this.flushScheduled || this.flushing) return;
     this.flushScheduled = true;
-    setImmediate(() => void this.flush());
+    // at most one addBulk per DISPATCH_COALESCE_MS: a busy process fills its jobs, an idle one sends at once
+    const wait = this.lastFlushAt + this.coalesceMs - performance.now();
+    if (wait > 0) setTimeout(() => void this.flush(), wait);
+    else setImmediate(() => void this.flush());
   }
 
   private async flush(): Promise<void> {
     this.flushScheduled = false;
     this.flushing = true;
+    this.lastFlushAt = performance.now();
     try {
       await this.enqueuePending();
     } finally {
