@@ -202,17 +202,24 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       // enqueue order: the order of each organization's line
       .sort((a, b) => a.ticket.enqueuedAt - b.ticket.enqueuedAt);
 
-    // 2. admission: this worker's room, then the fair share (one round trip for the batch)
+    // 2. admission: this worker's room, then the fair share (one round trip for the batch). An
+    // organization with dispatches parked here already: its new ones queue behind them (parked, and
+    // asked in enqueue order with them), so they never pass an earlier one that is not presented
+    // now. The others all ask, so that those past this worker's room still take their place in
+    // their org's line.
     const slotTtl = this.heartbeatMs * 1.5;
-    // (all of them ask, so that those past this worker's room still take their place in their org's line)
+    const parkedOrgs = new Set(this.parked.map((e) => e.p.job.orgId));
+    const asking = prepared.filter((p) => !parkedOrgs.has(p.job.orgId));
+    const behind = prepared.filter((p) => parkedOrgs.has(p.job.orgId));
     const room = this.stopping ? 0 : Math.max(0, this.concurrency - this.admitted);
     const granted = await this.slots.acquireBatch(
-      prepared.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
+      asking.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
       slotTtl,
       room,
     );
-    const admitted = prepared.filter((_, i) => granted[i]);
-    const waiting = prepared.filter((_, i) => !granted[i]);
+    const admitted = asking.filter((_, i) => granted[i]);
+    const waiting = [...asking.filter((_, i) => !granted[i]), ...behind];
+    if (behind.length > 0) this.retryParkedSoon();
     this.admitted += admitted.length;
     // 3. the ones that must wait are parked here, in this process, until they run, and retried as
     // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), the head of
@@ -369,14 +376,16 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     }
     this.parkRetrying = true;
     try {
-      const entries = this.parked.splice(0).sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
-      if (entries.length === 0) return;
+      if (this.parked.length === 0) return;
       if (this.stopping) {
+        const entries = this.parked.splice(0);
         // hand them back to the queue: another worker takes them (their rows are unclaimed)
         await this.handBack(entries.map((e) => e.p), 0);
         for (const e of entries) e.resolve();
         return;
       }
+      // (they stay in the parking while asked: a batch arriving meanwhile sees its org's parked ones)
+      const entries = [...this.parked].sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
       const room = Math.max(0, this.concurrency - this.admitted);
       // Only those that could start are asked about: at most `room` start, and within an
       // organization only its oldest (its line), so each organization's first `room`. Every
@@ -386,10 +395,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       const now = Date.now();
       const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
       const asked = presentAll ? firstPerOrg(entries, Math.max(room, this.concurrency)) : room === 0 ? [] : firstPerOrg(entries, room);
-      if (asked.length === 0) {
-        this.parked.unshift(...entries);
-        return;
-      }
+      if (asked.length === 0) return;
       if (presentAll) this.parkPresentedAt = now;
       const granted = await this.slots.acquireBatch(
         asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
@@ -398,7 +404,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       );
       const started = new Set(asked.filter((_, i) => granted[i]));
       const go = asked.filter((e) => started.has(e));
-      this.parked.unshift(...entries.filter((e) => !started.has(e)));
+      if (started.size > 0) this.parked = this.parked.filter((e) => !started.has(e));
       this.checkIntake();
       this.admitted += go.length;
       if (go.length > 0) {

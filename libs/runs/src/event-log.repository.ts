@@ -354,17 +354,20 @@ ${MESSAGE_PROJECTION_SQL}
          jsonb_build_object('orgId', lpl.org_id, 'runId', lpl.id, 'trigger', 'link_settled', 'linkId', lpl.link_id, 'childRunId', lpl.child_id)
   FROM lpl WHERE lpl.awaiting AND lpl.child_status IN ('completed', 'failed', 'canceled', 'rejected')
   RETURNING id, trigger_sequence, job
-), rj AS (
+), rj AS MATERIALIZED (
+  -- rj .. dj materialized: each row is built once. Planned for one item (the estimate of input),
+  -- the joins below are nested loops, and an inlined rj rebuilt row_to_json for every pair of
+  -- items, quadratic in the batch: 64 items took 15.4 ms instead of 4.4, 32 took 5.3 instead of 2.8
   SELECT x.id, row_to_json(x) AS run FROM (SELECT ${RUN_COLUMNS} FROM r) x
-), evj AS (
+), evj AS MATERIALIZED (
   SELECT run_id, json_agg(json_build_object('sequence', sequence, 'type', type, 'payload', payload, 'createdAt', created_at) ORDER BY sequence) AS events
   FROM ev GROUP BY run_id
-), oj AS (
+), oj AS MATERIALIZED (
   SELECT DISTINCT ON (run_id) run_id, json_build_object('id', id::text, 'triggerSequence', trigger_sequence, 'job', job) AS dispatch
   FROM outbox ORDER BY run_id, trigger_sequence
-), pj AS (
+), pj AS MATERIALIZED (
   SELECT child_id, json_agg(json_build_object('runId', id, 'lastSequence', sequence) ORDER BY sequence) AS parents FROM lpl GROUP BY child_id
-), dj AS (
+), dj AS MATERIALIZED (
   SELECT (job->>'childRunId')::uuid AS child_id, json_agg(json_build_object('id', id::text, 'triggerSequence', trigger_sequence, 'job', job)) AS dispatches
   FROM ldisp GROUP BY 1
 )
