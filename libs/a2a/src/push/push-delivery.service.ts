@@ -79,6 +79,8 @@ export function pushPayload(env: SequencedOutputEnvelope, before: ProjectionStat
  * - send: each claimed config POSTs its entries in order, one at a time (configs in parallel, at
  *   most PUSH_CONCURRENCY in flight in the process), stopping at its first failure, and stops
  *   starting new attempts once its lease could run out before the outcome is recorded;
+ * - extend: a wake-up during a pass that is still sending, carrying the entries right after the
+ *   pass's, adds them to the pass (sent before its record), instead of a record and another pass;
  * - record: outcomes are group-committed — one statement records the attempts, cursors, failure
  *   state and `done` of every config that finished meanwhile, and frees their leases.
  * A crash before the record re-sends that claim's deliveries (same `webhook-id`s).
@@ -116,6 +118,11 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
    * PAGE) and the newest sequence they announced (carried or not), for its next pass.
    */
   private readonly buffered = new Map<string, { list: SequencedOutputEnvelope[]; upTo: number }>();
+  /**
+   * Per config in a pass that is still sending: its entries (the pass sends them in order, and
+   * sends what is appended here before it records) and the cursor it started from.
+   */
+  private readonly sending = new Map<string, { runId: string; cursor: number; list: SequencedOutputEnvelope[] }>();
   private claims = 0;
   private records = 0;
   private pending: PendingRecord[] = [];
@@ -236,6 +243,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     if (this.stopped) return;
     if (this.inFlight.has(id)) {
       if ((this.seen.get(id) ?? -1) >= sequence) return;
+      if (committed && this.extend(id, sequence, committed.envelopes)) return;
       this.dirty.add(id);
       this.buffer(id, sequence, committed?.envelopes);
       return;
@@ -244,6 +252,29 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     if (k && k.cursor >= sequence) return;
     this.buffer(id, sequence, committed?.envelopes);
     this.resume(id);
+  }
+
+  /**
+   * A wake-up during a pass that is still sending: when the carried entries continue the pass's
+   * entries exactly and reach `sequence` (all it announced), the pass sends them too, before its
+   * record — instead of a record, then another pass for them (the lag of a run's later events
+   * was a chain of records). False when they do not (the config gets another pass after this one).
+   */
+  private extend(id: string, sequence: number, envelopes: readonly SequencedOutputEnvelope[]): boolean {
+    const pass = this.sending.get(id);
+    if (!pass) return false;
+    let next = (pass.list.at(-1)?.sequence ?? pass.cursor) + 1;
+    const more: SequencedOutputEnvelope[] = [];
+    for (const e of envelopes) {
+      if (e.sequence < next) continue;
+      if (e.sequence !== next || e.runId !== pass.runId) return false;
+      more.push(e);
+      next++;
+    }
+    if (next - 1 !== sequence || more.length === 0 || pass.list.length + more.length > PAGE) return false;
+    pass.list.push(...more);
+    this.seen.set(id, sequence);
+    return true;
   }
 
   /** Note what a wake-up announced (and carried) for the config's next pass. */
@@ -405,23 +436,31 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     const attempts: Attempt[] = [];
     let failure: PushOutcome['failure'];
     let cut = false;
-    for (const env of p.events) {
-      if (this.stopped || performance.now() - p.startedAt > this.sendWindowMs) {
-        cut = true;
-        break;
-      }
-      const { body, state: after } = pushPayload(env, state, target.protocolVersion);
-      if (body) {
-        const { attempt, ok, retryAfterMs } = await this.post(target, env, body);
-        attempts.push(attempt);
-        if (!ok) {
-          const failuresSoFar = cursor > p.cursor ? 0 : p.failuresSoFar;
-          failure = { error: attempt.error ?? `HTTP ${attempt.statusCode}`, delayMs: this.backoff(failuresSoFar + 1, retryAfterMs), gone: attempt.statusCode === 410 };
+    // entries carried by wake-ups while it sends are appended to `list` (see extend)
+    const list = [...p.events];
+    this.sending.set(id, { runId: p.runId, cursor: p.cursor, list });
+    try {
+      for (let i = 0; i < list.length; i++) {
+        const env = list[i]!;
+        if (this.stopped || performance.now() - p.startedAt > this.sendWindowMs) {
+          cut = true;
           break;
         }
+        const { body, state: after } = pushPayload(env, state, target.protocolVersion);
+        if (body) {
+          const { attempt, ok, retryAfterMs } = await this.post(target, env, body);
+          attempts.push(attempt);
+          if (!ok) {
+            const failuresSoFar = cursor > p.cursor ? 0 : p.failuresSoFar;
+            failure = { error: attempt.error ?? `HTTP ${attempt.statusCode}`, delayMs: this.backoff(failuresSoFar + 1, retryAfterMs), gone: attempt.statusCode === 410 };
+            break;
+          }
+        }
+        state = after;
+        cursor = env.sequence;
       }
-      state = after;
-      cursor = env.sequence;
+    } finally {
+      this.sending.delete(id);
     }
     const more = !failure && (cut || !p.complete);
     const done = !failure && !more && isTerminal(state.status);
