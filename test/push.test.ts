@@ -1,3 +1,4 @@
+import { DatabaseService } from '#libs/db';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
@@ -249,6 +250,34 @@ describe('delivery faults', () => {
       const [flaky] = (await admin('GET', `/v1/runs/${tasks[0]!.id}/push-configs`)).body.configs;
       expect(flaky).toMatchObject({ status: 'done', attempts: 0, lastError: null });
       expect(flaky.deliveries.filter((d: any) => d.statusCode === 500)).toHaveLength(2);
+    } finally {
+      behaviour = () => ({ status: 200 });
+    }
+  }, 20_000);
+
+  it('entries committed while a delivery is in flight join its pass: delivered right after it, in order, recorded with it', async () => {
+    let first = true;
+    behaviour = (r) => {
+      if (r.path !== '/slow-receiver' || !first) return { status: 200 };
+      first = false;
+      // the run appends its message and completion (400 ms in) while this first delivery waits
+      // (within the pass's send window: PUSH_TIMEOUT_MS 2 s here leaves 1 s)
+      return { status: 200, delayMs: 800 };
+    };
+    try {
+      const res = await rpc('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'slow joiner' }] }, configuration: { returnImmediately: true, taskPushNotificationConfig: { url: receiver.url('/slow-receiver') } } }, '1.0');
+      const taskId = res.result.task.id as string;
+      await receiver.waitFor(() => receiver.unique('/slow-receiver').some((r) => r.json.statusUpdate?.status?.state === 'TASK_STATE_COMPLETED'), 15_000);
+      const got = receiver.unique('/slow-receiver');
+      expect(got.map(seqOf)).toEqual(await projectedSequences(taskId));
+      expect(got.length).toBeGreaterThanOrEqual(3);
+      // one pass, one record: every attempt carries the same record transaction time
+      const db = stack.api.get(DatabaseService);
+      await expect
+        .poll(async () => (await db.query<{ n: string }>('SELECT count(*) AS n FROM push_deliveries WHERE run_id = $1', [taskId]))[0]!.n, { timeout: 5_000, interval: 50 })
+        .toBe(String(got.length));
+      const times = await db.query<{ t: string }>('SELECT DISTINCT attempted_at::text AS t FROM push_deliveries WHERE run_id = $1', [taskId]);
+      expect(times).toHaveLength(1);
     } finally {
       behaviour = () => ({ status: 200 });
     }
