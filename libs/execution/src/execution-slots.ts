@@ -347,8 +347,8 @@ export interface SlotRequest {
  * most EXECUTION_MAX_PER_AGENT (default: half of WORKER_CONCURRENCY). A tenth of the slots (at
  * least one) is kept for organizations with nothing running, so a newcomer starts within a
  * deferral even while busy tenants fill the rest; as busy tenants' executions end, their shares
- * shrink to make room. An execution over its limit does not hold a worker slot: it is deferred
- * (back to the queue) and waits in its organization's line, which admits its oldest executions
+ * shrink to make room. An execution over its limit does not hold a worker slot: it waits (parked
+ * in its worker, RunExecutor) in its organization's line, which admits its oldest executions
  * only (those of one batch together, never one that passes an earlier one), so one organization's
  * runs start in enqueue order (a dispatch that stops coming back leaves the line after a while). One Lua script, one round trip, per batch of new executions or per renewal.
  *

@@ -393,10 +393,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       // their places in their lines; the younger ones need none yet (they start after these) and
       // leave the line until they are presented (a call stays bounded whatever the parking holds)
       const now = Date.now();
-      const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
-      const asked = presentAll ? firstPerOrg(entries, Math.max(room, this.concurrency)) : room === 0 ? [] : firstPerOrg(entries, room);
+      const presentHeads = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
+      const asked = presentHeads ? firstPerOrg(entries, Math.max(room, this.concurrency)) : room === 0 ? [] : firstPerOrg(entries, room);
       if (asked.length === 0) return;
-      if (presentAll) this.parkPresentedAt = now;
+      if (presentHeads) this.parkPresentedAt = now;
       const granted = await this.slots.acquireBatch(
         asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
         asked[0]!.slotTtl,
