@@ -50,6 +50,9 @@ export class RunExecutionProcessor implements OnApplicationBootstrap, OnModuleDe
       resume: () => {
         if (worker.isPaused()) worker.resume();
       },
+      limit: (jobs) => {
+        worker.concurrency = jobs;
+      },
     });
   }
 

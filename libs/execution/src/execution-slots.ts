@@ -308,9 +308,8 @@ export const RELEASE_WINDOW_MS = 5;
 const LINE_ABSENCE_MS = 2_000;
 
 /**
- * How often (ms) a process presents the head of each organization's parked dispatches (its first
- * WORKER_CONCURRENCY), not only the ones that could start now (well within LINE_ABSENCE_MS: they
- * keep their places in their lines; younger ones join when they are presented).
+ * How often (ms) a process presents every dispatch it keeps parked, not only the ones that could
+ * start now (well within LINE_ABSENCE_MS: a parked dispatch keeps its place in its line).
  */
 export const PARKED_PRESENCE_MS = 500;
 

@@ -67,6 +67,14 @@ function firstPerOrg(entries: readonly ParkedEntry[], n: number): ParkedEntry[] 
 /** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
 const PARK_RETRY_MS = 100;
 
+/** How the executor meters a transport's intake of jobs (see RunExecutor.setIntake). */
+export interface JobIntake {
+  pause(): void;
+  resume(): void;
+  /** Hold at most this many jobs at once (fetching and in progress; at least 1). */
+  limit(jobs: number): void;
+}
+
 /**
  * Why an execution did not complete, for the transport to map (BullMQ: `UnrecoverableError`
  * when not retryable). The run has been failed already when `runFailed` is true.
@@ -120,9 +128,15 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private parkRetryAgain = false;
   /** When every parked dispatch was last presented to the slots (see PARKED_PRESENCE_MS). */
   private parkPresentedAt = 0;
-  /** The transport's job intake (BullMQ: pause / resume the worker), paused while the parking is full. */
-  private intake?: { pause(): void; resume(): void };
+  /** The transport's job intake (BullMQ: pause / resume the worker, its job concurrency), paused while the parking is full. */
+  private intake?: JobIntake;
   private intakePaused = false;
+  /** The job limit last given to the intake. */
+  private intakeLimit = 0;
+  /** Batches (jobs) in progress here: running or parked dispatches of theirs. */
+  private batches = 0;
+  /** Dispatches per job lately (a moving average of the jobs taken here). */
+  private jobSize = 1;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -187,12 +201,23 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * fairness round trip (ExecutionSlots.acquireBatch) and one claim statement (the outbox rows of
    * the dispatches it runs or drops are deleted: a dispatch delivered twice runs once). The
    * dispatches that cannot start yet (this worker is full, or their org or agent is at its limit)
-   * go back to the queue delayed, as one job, keeping their place in their org's line.
+   * wait parked here, in their org's line, until they run (the job stays active meanwhile).
    * Each admitted dispatch runs concurrently, in `opts.around` (the transport's span) when given;
    * one that fails is failed or handed to the lost-run policy on its own, the others go on.
    * Errors: `ExecutionError` (not retryable) when every dispatch of the batch was invalid.
    */
   async executeBatch(items: readonly RunExecutionJob[], opts: { enqueuedAt?: number; around?: ExecutionWrapper } = {}): Promise<void> {
+    this.batches++;
+    this.jobSize += (items.length - this.jobSize) / 16;
+    try {
+      await this.executeBatchNow(items, opts);
+    } finally {
+      this.batches--;
+      this.checkIntake();
+    }
+  }
+
+  private async executeBatchNow(items: readonly RunExecutionJob[], opts: { enqueuedAt?: number; around?: ExecutionWrapper }): Promise<void> {
     const now = Date.now();
     const invalid: ExecutionError[] = [];
     const drop: string[] = [];
@@ -326,12 +351,20 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * Back-pressure: the transport's way to stop and restart taking jobs. The executor pauses it while
-   * PARK_FACTOR × WORKER_CONCURRENCY dispatches wait here, and resumes it once half of them started,
-   * so a backlog waits in the queue (in order) instead of cycling between the queue and the worker.
+   * Back-pressure: the transport's way to stop, restart and meter taking jobs. The executor pauses
+   * it while PARK_FACTOR × WORKER_CONCURRENCY dispatches wait here, and resumes it once half of
+   * them started, so a backlog waits in the queue (in order) instead of in one worker. Meanwhile it
+   * limits the jobs the transport holds to those in progress here plus what the parking's room
+   * could take at the recent dispatches per job — never under 1.2 × WORKER_CONCURRENCY (room for
+   * newcomers' jobs beside as many running ones as may run; a transport may look at a raised limit
+   * only once a job ends) nor over PARK_FACTOR × WORKER_CONCURRENCY: a transport that fetches every job it may
+   * hold before processing any (BullMQ) would otherwise take hundreds of full jobs at once on
+   * resuming and park thousands of dispatches.
    */
-  setIntake(intake: { pause(): void; resume(): void }): void {
+  setIntake(intake: JobIntake): void {
     this.intake = intake;
+    this.intakeLimit = 0;
+    this.checkIntake();
   }
 
   private checkIntake(): void {
@@ -342,6 +375,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     } else if (this.intakePaused && !this.stopping && this.parked.length < cap / 2) {
       this.intakePaused = false;
       this.intake?.resume();
+    }
+    if (this.intakePaused || !this.intake) return;
+    const room = Math.ceil(Math.max(0, cap - this.parked.length) / Math.max(1, this.jobSize));
+    const limit = Math.min(this.jobConcurrency, Math.max(this.concurrency + Math.ceil(this.concurrency / 5), this.batches + room));
+    if (limit !== this.intakeLimit) {
+      this.intakeLimit = limit;
+      this.intake.limit(limit);
     }
   }
 
@@ -389,14 +429,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       const room = Math.max(0, this.concurrency - this.admitted);
       // Only those that could start are asked about: at most `room` start, and within an
       // organization only its oldest (its line), so each organization's first `room`. Every
-      // PARKED_PRESENCE_MS each organization's first WORKER_CONCURRENCY are presented, which keeps
-      // their places in their lines; the younger ones need none yet (they start after these) and
-      // leave the line until they are presented (a call stays bounded whatever the parking holds)
+      // PARKED_PRESENCE_MS all of them are presented, which keeps their places in their lines (the
+      // intake's limit keeps the parking near PARK_FACTOR × WORKER_CONCURRENCY)
       const now = Date.now();
-      const presentHeads = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
-      const asked = presentHeads ? firstPerOrg(entries, Math.max(room, this.concurrency)) : room === 0 ? [] : firstPerOrg(entries, room);
+      const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
+      const asked = presentAll ? entries : room === 0 ? [] : firstPerOrg(entries, room);
       if (asked.length === 0) return;
-      if (presentHeads) this.parkPresentedAt = now;
+      if (presentAll) this.parkPresentedAt = now;
       const granted = await this.slots.acquireBatch(
         asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
         asked[0]!.slotTtl,
