@@ -463,7 +463,11 @@ export class ExecutionSlots implements OnApplicationShutdown {
   leaveLines(entries: ReadonlyArray<{ orgId: string; member: string }>): void {
     if (this.maxPerOrg === 0 || entries.length === 0) return;
     const byOrg = new Map<string, string[]>();
-    for (const e of entries) byOrg.set(e.orgId, [...(byOrg.get(e.orgId) ?? []), e.member]);
+    for (const e of entries) {
+      const members = byOrg.get(e.orgId);
+      if (members) members.push(e.member);
+      else byOrg.set(e.orgId, [e.member]);
+    }
     const pipe = this.redis.pipeline();
     for (const [orgId, members] of byOrg) {
       const [, , , line, seen] = this.keys(orgId, '-');

@@ -42,11 +42,11 @@ interface ParkedEntry {
 
 /**
  * Dispatches parked per process: at this many times WORKER_CONCURRENCY the transport stops taking
- * jobs (until half of them have started). A parked dispatch stays here until it runs (or the
- * process stops): its job stays active, so the transport's job concurrency (the same factor)
- * times DISPATCH_BATCH_MAX bounds the parking. Handing the youngest back to the queue instead made
- * a large backlog cycle: measured, 27,000 runs were taken from the queue 208,000 times (a job, its
- * Redis commands and a fairness call each time).
+ * jobs (until half of them have started), and before that its intake is metered (setIntake). A
+ * parked dispatch stays here until it runs (or the process stops), its job active meanwhile.
+ * Handing the youngest back to the queue past a cap instead made a large backlog cycle: measured,
+ * 27,000 runs were taken from the queue 208,000 times (a job, its Redis commands and a fairness
+ * call each time).
  */
 const PARK_FACTOR = 10;
 
@@ -247,8 +247,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (behind.length > 0) this.retryParkedSoon();
     this.admitted += admitted.length;
     // 3. the ones that must wait are parked here, in this process, until they run, and retried as
-    // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), the head of
-    // each org's parked ones in one round trip (a stopping worker hands them all back)
+    // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), all parked
+    // ones in one round trip (a stopping worker hands them all back)
     const parked = this.stopping ? [] : waiting.map((p) => this.park(p, slotTtl, opts.around));
     if (this.stopping && waiting.length > 0) await this.handBack(waiting);
     this.checkIntake();
@@ -356,10 +356,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * them started, so a backlog waits in the queue (in order) instead of in one worker. Meanwhile it
    * limits the jobs the transport holds to those in progress here plus what the parking's room
    * could take at the recent dispatches per job — never under 1.2 × WORKER_CONCURRENCY (room for
-   * newcomers' jobs beside as many running ones as may run; a transport may look at a raised limit
-   * only once a job ends) nor over PARK_FACTOR × WORKER_CONCURRENCY: a transport that fetches every job it may
-   * hold before processing any (BullMQ) would otherwise take hundreds of full jobs at once on
-   * resuming and park thousands of dispatches.
+   * newcomers' jobs beside as many running ones as may run; a transport may look at a raised
+   * limit only once a job ends) nor over PARK_FACTOR × WORKER_CONCURRENCY: a transport that
+   * fetches every job it may hold before processing any (BullMQ) would otherwise take hundreds of
+   * full jobs at once on resuming and park thousands of dispatches.
    */
   setIntake(intake: JobIntake): void {
     this.intake = intake;
