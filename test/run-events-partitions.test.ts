@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,8 @@ import { RunEventPartitions, RunRetention, RunRetentionModule, RunsModule, nextP
 import { runsOf, type TestRuns } from './support/runs.js';
 import { TEST_DATABASE_URL, testEnv } from './support/env.js';
 import { seedAgent } from './support/fixtures.js';
+// @ts-expect-error — a plain ES module script (shared with the conversion timing scripts), no declarations
+import { databaseBefore as databaseBeforeJs, dropDatabase as dropDatabaseJs } from '../scripts/conversion-db.mjs';
 
 /**
  * The partitioned log (docs/architecture.md "The log's partitions"): run ids are UUIDv7, so a run's
@@ -145,27 +147,11 @@ let done: string;
 let alive: string;
 let archived: string[] = [];
 
-let runId: string;
-/** A database named `name` (dropped first) with every migration before `migration` applied; a connected client. */
-async function databaseBefore(name: string, migration: string): Promise<pg.Client> {
-  await dropDatabase(name);
-  const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  const client = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${name}` }).toString() });
-  await client.connect();
-  const dirs = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
-  for (const d of dirs.filter((d) => d < migration)) await client.query(readFileSync(`prisma/migrations/${d}/migration.sql`, 'utf8'));
-  return client;
-}
-async function dropDatabase(name: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: Object.assign(new URL(TEST_DATABASE_URL), { pathname: '/postgres' }).toString() });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-  await admin.end();
-}
+/** A database (dropped first) with every migration before `migration` applied; a connected client. */
+const databaseBefore = databaseBeforeJs as (url: string, migration: string, opts: { seed: boolean }) => Promise<pg.Client>;
+const dropDatabase = dropDatabaseJs as (url: string) => Promise<void>;
 
+let runId: string;
 const runId0 = () => runId;
 
 describe('a partition made after the migration', () => {
@@ -299,11 +285,11 @@ describe('the conversion migration', () => {
   afterAll(async () => {
     await conv?.close();
     await client?.end().catch(() => undefined);
-    await dropDatabase(dbName);
+    await dropDatabase(convUrl);
   });
 
   it('moves a populated log (v4 run ids) into partitions and the read path reads it back', async () => {
-    client = await databaseBefore(dbName, MIGRATION);
+    client = await databaseBefore(convUrl, MIGRATION, { seed: false });
 
     // the pre-partition schema, populated through the application (then as v4 ids, as before)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
@@ -379,11 +365,11 @@ describe('the projections conversion migration', () => {
   afterAll(async () => {
     await conv?.close();
     await client?.end().catch(() => undefined);
-    await dropDatabase(dbName);
+    await dropDatabase(convUrl);
   });
 
   it('moves populated artifacts and push deliveries into the periods of their runs, rows and keys intact', async () => {
-    client = await databaseBefore(dbName, PROJECTIONS_MIGRATION);
+    client = await databaseBefore(convUrl, PROJECTIONS_MIGRATION, { seed: false });
     const c = client;
 
     // the schema before, populated through the application: a run with two artifacts (one of two chunks)
