@@ -173,19 +173,17 @@ export async function selectRun(db: DatabaseService, orgId: string, runId: strin
 }
 
 /**
- * The read models of several runs in one round trip (the projections are aggregated in SQL), in
- * the order of `runIds`; ids that are not runs of `orgId` are left out. `historyLength`: undefined
- * = whole history, 0 = none; `includeArtifacts` defaults to true.
+ * The read-model statement: the run(s) and their projections aggregated in SQL. `one`: the form
+ * for a single run (`id = $1`) — its generic plan estimates one run, as a custom plan does, so the
+ * plan cache keeps it (the array form's generic plan estimates ten runs, so PostgreSQL planned it
+ * anew on every call: 0.48 ms of planning against 0.11 ms of execution per blocking SendMessage).
  */
-export async function selectViews(db: DatabaseService, orgId: string, runIds: readonly string[], opts: RunViewOptions = {}): Promise<RunView[]> {
-  const ids = runIds.filter(isUuid);
-  if (ids.length === 0) return [];
-  const rows = await (opts.lagTolerant ? db.readQuery.bind(db) : db.query.bind(db))<ViewRow>(
-    `WITH r AS (
+function viewsSql(one: boolean): string {
+  return `WITH r AS (
        SELECT ${RUN_COLUMNS},
               (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open' AND ir.blocking
                 ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId"
-         FROM runs WHERE id = ANY($1::uuid[]) AND ${orgMatches(2)}
+         FROM runs WHERE ${one ? 'id = $1::uuid' : 'id = ANY($1::uuid[])'} AND ${orgMatches(2)}
      )
      SELECT row_to_json(r) AS run,
        (SELECT CASE WHEN e.type = 'interaction.responded' THEN NULL ELSE e.payload->'message' END FROM run_events e
@@ -198,10 +196,25 @@ export async function selectViews(db: DatabaseService, orgId: string, runIds: re
             'artifactId', a.artifact_id, 'name', a.name, 'description', a.description, 'parts', a.parts,
             'metadata', a.metadata, 'extensions', a.extensions, 'complete', a.complete) ORDER BY a.sequence)
           FROM artifacts a WHERE a.run_id = r.id AND a.org_id = $2) END AS artifacts
-     FROM r
-     ORDER BY array_position($1::uuid[], r.id)`,
-    [ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true],
-    'runs.views',
+     FROM r${one ? '' : '\n     ORDER BY array_position($1::uuid[], r.id)'}`;
+}
+/** The read model of one run: $1 run id, $2 org id, $3 historyLength (null: all), $4 includeArtifacts. */
+export const RUN_VIEW_SQL = viewsSql(true);
+const VIEWS_SQL = viewsSql(false);
+
+/**
+ * The read models of several runs in one round trip (the projections are aggregated in SQL), in
+ * the order of `runIds`; ids that are not runs of `orgId` are left out. `historyLength`: undefined
+ * = whole history, 0 = none; `includeArtifacts` defaults to true.
+ */
+export async function selectViews(db: DatabaseService, orgId: string, runIds: readonly string[], opts: RunViewOptions = {}): Promise<RunView[]> {
+  const ids = runIds.filter(isUuid);
+  if (ids.length === 0) return [];
+  const one = ids.length === 1;
+  const rows = await (opts.lagTolerant ? db.readQuery.bind(db) : db.query.bind(db))<ViewRow>(
+    one ? RUN_VIEW_SQL : VIEWS_SQL,
+    [one ? ids[0] : ids, orgId, opts.historyLength ?? null, opts.includeArtifacts ?? true],
+    one ? 'runs.view' : 'runs.views',
   );
   return rows.map(toRunView);
 }
