@@ -659,11 +659,13 @@ function printReport(medians: Measured[], repeat: number): void {
 
   const profiled = medians.filter((r) => r.sql?.topByTime.length && r.tasks > 0);
   if (profiled.length) {
-    console.log(`\nWhere PostgreSQL's time goes (pg_stat_statements total_exec_time of the last run, ms per task; the top 5 statements):`);
+    console.log(`\nWhere PostgreSQL's time goes (pg_stat_statements of the last run, per task: execution ms, planning ms, calls, plans; the top 5 statements):`);
     for (const r of profiled) {
       console.log(`  ${r.name}`);
       for (const q of r.sql!.topByTime.slice(0, 5)) {
-        console.log(`    ${fmt(q.execMs / r.tasks, 3).padStart(7)} ms  ${fmt(q.calls / r.tasks).padStart(5)} calls  ${q.query.slice(0, 110)}`);
+        console.log(
+          `    ${fmt(q.execMs / r.tasks, 3).padStart(7)} ms  ${fmt((q.planMs ?? 0) / r.tasks, 3).padStart(7)} ms plan  ${fmt(q.calls / r.tasks).padStart(5)} calls  ${fmt((q.plans ?? 0) / r.tasks).padStart(5)} plans  ${q.query.slice(0, 100)}`,
+        );
       }
     }
   }

@@ -134,6 +134,8 @@ export class BenchPostgres {
       '-c shared_preload_libraries=pg_stat_statements',
       '-c pg_stat_statements.track=top',
       '-c pg_stat_statements.track_utility=on',
+      // planning time too: a prepared statement PostgreSQL re-plans on every call shows here
+      '-c pg_stat_statements.track_planning=on',
       '-c pg_stat_statements.max=10000',
       '-c fsync=on',
       '-c synchronous_commit=on',
@@ -208,9 +210,21 @@ export interface SqlCount {
   /** Of `calls`, BEGIN / COMMIT / ROLLBACK / SAVEPOINT / RELEASE / SET statements. */
   utilityCalls: number;
   /** The most called statements (query text as normalised by pg_stat_statements, truncated to 160 chars). */
-  top: Array<{ query: string; calls: number; execMs: number }>;
-  /** The statements that took the most execution time in all (`total_exec_time`, ms), same shape: where PostgreSQL's CPU goes. */
-  topByTime: Array<{ query: string; calls: number; execMs: number }>;
+  top: Array<SqlStatementCount>;
+  /**
+   * The statements that took the most time in all (`total_exec_time` + `total_plan_time`, ms),
+   * same shape: where PostgreSQL's CPU goes.
+   */
+  topByTime: Array<SqlStatementCount>;
+}
+
+/** One statement of pg_stat_statements: calls, execution and planning time (ms; planning 0 where not tracked), and how often it was planned. */
+export interface SqlStatementCount {
+  query: string;
+  calls: number;
+  execMs: number;
+  planMs: number;
+  plans: number;
 }
 
 /**
@@ -253,8 +267,8 @@ export class SqlCounter {
   /** Statements since `reset()`; `databases`: count only those run in these databases (default: all). */
   async read(databases?: string[]): Promise<SqlCount | null> {
     if (!this.available) return null;
-    const { rows } = await this.client.query<{ query: string; calls: string; utility: boolean; exec_ms: number }>(
-      `SELECT s.query, s.calls::text AS calls, s.total_exec_time AS exec_ms,
+    const { rows } = await this.client.query<{ query: string; calls: string; utility: boolean; exec_ms: number; plan_ms: number; plans: string }>(
+      `SELECT s.query, s.calls::text AS calls, s.total_exec_time AS exec_ms, s.total_plan_time AS plan_ms, s.plans::text AS plans,
               s.query ~* '^\\s*(begin|commit|rollback|start transaction|savepoint|release|set|deallocate|discard)\\y' AS utility
          FROM pg_stat_statements s
         WHERE s.userid NOT IN (SELECT oid FROM pg_roles WHERE rolname = '${SAMPLER_ROLE}')
@@ -269,8 +283,14 @@ export class SqlCounter {
       calls += Number(r.calls);
       if (r.utility) utilityCalls += Number(r.calls);
     }
-    const entry = (r: (typeof rows)[number]) => ({ query: r.query.replace(/\s+/g, ' ').slice(0, 160), calls: Number(r.calls), execMs: Math.round(Number(r.exec_ms) * 10) / 10 });
-    const byTime = [...rows].sort((a, b) => Number(b.exec_ms) - Number(a.exec_ms));
+    const entry = (r: (typeof rows)[number]): SqlStatementCount => ({
+      query: r.query.replace(/\s+/g, ' ').slice(0, 160),
+      calls: Number(r.calls),
+      execMs: Math.round(Number(r.exec_ms) * 10) / 10,
+      planMs: Math.round(Number(r.plan_ms) * 10) / 10,
+      plans: Number(r.plans),
+    });
+    const byTime = [...rows].sort((a, b) => Number(b.exec_ms) + Number(b.plan_ms) - Number(a.exec_ms) - Number(a.plan_ms));
     return { calls, utilityCalls, top: rows.slice(0, 12).map(entry), topByTime: byTime.slice(0, 12).map(entry) };
   }
 

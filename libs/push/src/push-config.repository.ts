@@ -121,6 +121,7 @@ export class PushConfigRepository {
        )
        SELECT * FROM upd UNION ALL SELECT * FROM ins`,
       [row.id, row.orgId, row.runId, row.agentId, row.configId, row.protocolVersion, row.url, row.token, row.authScheme, row.authCredentials, row.webhookSecret, row.createdBy, row.cursor],
+      'push.upsert',
     );
     const r = rows[0];
     if (!r) return null;
@@ -145,7 +146,7 @@ export class PushConfigRepository {
 
   /** Live configs of a run (every principal's). */
   async count(orgId: string, runId: string): Promise<number> {
-    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL`, [orgId, runId]);
+    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL`, [orgId, runId], 'push.count');
     return rows[0]?.n ?? 0;
   }
 
@@ -192,6 +193,7 @@ export class PushConfigRepository {
     return this.db.query(
       `SELECT id, run_id AS "runId" FROM push_configs WHERE run_id = ANY($1::uuid[]) AND deleted_at IS NULL AND status = 'active'`,
       [runIds],
+      'push.active_for_runs',
     );
   }
 
@@ -227,10 +229,13 @@ export class PushConfigRepository {
   async claimBatch(ids: readonly string[], owner: string, ttlMs: number, page: number, knownStates: ReadonlyMap<string, number> = new Map()): Promise<ClaimedPushConfig[]> {
     if (ids.length === 0) return [];
     const knownIds = [...knownStates.keys()].filter((id) => ids.includes(id));
+    // one config (a wake-up's claim, the usual case): `id = $1`, whose generic plan PostgreSQL
+    // keeps; the array form's generic plan assumes ten configs, so it was planned on most calls (1 ms)
+    const one = ids.length === 1;
     const rows = await this.db.query<PushConfigRow & { threadId: string; readState: boolean; stateEvent: { type: string; payload: object } | null; events: Array<{ sequence: number; type: RunEvent['type']; payload: unknown; createdAt: string }> }>(
       `WITH c AS (
          UPDATE push_configs SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
-          WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL AND status = 'active' AND next_attempt_at <= now()
+          WHERE ${one ? 'id = $1::uuid' : 'id = ANY($1::uuid[])'} AND deleted_at IS NULL AND status = 'active' AND next_attempt_at <= now()
             AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $2)
          RETURNING *
        ), k AS (
@@ -247,8 +252,8 @@ export class PushConfigRepository {
                         ORDER BY e.sequence LIMIT $4) e), '[]'::json) AS events
          FROM c JOIN runs r ON r.id = c.run_id AND r.org_id = c.org_id
          CROSS JOIN LATERAL (SELECT NOT EXISTS (SELECT 1 FROM k WHERE k.id = c.id AND k.cursor = c.cursor) AS read) s`,
-      [ids, owner, ttlMs, page, knownIds, knownIds.map((id) => knownStates.get(id)!)],
-      'push.claim_batch',
+      [one ? ids[0] : ids, owner, ttlMs, page, knownIds, knownIds.map((id) => knownStates.get(id)!)],
+      one ? 'push.claim_one' : 'push.claim_batch',
     );
     return rows.map(({ threadId, readState, stateEvent, events, ...row }) => ({
       row,
