@@ -6,7 +6,7 @@ import { A2AError } from './a2a.errors.js';
 import { A2AOperations } from './a2a-operations.service.js';
 import { ANONYMOUS_CALLER, type A2ACaller } from './a2a.types.js';
 import type { A2AProtocolVersion, InboundMessage, SendOptions } from './a2a.types.js';
-import { projectEnvelope, type ProjectionState, type StreamResult } from './stream-projection.js';
+import { projectSharedEnvelope, type ProjectionState, type StreamResult } from './stream-projection.js';
 import { toV1Message, toV1Task } from './v1/v1.mapper.js';
 import { toV03Message, toV03Task } from './v03/v03.mapper.js';
 
@@ -143,7 +143,7 @@ export class A2AStreams {
   private async *follow(orgId: string, runId: string, after: number, initial: ProjectionState, version: A2AProtocolVersion, signal: AbortSignal): AsyncGenerator<StreamItem> {
     let state = initial;
     for await (const env of this.hub.follow(orgId, runId, after, signal)) {
-      const p = projectEnvelope(env, state, version);
+      const p = projectSharedEnvelope(env, state, version);
       state = p.state;
       if (p.result) yield { sequence: env.sequence, result: p.result, final: p.final };
       if (p.final) return;

@@ -142,3 +142,51 @@ function artifactUpdate(chunk: ArtifactChunk, ids: { taskId: string; contextId: 
   if (chunk.extensions?.length) artifact.extensions = chunk.extensions;
   return { kind: 'artifact-update', ...ids, artifact, append: chunk.append, lastChunk: chunk.lastChunk };
 }
+
+/** A projection as `projectSharedEnvelope` keeps it: for one version and one state before. */
+interface SharedProjection {
+  version: A2AProtocolVersion;
+  status: RunStatus;
+  blockedReason: BlockedReason | null;
+  out: { result: StreamResult | null; state: ProjectionState; final: boolean };
+}
+const shared = new WeakMap<SequencedOutputEnvelope, SharedProjection[]>();
+
+/**
+ * `projectEnvelope`, computed once per envelope object, version and state before it: the streams
+ * of one run in a process share their envelopes (RunStreamHub's ring), so the second and later
+ * subscribers of a run get the first one's projection (the same result object: read-only) instead
+ * of projecting again. The state before is part of the key, so a subscriber whose fold differs
+ * (it cannot, for the same log, but the projection never assumes it) gets its own.
+ */
+export function projectSharedEnvelope(
+  env: SequencedOutputEnvelope,
+  before: ProjectionState,
+  version: A2AProtocolVersion,
+): { result: StreamResult | null; state: ProjectionState; final: boolean } {
+  let list = shared.get(env);
+  if (list) {
+    for (const p of list) if (p.version === version && p.status === before.status && p.blockedReason === before.blockedReason) return p.out;
+  } else {
+    list = [];
+    shared.set(env, list);
+  }
+  const out = projectEnvelope(env, before, version);
+  list.push({ version, status: before.status, blockedReason: before.blockedReason, out });
+  return out;
+}
+
+const resultJson = new WeakMap<object, string>();
+
+/**
+ * `JSON.stringify(result)`, once per result object: a shared projection's result is serialized
+ * for its first stream and reused by the others (each frame wraps it in its own envelope).
+ */
+export function stringifyStreamResult(result: StreamResult): string {
+  let json = resultJson.get(result);
+  if (json === undefined) {
+    json = JSON.stringify(result);
+    resultJson.set(result, json);
+  }
+  return json;
+}

@@ -8,6 +8,14 @@ import { RunNotifier, type CommittedEnvelopes } from './run-notifier.js';
 const PAGE = 500;
 
 /**
+ * The poll of followed runs is spread over its interval in this many ticks: each run is re-read
+ * once per STREAM_POLL_INTERVAL_MS, a tenth of them per tick. (Reading every run at once made a
+ * burst of one read per followed run every interval, which stalled the process's live deliveries
+ * behind it.)
+ */
+const POLL_SLICES = 10;
+
+/**
  * The process's view of one run's log tail, shared by all its local subscribers: one reader per
  * run per process, however many streams follow it. `ring` holds the newest envelopes, contiguous
  * by sequence and ending at `lastSequence`, so live subscribers are served from memory; a
@@ -25,6 +33,8 @@ class RunTail {
   private waiters = new Set<() => void>();
   /** Set once the first read has happened (so subscribers know the tail is current). */
   ready: Promise<void> | null = null;
+  /** Which tick of the poll's interval re-reads this tail (RunStreamHub: the poll is spread). */
+  pollSlot = 0;
 
   constructor(
     readonly orgId: string,
@@ -111,7 +121,7 @@ class RunTail {
  * envelopes: too big, a parent's link update, an older publisher; another organization's) triggers
  * one read of the log after the tail per run per process. Duplicates and wake-ups older than the
  * tail change nothing. Lost wake-ups are covered by a poll of every followed run each
- * STREAM_POLL_INTERVAL_MS. The log stays the only truth: a sequence is delivered once, in order,
+ * STREAM_POLL_INTERVAL_MS (spread over the interval, POLL_SLICES). The log stays the only truth: a sequence is delivered once, in order,
  * whichever way it arrived. Backpressure: the
  * generator only advances when its consumer pulls, so a slow reader holds no queue — it falls
  * behind the shared ring and then pages from Postgres itself.
@@ -128,11 +138,16 @@ export class RunStreamHub implements OnModuleDestroy {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.ringSize = config.STREAM_RING_SIZE;
+    let tick = 0;
     this.poll = setInterval(() => {
-      for (const t of this.tails.values()) void t.refresh().catch(() => undefined);
-    }, config.STREAM_POLL_INTERVAL_MS);
+      const slot = tick++ % POLL_SLICES;
+      for (const t of this.tails.values()) if (t.pollSlot === slot) void t.refresh().catch(() => undefined);
+    }, Math.max(1, Math.floor(config.STREAM_POLL_INTERVAL_MS / POLL_SLICES)));
     this.poll.unref();
   }
+
+  /** Slots handed to new tails in turn, so each tick of the poll reads about as many. */
+  private nextSlot = 0;
 
   /** Runs followed by this process and their subscriber counts (for metrics and tests). */
   stats(): { runs: number; subscribers: number } {
@@ -193,6 +208,7 @@ export class RunStreamHub implements OnModuleDestroy {
     let tail = this.tails.get(key);
     if (!tail) {
       const t = new RunTail(orgId, runId, this.log, this.ringSize);
+      t.pollSlot = this.nextSlot++ % POLL_SLICES;
       // the shared tail starts where its first follower starts; older cursors page from Postgres
       t.lastSequence = afterSequence;
       this.tails.set(key, t);

@@ -12,6 +12,7 @@ import {
   requestIdOf,
   toA2AError,
   type JsonRpcCall,
+  stringifyStreamResult,
 } from '#libs/a2a';
 import { RETRY_AFTER_SECONDS } from '#libs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
@@ -131,8 +132,11 @@ export class A2AJsonRpcRoute implements OnModuleInit {
    * `result`; an error after the first event is an `event: error` whose data is a JSON-RPC error response.
    */
   private pipe(reply: FastifyReply, started: JsonRpcStream, ac: AbortController): Promise<void> {
+    // the same bytes as JSON.stringify({ jsonrpc, id, result }); the result's JSON is shared by the
+    // streams of its run (stringifyStreamResult)
+    const head = started.id === undefined ? '{"jsonrpc":"2.0","result":' : `{"jsonrpc":"2.0","id":${JSON.stringify(started.id)},"result":`;
     return this.sse.pump(reply, started.stream[Symbol.asyncIterator](), ac, {
-      data: (item) => JSON.stringify({ jsonrpc: '2.0', id: started.id, result: item.result }),
+      data: (item) => `${head}${stringifyStreamResult(item.result)}}`,
       error: (e) => JSON.stringify(jsonRpcErrorResponse(started.id, toA2AError(e), started.version)),
     });
   }

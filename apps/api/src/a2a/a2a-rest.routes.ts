@@ -16,6 +16,7 @@ import {
   type RestQuery,
   type RestRouteInput,
   type StreamItem,
+  stringifyStreamResult,
 } from '#libs/a2a';
 import { RETRY_AFTER_SECONDS } from '#libs/common';
 import type { ResolvedA2AAgent } from '#libs/registry';
@@ -163,7 +164,7 @@ export class A2ARestRoutes implements OnModuleInit {
       ac.abort();
       return fail(reply, e);
     }
-    await this.sse.pump(reply, iterator, ac, { data: (item) => JSON.stringify(item.result), error: (e) => JSON.stringify(toRestError(toA2AError(e)).body) }, first);
+    await this.sse.pump(reply, iterator, ac, { data: (item) => stringifyStreamResult(item.result), error: (e) => JSON.stringify(toRestError(toA2AError(e)).body) }, first);
   }
 
   /** What the route's operation reads of the request. */

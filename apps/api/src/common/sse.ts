@@ -60,7 +60,9 @@ export class SseStream {
     let text = '';
     if (frame.id !== undefined) text += `id: ${frame.id}\n`;
     if (frame.event) text += `event: ${frame.event}\n`;
-    for (const line of frame.data.split('\n')) text += `data: ${line}\n`;
+    // JSON (every A2A frame) has no raw line break: one data line
+    if (!frame.data.includes('\n')) text += `data: ${frame.data}\n`;
+    else for (const line of frame.data.split('\n')) text += `data: ${line}\n`;
     await this.write(`${text}\n`);
   }
 
