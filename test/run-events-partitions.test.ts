@@ -140,8 +140,8 @@ describe('run ids and partitions', () => {
   });
 });
 
-// A v7 generator never goes back in time (uuid keeps ids monotonic in a process), so this file
-// makes its runs in time order: the past ones first, then now, then a future one.
+// Run ids follow the clock (newRunId: UUIDv7 of Date.now()); this file makes its runs in time
+// order anyway: the past ones first, then now, then a future one.
 let gone: string[] = [];
 let done: string;
 let alive: string;
