@@ -145,11 +145,18 @@ async function live(receiver: Receiver, hook: string): Promise<{ rate: number; p
     await waitFor(receiver, TASKS * EVENTS);
     const cpu = cpuDelta(cpu0, cpuSnapshot(pids, DB_NAME));
     const lag = new Samples();
+    // lag by the entry's place in its task (1 = the first delivered entry): whether it grows along a task
+    const bySeq = new Map<number, Samples>();
     let missing = 0;
     for (const e of await projectedEvents(ours, taskIds)) {
       const at = receiver.receipts.get(e.key);
       if (at === undefined) missing++;
-      else lag.push(at - e.committedAt);
+      else {
+        lag.push(at - e.committedAt);
+        const seq = Number(e.key.split(':')[1]);
+        if (!bySeq.has(seq)) bySeq.set(seq, new Samples());
+        bySeq.get(seq)!.push(at - e.committedAt);
+      }
     }
     const s = lag.summary();
     const rate = rateOf(receiver);
@@ -161,6 +168,7 @@ async function live(receiver: Receiver, hook: string): Promise<{ rate: number; p
       ),
     );
     console.log(`CPU ms per delivery (executions included): ${cpuLine(cpu, receiver.receipts.size)}`);
+    console.log(`lag p50 / p99 ms by sequence: ${[...bySeq].sort((a, b) => a[0] - b[0]).map(([q, v]) => `${q}: ${v.summary().p50Ms} / ${v.summary().p99Ms}`).join(', ')}`);
     return { rate, p99: s.p99Ms, missing, outOfOrder: receiver.outOfOrder };
   } finally {
     await ours.close();
