@@ -13,7 +13,9 @@
  * Two phases:
  * - live: BENCH_TASKS tasks at BENCH_RATE tasks/s; one worker executes them and delivers. Lag =
  *   receipt − commit (the log's `occurredAt`, read from the admin API afterwards): p50 / p90 /
- *   p99 / max. Target: lag p99 ≤ 50 ms to a healthy receiver.
+ *   p99 / max, and p50 / p99 by the entry's sequence (3 = the task's first delivered entry: a
+ *   lag that grows along a task is a delivery chain; a flat one is waiting or CPU). Target: lag
+ *   p99 ≤ 50 ms to a healthy receiver.
  * - drain: BENCH_DRAIN_TASKS tasks are executed by a worker that does not deliver (no push
  *   secret); once every run has ended, a second worker that only delivers starts, and its
  *   deliveries per second are measured from its first receipt to its last — the delivery path
