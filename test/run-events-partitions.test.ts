@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -20,18 +20,21 @@ import { databaseBefore as databaseBeforeJs, dropDatabase as dropDatabaseJs } fr
  * The partitioned log (docs/architecture.md "The log's partitions"): run ids are UUIDv7, so a run's
  * events land in the partition of its period; the append path's invariants and both guards hold on
  * a partition made after the migration; maintenance creates periods ahead idempotently, each for
- * every partitioned table (run_events, artifacts, push_deliveries: same names, same bounds);
- * retention drops a period whose every run expired, the partition of every table whole (no
- * row-by-row DELETE of its artifacts or deliveries), and keeps one with a surviving run; creating
- * a run whose period has no partition yet creates the period; the conversion migrations move a
- * populated unpartitioned log (v4 ids), then populated artifacts and push deliveries, and the normal
- * read and append paths work on the result.
+ * every partitioned table (run_events, messages, artifacts, push_deliveries: same names, same
+ * bounds); retention drops a period whose every run expired, the partition of every table whole
+ * (no row-by-row DELETE of its messages, artifacts or deliveries) with the keys of its user
+ * messages, and keeps one with a surviving run; creating a run whose period has no partition yet
+ * creates the period; the conversion migrations move a populated unpartitioned log (v4 ids), then
+ * populated artifacts and push deliveries, then populated messages (filling message_keys), and the
+ * normal read and append paths work on the result; a user messageId stays unique per sender across
+ * the runs (and periods) of an agent, an agent messageId within its run.
  * Runs of past or far periods are made by moving the process's clock (Date only): a v7 id carries it.
  */
 const DAY = 86_400_000;
 const MIGRATION = '20261127110000_run_events_partitioned';
 const PROJECTIONS_MIGRATION = '20261127130000_projections_partitioned';
-const TABLES = ['run_events', 'artifacts', 'push_deliveries'] as const;
+const MESSAGES_MIGRATION = '20261128100000_messages_partitioned';
+const TABLES = ['run_events', 'messages', 'artifacts', 'push_deliveries'] as const;
 
 let ctx: INestApplicationContext;
 let db: DatabaseService;
@@ -126,14 +129,13 @@ describe('run ids and partitions', () => {
     const mine = (await partitions.list()).filter((p) => created!.includes(p.name));
     expect(mine.map((p) => [p.from, p.to])).toEqual([0, 1, 2].map((k) => [runIdBound(T + k * DAY), runIdBound(T + (k + 1) * DAY)]));
     // each period exists for every partitioned table, with the same name suffix and bounds
-    const [events, artifacts, deliveries] = await Promise.all(TABLES.map(periodsHere));
-    for (const name of created!) {
-      const period = name.slice('run_events_'.length);
-      expect(artifacts.get(period)).toBe(events.get(period));
-      expect(deliveries.get(period)).toBe(events.get(period));
+    const [events, ...others] = await Promise.all(TABLES.map(periodsHere));
+    expect(others).toHaveLength(3);
+    for (const periods of others) {
+      for (const name of created!) expect(periods.get(name.slice('run_events_'.length))).toBe(events!.get(name.slice('run_events_'.length)));
+      expect([...periods.keys()].sort()).toEqual([...events!.keys()].sort());
     }
-    expect([...artifacts.keys()].sort()).toEqual([...events.keys()].sort());
-    expect([...deliveries.keys()].sort()).toEqual([...events.keys()].sort());
+    expect((await db.query<{ t: string[] }>(`SELECT run_partitioned_tables() AS t`))[0]!.t).toEqual([...TABLES]);
     // each run_events partition carries both guards
     const triggers = await db.query<{ tgname: string }>(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [dayName(T + DAY)]);
     expect(triggers.map((t) => t.tgname)).toEqual(['run_events_append_only', 'run_events_delete_guard']);
@@ -150,6 +152,23 @@ let archived: string[] = [];
 /** A database (dropped first) with every migration before `migration` applied; a connected client. */
 const databaseBefore = databaseBeforeJs as (url: string, migration: string, opts: { seed: boolean }) => Promise<pg.Client>;
 const dropDatabase = dropDatabaseJs as (url: string) => Promise<void>;
+
+/**
+ * Today's append path writes `message_keys` (migration 20261128100000_messages_partitioned), which a
+ * schema from before that migration lacks. The conversion tests populate such schemas through the
+ * application, so a stand-in (the columns and key the migration makes) takes those rows meanwhile;
+ * they drop it before the migration under test, which then runs on the schema as it was.
+ */
+async function standInMessageKeys(c: pg.Client): Promise<void> {
+  await c.query(`CREATE TABLE message_keys (org_id uuid NOT NULL, agent_id uuid NOT NULL, sent_by text NOT NULL, message_id text NOT NULL,
+                                             run_id uuid NOT NULL, message_row_id uuid NOT NULL, PRIMARY KEY (org_id, agent_id, sent_by, message_id))`);
+}
+
+/** Apply every migration after `migration`, in order: the schema of today, for today's application. */
+async function migrateAfter(c: pg.Client, migration: string): Promise<void> {
+  const later = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory() && d.name > migration).map((d) => d.name).sort();
+  for (const m of later) await c.query(readFileSync(`prisma/migrations/${m}/migration.sql`, 'utf8'));
+}
 
 let runId: string;
 const runId0 = () => runId;
@@ -182,18 +201,22 @@ describe('a partition made after the migration', () => {
   });
 });
 
+/** The tables whose row DELETEs the retention test records. */
+const ROW_DELETES_RECORDED = ['messages', 'message_keys', 'artifacts', 'push_deliveries'];
+
 describe('retention and partitions', () => {
   it('drops a period whose every run expired (its partition of every table, whole), and keeps one with a surviving run', async () => {
     const retention = ctx.get(RunRetention);
-    // artifacts and push deliveries on a run of each period; a row trigger records every row DELETE
-    // on those tables: a period dropped whole deletes none, a run removed one by one deletes its own
+    // artifacts and push deliveries on a run of each period (each run has its user message, runId0
+    // 40 agent messages too); a row trigger records every row DELETE on those tables: a period
+    // dropped whole deletes none, a run removed one by one deletes its own
     for (const id of [gone[0]!, done]) {
       await runs.setStatus(seed.orgId, id, 'working');
       await runs.emitArtifact(seed.orgId, id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
       await runs.emitArtifact(seed.orgId, id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
       await pushDelivery(id);
     }
-    expect(await rowsOf([gone[0]!])).toEqual({ run_events: 5, artifacts: 1, push_deliveries: 1 });
+    expect(await rowsOf([gone[0]!])).toEqual({ run_events: 5, messages: 1, artifacts: 1, push_deliveries: 1 });
     for (const t of TABLES) expect((await db.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM ${t} WHERE run_id = $1 LIMIT 1`, [gone[0]]))[0]!.p).toBe(`${t}_${dayName(T).slice(11)}`);
     for (const id of [...gone, done, runId0()]) await runs.setStatus(seed.orgId, id, 'completed');
     await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE org_id = $1`, [seed.orgId]);
@@ -201,7 +224,7 @@ describe('retention and partitions', () => {
     try {
       await db.query(`CREATE TABLE test_row_deletes (tbl text, run_id uuid)`);
       await db.query(`CREATE FUNCTION test_row_deletes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO test_row_deletes VALUES (TG_TABLE_NAME, OLD.run_id); RETURN OLD; END $$`);
-      for (const t of ['artifacts', 'push_deliveries']) await db.query(`CREATE TRIGGER test_row_deletes AFTER DELETE ON ${t} FOR EACH ROW EXECUTE FUNCTION test_row_deletes()`);
+      for (const t of ROW_DELETES_RECORDED) await db.query(`CREATE TRIGGER test_row_deletes AFTER DELETE ON ${t} FOR EACH ROW EXECUTE FUNCTION test_row_deletes()`);
       const pass = await retention.pass();
       expect(pass.partitionsDropped).toBeGreaterThanOrEqual(1);
       for (const t of TABLES) {
@@ -209,13 +232,24 @@ describe('retention and partitions', () => {
         expect(await exists(`${t}_${dayName(T + DAY).slice(11)}`)).toBe(true); // `alive` (submitted) survives in it
         expect(await exists(`${t}_${dayName(T + 2 * DAY).slice(11)}`)).toBe(true); // its runs are still active
       }
-      expect(await rowsOf([...gone, done])).toEqual({ run_events: 0, artifacts: 0, push_deliveries: 0 });
-      // gone[0]'s period left whole; done (in the period that stays) was removed row by row
-      const deleted = await db.query<{ tbl: string; run_id: string }>(`SELECT tbl, run_id FROM test_row_deletes ORDER BY tbl`);
-      expect(deleted).toEqual([
-        { tbl: 'artifacts_' + dayName(T + DAY).slice(11), run_id: done },
-        { tbl: 'push_deliveries_' + dayName(T + DAY).slice(11), run_id: done },
-      ]);
+      expect(await rowsOf([...gone, done])).toEqual({ run_events: 0, messages: 0, artifacts: 0, push_deliveries: 0 });
+      // gone[0]'s period left whole; done and runId0 (in the period that stays) were removed row by row
+      const deleted = await db.query<{ tbl: string; run_id: string; n: number }>(`SELECT tbl, run_id, count(*)::int AS n FROM test_row_deletes GROUP BY 1, 2`);
+      const day1 = dayName(T + DAY).slice(11);
+      const order = (a: { tbl: string; run_id: string }, b: { tbl: string; run_id: string }) => (`${a.tbl} ${a.run_id}` < `${b.tbl} ${b.run_id}` ? -1 : 1);
+      expect(deleted.filter((d) => d.tbl !== 'message_keys').sort(order)).toEqual(
+        [
+          { tbl: `artifacts_${day1}`, run_id: done, n: 1 },
+          { tbl: `messages_${day1}`, run_id: done, n: 1 },
+          { tbl: `messages_${day1}`, run_id: runId0(), n: 41 },
+          { tbl: `push_deliveries_${day1}`, run_id: done, n: 1 },
+        ].sort(order),
+      );
+      // the keys of the user messages (one per run here): the dropped period's deleted with it, the
+      // others with their runs (the cascade); the survivor's stays
+      expect(deleted.filter((d) => d.tbl === 'message_keys').map((d) => `${d.run_id} ${d.n}`).sort()).toEqual([...gone, done, runId0()].map((id) => `${id} 1`).sort());
+      const keysLeft = await db.query<{ run_id: string }>(`SELECT run_id FROM message_keys WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done, alive, runId0()]]);
+      expect(keysLeft.map((k) => k.run_id)).toEqual([alive]);
       const left = await db.query<{ id: string }>(`SELECT id FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id`, [seed.orgId, [...gone, done, alive, runId0()]]);
       expect(left.map((r) => r.id)).toEqual([alive]);
       expect((await db.query(`SELECT 1 FROM run_events WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done]])).length).toBe(0);
@@ -225,11 +259,12 @@ describe('retention and partitions', () => {
       await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = $1`, [alive]);
       expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
       for (const t of TABLES) expect(await exists(`${t}_${dayName(T + DAY).slice(11)}`)).toBe(false);
+      expect((await db.query(`SELECT 1 FROM message_keys WHERE org_id = $1 AND run_id = $2`, [seed.orgId, alive])).length).toBe(0);
       expect((await db.query(`SELECT 1 FROM runs WHERE org_id = $1 AND NOT id = ANY($2::uuid[])`, [seed.orgId, archived])).length).toBe(0);
       for (const t of TABLES) expect(await exists(`${t}_${dayName(T + 2 * DAY).slice(11)}`)).toBe(true);
     } finally {
       await retention.setPolicy(seed.orgId, null, null);
-      for (const t of ['artifacts', 'push_deliveries']) await db.query(`DROP TRIGGER IF EXISTS test_row_deletes ON ${t}`);
+      for (const t of ROW_DELETES_RECORDED) await db.query(`DROP TRIGGER IF EXISTS test_row_deletes ON ${t}`);
       await db.query(`DROP TABLE IF EXISTS test_row_deletes`);
       await db.query(`DROP FUNCTION IF EXISTS test_row_deletes()`);
     }
@@ -254,6 +289,7 @@ describe('retention and partitions', () => {
       const lines = (await Promise.all(files.map((f) => readFile(path.join(dir, seed.orgId, f), 'utf8')))).join('').trim().split('\n').map((l) => JSON.parse(l));
       expect(lines.map((l) => l.run.id).sort()).toEqual([...archived].sort());
       expect(lines.map((l) => l.events.length)).toEqual([3, 3]);
+      expect(lines.map((l) => l.messages.length)).toEqual([1, 1]);
     } finally {
       await retention.setPolicy(seed.orgId, null, null);
       await other.close();
@@ -290,6 +326,7 @@ describe('the conversion migration', () => {
 
   it('moves a populated log (v4 run ids) into partitions and the read path reads it back', async () => {
     client = await databaseBefore(convUrl, MIGRATION, { seed: false });
+    await standInMessageKeys(client);
 
     // the pre-partition schema, populated through the application (then as v4 ids, as before)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
@@ -312,6 +349,7 @@ describe('the conversion migration', () => {
     );
     await conv.close();
     conv = undefined;
+    await client.query(`DROP TABLE message_keys`);
     const before = (await client.query(`SELECT count(*)::int AS n, sum(hashtext(run_id::text || sequence || type || payload::text))::bigint AS h FROM run_events`)).rows[0];
     expect(before.n).toBe(302 * 5);
 
@@ -371,6 +409,7 @@ describe('the projections conversion migration', () => {
   it('moves populated artifacts and push deliveries into the periods of their runs, rows and keys intact', async () => {
     client = await databaseBefore(convUrl, PROJECTIONS_MIGRATION, { seed: false });
     const c = client;
+    await standInMessageKeys(c);
 
     // the schema before, populated through the application: a run with two artifacts (one of two chunks)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
@@ -384,6 +423,7 @@ describe('the projections conversion migration', () => {
     await convRuns.setStatus(s.orgId, template.id, 'completed');
     await conv.close();
     conv = undefined;
+    await c.query(`DROP TABLE message_keys`);
     const cfg = randomUUID();
     await c.query(
       `INSERT INTO push_configs (id, org_id, run_id, agent_id, config_id, protocol_version, url, webhook_secret) VALUES ($1, $2, $3, $4, 'c1', '1.0', 'https://example.com/hook', 'x')`,
@@ -460,10 +500,11 @@ describe('the projections conversion migration', () => {
     await c.query(`INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, latency_ms) VALUES ($1, $2, $3, 2, 'msg_2', 200, 3)`, [cfg, s.orgId, template.id]);
     const next = (await c.query(`SELECT max(id)::text AS m FROM push_deliveries`)).rows[0].m as string;
     expect(BigInt(next)).toBeGreaterThan(BigInt(maxId));
+    await migrateAfter(c, PROJECTIONS_MIGRATION);
     await c.end();
     client = undefined;
 
-    // the normal read and append paths, on the converted database
+    // the normal read and append paths, on the converted database (then migrated to today's schema)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
     const read = runsOf(conv);
     for (const id of [legacyId, template.id]) {
@@ -493,11 +534,11 @@ describe('a run whose period has no partition yet', () => {
     const { run } = await at(day + 3_600_000, () => newRun());
     expect(await partitionsOf(run.id)).toEqual([dayName(day)]);
     expect((await runs.readEvents(seed.orgId, run.id, 0)).map((e) => e.event.type)).toEqual(['run.created', 'message.added']);
-    // the whole period was made: the run's artifacts (the append path's ON CONFLICT) and deliveries land in it
+    // the whole period was made: the run's messages, artifacts (the append path's ON CONFLICT) and deliveries land in it
     const period = dayName(day).slice(11);
-    const [events, artifacts, deliveries] = await Promise.all(TABLES.map(periodsHere));
-    expect(artifacts.get(period)).toBe(events.get(period));
-    expect(deliveries.get(period)).toBe(events.get(period));
+    const [events, ...others] = await Promise.all(TABLES.map(periodsHere));
+    for (const periods of others) expect(periods.get(period)).toBe(events!.get(period));
+    expect(await db.query(`SELECT tableoid::regclass::text AS p, role FROM messages WHERE org_id = $1 AND run_id = $2`, [seed.orgId, run.id])).toEqual([{ p: `messages_${period}`, role: 'user' }]);
     await runs.setStatus(seed.orgId, run.id, 'working');
     await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
     await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
