@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Times the conversion of the unpartitioned `messages` into a partitioned one, with its user
-// messages' keys moved to `message_keys` (migration 20261128100000_messages_partitioned), on a
+// messages' keys moved to `message_keys` (migration 20261127140000_messages_partitioned), on a
 // populated database, for docs/deploy.md. The sibling of measure-projections-conversion.mjs. Creates
 // (drops first) the database named in DATABASE_URL (default aaas_convbench), applies every migration
 // before the conversion (so run_events, artifacts and push_deliveries are partitioned already), fills
@@ -11,7 +11,7 @@
 // Usage: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/aaas_convbench node scripts/measure-messages-conversion.mjs
 import { databaseBefore, timeMigration } from './conversion-db.mjs';
 
-const MIGRATION = '20261128100000_messages_partitioned';
+const MIGRATION = '20261127140000_messages_partitioned';
 const url = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_convbench';
 const rows = Number(process.env.CONVERSION_ROWS ?? 1_000_000);
 const PER_RUN = 10;

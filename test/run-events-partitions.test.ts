@@ -33,7 +33,7 @@ import { databaseBefore as databaseBeforeJs, dropDatabase as dropDatabaseJs } fr
 const DAY = 86_400_000;
 const MIGRATION = '20261127110000_run_events_partitioned';
 const PROJECTIONS_MIGRATION = '20261127130000_projections_partitioned';
-const MESSAGES_MIGRATION = '20261128100000_messages_partitioned';
+const MESSAGES_MIGRATION = '20261127140000_messages_partitioned';
 const TABLES = ['run_events', 'messages', 'artifacts', 'push_deliveries'] as const;
 
 let ctx: INestApplicationContext;
@@ -154,7 +154,7 @@ const databaseBefore = databaseBeforeJs as (url: string, migration: string, opts
 const dropDatabase = dropDatabaseJs as (url: string) => Promise<void>;
 
 /**
- * Today's append path writes `message_keys` (migration 20261128100000_messages_partitioned), which a
+ * Today's append path writes `message_keys` (migration 20261127140000_messages_partitioned), which a
  * schema from before that migration lacks. The conversion tests populate such schemas through the
  * application, so a stand-in (the columns and key the migration makes) takes those rows meanwhile;
  * they drop it before the migration under test, which then runs on the schema as it was.

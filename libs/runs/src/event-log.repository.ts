@@ -478,7 +478,7 @@ const PG_DEADLOCK = '40P01';
  * `artifacts`, `push_deliveries`) found no partition for its run id inside the window the DEFAULT
  * partition refuses (its CHECK `<table>_legacy_outside_periods`, migrations
  * 20261127110000_run_events_partitioned, 20261127130000_projections_partitioned and
- * 20261128100000_messages_partitioned): the current period does not exist yet.
+ * 20261127140000_messages_partitioned): the current period does not exist yet.
  */
 function missingPartition(e: unknown): boolean {
   const constraint = (e as { constraint?: unknown }).constraint;
