@@ -139,7 +139,7 @@ const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id A
  *
  * The keys (docs/architecture.md "The log's partitions"): `messages` is partitioned by run period,
  * so its unique key (org_id, run_id, sent_by, message_id) holds a messageId once per sender within
- * a run — all the agent's messages get. A user message's key across the agent's runs is
+ * a run; that is the only key the agent's messages have. A user message's key across the agent's runs is
  * `message_keys`' primary key (org_id, agent_id, sent_by, message_id), one unpartitioned index:
  * the same message again on another run (or the same one) fails this statement with a unique
  * violation, check and insert in one statement as before. One narrow row per user message.

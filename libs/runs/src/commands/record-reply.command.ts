@@ -62,9 +62,10 @@ export interface RecordReplyResult {
  * read); a run of kind `execution` created by that messageId is returned as it is (`reply: null`).
  * Errors: `run.conflict` when the messageId was recorded with other content (parts, metadata,
  * extensions, referenced tasks) or in another thread than `threadId`, when the caller already used
- * it on another run (e.g. as a follow-up message); `org.storage_quota_exceeded` when the caller's message does not fit in the
- * organization's storage quota (the agent's reply is output, never refused; a retry of a recorded
- * exchange still returns it).
+ * it on another run (e.g. as a follow-up message); `org.storage_quota_exceeded` when the caller's
+ * message does not fit in the organization's storage quota (the agent's reply is output, never
+ * refused; a retry of a recorded exchange still returns it). The agent's reply messageId is unique
+ * within its run only, so it never conflicts (the run is new).
  */
 @Injectable()
 export class RecordReplyHandler {
