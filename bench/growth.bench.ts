@@ -11,7 +11,7 @@
  *    status, agent messages, an artifact, completed) whose log holds GROWTH_EVENTS_PER_RUN events.
  * 3. The fill, set-based SQL (generate_series, in chunks): GROWTH_RUNS runs, each a copy of the
  *    template's rows — the runs row, its run_events (same sequences 1..n, types, payloads), messages,
- *    artifacts and dispatch rows, exactly as the write path left them — with its own UUIDv7 id
+ *    the keys of its user messages (message_keys), artifacts and dispatch rows, exactly as the write path left them — with its own UUIDv7 id
  *    (48-bit unix ms of its created_at, version 7, variant 10; built in SQL), its own thread id and
  *    message ids (replaced in the payloads too), spread over the organizations and agents, created_at
  *    spread over the last GROWTH_SPAN_DAYS days (oldest first, so ids follow time), times shifted alike.
@@ -29,8 +29,8 @@
  * 6. Retention: a policy for every organization so that the oldest ~GROWTH_EXPIRE_FRACTION of the
  *    runs expire, then the real job code (RunRetention.pass from the compiled libs) until nothing is
  *    left, timed; sizes and dead tuples (pg_stat_user_tables.n_dead_tup) before, after the passes,
- *    and after VACUUM (whole periods of run_events, artifacts and push_deliveries are dropped, the
- *    rest of what expired, messages included, is deleted row by row).
+ *    and after VACUUM (whole periods of run_events, messages, artifacts and push_deliveries are
+ *    dropped with the keys of their user messages, the rest of what expired is deleted row by row).
  *
  * Env: GROWTH_RUNS (500000), GROWTH_EVENTS_PER_RUN (10), GROWTH_SCALE (1: multiplies GROWTH_RUNS),
  * GROWTH_ORGS (4), GROWTH_AGENTS (3 per organization), GROWTH_SPAN_DAYS (395), GROWTH_SAMPLES (200),
@@ -172,6 +172,9 @@ async function fillStatements(db: pg.Client, tpl: { id: string; thread_id: strin
     const over: Record<string, string> = { run_id: 'b.id', org_id: 'b.org_id' };
     if (cols.includes('agent_id')) over.agent_id = 'b.agent_id';
     if (cols.includes('id') && table !== 'run_events') over.id = 'gen_random_uuid()';
+    // a message's key row names the message row: both ids derived alike from (copy, template row)
+    if (table === 'messages') over.id = 'md5(b.id::text || t.id::text)::uuid';
+    if (table === 'message_keys') over.message_row_id = 'md5(b.id::text || t.message_row_id::text)::uuid';
     await copy(table, `t.run_id = ${lit(tpl.id)}`, over);
   }
   return stmts;
@@ -327,7 +330,8 @@ async function main(): Promise<void> {
     const tpl = (await db.query<{ id: string; thread_id: string; created_at: Date; last_sequence: number }>(`SELECT id, thread_id, created_at, last_sequence FROM runs WHERE id = $1`, [tplId])).rows[0]!;
     lastSequence = tpl.last_sequence;
     const counts = (await db.query<{ t: string; n: number }>(
-      `SELECT 'messages' t, count(*)::int n FROM messages WHERE run_id = $1 UNION ALL SELECT 'artifacts', count(*)::int FROM artifacts WHERE run_id = $1
+      `SELECT 'messages' t, count(*)::int n FROM messages WHERE run_id = $1 UNION ALL SELECT 'message_keys', count(*)::int FROM message_keys WHERE run_id = $1
+       UNION ALL SELECT 'artifacts', count(*)::int FROM artifacts WHERE run_id = $1
        UNION ALL SELECT 'interaction_requests', count(*)::int FROM interaction_requests WHERE run_id = $1 UNION ALL SELECT 'run_dispatches', count(*)::int FROM run_dispatches WHERE run_id = $1`,
       [tplId],
     )).rows;
@@ -337,7 +341,7 @@ async function main(): Promise<void> {
     // the fill's times: the last GROWTH_SPAN_DAYS days, ending a day ago (the measured runs are newer)
     const startMs = Date.now() - (S.spanDays + 1) * 86_400_000;
     // a database that grew over these months under the service has a period per month (a partition
-    // of run_events, artifacts and push_deliveries each; the workers create them ahead, docs/deploy.md
+    // of run_events, messages, artifacts and push_deliveries each; the workers create them ahead, docs/deploy.md
     // "The log's partitions"): made here as they would have been, or every filled run would land in
     // the legacy partitions
     const made = (await db.query<{ n: number }>(
@@ -348,7 +352,8 @@ async function main(): Promise<void> {
                 UNION SELECT date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') months`,
       [startMs],
     )).rows[0]!.n;
-    log(`${made} monthly periods (run_events, artifacts, push_deliveries partitions) made for the fill's span`);
+    const periodTables = (await db.query<{ t: string[] }>(`SELECT run_partitioned_tables() AS t`)).rows[0]!.t;
+    log(`${made} monthly periods made for the fill's span (a partition of each of ${periodTables.join(', ')})`);
     const first = Math.max(1, Math.round(S.runs * 0.05));
     const fillT0 = nowMs();
     await fill(db, 0, first, combos, stmts, startMs);
@@ -424,7 +429,7 @@ async function main(): Promise<void> {
     await app.close();
     app = undefined;
     await new Promise((r) => setTimeout(r, 1500));
-    log(`retention: ${removed} runs removed in ${passes} passes (${partitionsDropped} whole periods dropped: run_events, artifacts, push_deliveries), ${retentionS} s (${round(expired.events / Math.max(retentionS, 0.001), 0)} events/s)`);
+    log(`retention: ${removed} runs removed in ${passes} passes (${partitionsDropped} whole periods dropped: each partition of run_events, messages, artifacts, push_deliveries), ${retentionS} s (${round(expired.events / Math.max(retentionS, 0.001), 0)} events/s)`);
     const sizesAfterRetention = await sizes(db);
     printSizes('sizes after retention (before VACUUM)', sizesAfterRetention);
     const v0 = nowMs();

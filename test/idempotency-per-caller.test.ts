@@ -298,32 +298,37 @@ describe('follow-up messages are idempotent per sender', () => {
 });
 
 describe('the idempotency lookups are index-served', () => {
-  it('runs by (org, agent, owner, origin) and messages by (org, agent, sender, messageId)', async () => {
+  it('runs by (org, agent, owner, origin) and user messages by (org, agent, sender, messageId)', async () => {
     const plan = async (sql: string, params: unknown[]) =>
       (await db.transaction(async (q) => {
         // planner statistics of the tables as this file filled them (a fresh table has none)
         await q('ANALYZE runs');
-        await q('ANALYZE messages');
+        await q('ANALYZE message_keys');
         await q('SET LOCAL enable_seqscan = off');
         return q<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params);
       })).map((r) => r['QUERY PLAN']).join('\n');
     const org = (await db.query<{ id: string }>(`SELECT org_id AS id FROM agents WHERE id = $1`, [keyed.agentId]))[0]!.id;
-    // the keys themselves: unique, on exactly these columns (what ON CONFLICT and the lookups rely on)
+    // the keys themselves: unique, on exactly these columns (what ON CONFLICT, the append's unique
+    // violation and the lookups rely on). messages is partitioned by run period, so the key of a
+    // user message across the agent's runs is message_keys' primary key (docs/architecture.md
+    // "The log's partitions"); messages keeps a key within each run
     const defs = new Map(
-      (await db.query<{ indexname: string; indexdef: string }>(`SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('runs', 'messages')`)).map((r) => [r.indexname, r.indexdef]),
+      (await db.query<{ indexname: string; indexdef: string }>(`SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('runs', 'messages', 'message_keys')`)).map((r) => [r.indexname, r.indexdef]),
     );
     expect(defs.get('runs_org_id_agent_id_owner_origin_message_id_key')).toMatch(/CREATE UNIQUE INDEX .* ON public\.runs USING btree \(org_id, agent_id, COALESCE\(created_by, ''::text\), origin_message_id\)/);
-    expect(defs.get('messages_org_id_agent_id_sent_by_message_id_key')).toMatch(/CREATE UNIQUE INDEX .* ON public\.messages USING btree \(org_id, agent_id, sent_by, message_id\)/);
+    expect(defs.get('message_keys_pkey')).toMatch(/CREATE UNIQUE INDEX .* ON public\.message_keys USING btree \(org_id, agent_id, sent_by, message_id\)/);
+    expect(defs.get('messages_org_id_run_id_sent_by_message_id_key')).toMatch(/CREATE UNIQUE INDEX .* ON ONLY public\.messages USING btree \(org_id, run_id, sent_by, message_id\)/);
     expect([...defs.keys()]).not.toContain('runs_org_id_agent_id_origin_message_id_key');
     expect([...defs.keys()]).not.toContain('messages_org_id_agent_id_message_id_key');
+    expect([...defs.keys()]).not.toContain('messages_org_id_agent_id_sent_by_message_id_key');
     // and the lookups go through an index starting with (org_id, agent_id) — which one depends on the
     // statistics of this small table (the per-status index is as good here), never a scan of the table
     const runPlan = await plan(`SELECT id FROM runs WHERE org_id = $1 AND agent_id = $2 AND COALESCE(created_by, '') = $3 AND origin_message_id = $4`, [org, keyed.agentId, '', 'x']);
     expect(runPlan).toMatch(/(Index (Only )?Scan using|Bitmap Index Scan on) runs_org_id_agent_id_\w+/);
     expect(runPlan).toMatch(/Index Cond: \(\(org_id = .*AND \(agent_id = /);
     expect(runPlan).not.toMatch(/Seq Scan/);
-    const messagePlan = await plan(`SELECT run_id FROM messages WHERE org_id = $1 AND agent_id = $2 AND sent_by = $3 AND message_id = $4`, [org, keyed.agentId, '', 'x']);
-    expect(messagePlan).toMatch(/(Index (Only )?Scan using|Bitmap Index Scan on) messages_\w+/);
+    const messagePlan = await plan(`SELECT run_id FROM message_keys WHERE org_id = $1 AND agent_id = $2 AND sent_by = $3 AND message_id = $4`, [org, keyed.agentId, '', 'x']);
+    expect(messagePlan).toMatch(/(Index (Only )?Scan using|Bitmap Index Scan on) message_keys_pkey/);
     expect(messagePlan).not.toMatch(/Seq Scan/);
   });
 });

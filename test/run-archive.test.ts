@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SendMessageRequest, Task, taskStateToJSON } from '@a2a-js/sdk';
 import { ClientFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
+import { DatabaseService } from '#libs/db';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { TEST_DATABASE_URL } from './support/env.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -247,6 +248,19 @@ describe('import', () => {
 
     // the target's own archive is the same text: rows, logs (same sequences), projections, cursors
     expect(await exportText(b)).toBe(archive);
+    // the keys of the user messages are derived, not archived: the import writes them as the append
+    // path did (same senders, messageIds, runs and message rows; the agent's messages have none)
+    const ids = parsed(archive).map((l) => l.run.id);
+    const keysOf = (s: Stack) =>
+      s.api.get(DatabaseService).query<{ sentBy: string; messageId: string; runId: string; messageRowId: string }>(
+        `SELECT sent_by AS "sentBy", message_id AS "messageId", run_id AS "runId", message_row_id AS "messageRowId" FROM message_keys WHERE run_id = ANY($1::uuid[]) ORDER BY 3, 2, 1`,
+        [ids],
+      );
+    const userMessages = parsed(archive).flatMap((l) => (l.messages as Array<{ sent_by: string }>).filter((m) => m.sent_by !== 'agent'));
+    const [keysA, keysB] = await Promise.all([keysOf(a), keysOf(b)]);
+    expect(keysA).toHaveLength(userMessages.length);
+    expect(keysA.length).toBeGreaterThan(0);
+    expect(keysB).toEqual(keysA);
     // the admin views (run, interactions, links) and the logs, agent and revision ids mapped
     for (const l of parsed(archive)) {
       const [va, vb] = await Promise.all([adminRequest(a.baseUrl, a.adminKey, 'GET', `/v1/runs/${l.run.id}`), adminRequest(b.baseUrl, b.adminKey, 'GET', `/v1/runs/${l.run.id}`)]);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -20,18 +20,21 @@ import { databaseBefore as databaseBeforeJs, dropDatabase as dropDatabaseJs } fr
  * The partitioned log (docs/architecture.md "The log's partitions"): run ids are UUIDv7, so a run's
  * events land in the partition of its period; the append path's invariants and both guards hold on
  * a partition made after the migration; maintenance creates periods ahead idempotently, each for
- * every partitioned table (run_events, artifacts, push_deliveries: same names, same bounds);
- * retention drops a period whose every run expired, the partition of every table whole (no
- * row-by-row DELETE of its artifacts or deliveries), and keeps one with a surviving run; creating
- * a run whose period has no partition yet creates the period; the conversion migrations move a
- * populated unpartitioned log (v4 ids), then populated artifacts and push deliveries, and the normal
- * read and append paths work on the result.
+ * every partitioned table (run_events, messages, artifacts, push_deliveries: same names, same
+ * bounds); retention drops a period whose every run expired, the partition of every table whole
+ * (no row-by-row DELETE of its messages, artifacts or deliveries) with the keys of its user
+ * messages, and keeps one with a surviving run; creating a run whose period has no partition yet
+ * creates the period; the conversion migrations move a populated unpartitioned log (v4 ids), then
+ * populated artifacts and push deliveries, then populated messages (filling message_keys), and the
+ * normal read and append paths work on the result; a user messageId stays unique per sender across
+ * the runs (and periods) of an agent, an agent messageId within its run.
  * Runs of past or far periods are made by moving the process's clock (Date only): a v7 id carries it.
  */
 const DAY = 86_400_000;
 const MIGRATION = '20261127110000_run_events_partitioned';
 const PROJECTIONS_MIGRATION = '20261127130000_projections_partitioned';
-const TABLES = ['run_events', 'artifacts', 'push_deliveries'] as const;
+const MESSAGES_MIGRATION = '20261127140000_messages_partitioned';
+const TABLES = ['run_events', 'messages', 'artifacts', 'push_deliveries'] as const;
 
 let ctx: INestApplicationContext;
 let db: DatabaseService;
@@ -126,14 +129,13 @@ describe('run ids and partitions', () => {
     const mine = (await partitions.list()).filter((p) => created!.includes(p.name));
     expect(mine.map((p) => [p.from, p.to])).toEqual([0, 1, 2].map((k) => [runIdBound(T + k * DAY), runIdBound(T + (k + 1) * DAY)]));
     // each period exists for every partitioned table, with the same name suffix and bounds
-    const [events, artifacts, deliveries] = await Promise.all(TABLES.map(periodsHere));
-    for (const name of created!) {
-      const period = name.slice('run_events_'.length);
-      expect(artifacts.get(period)).toBe(events.get(period));
-      expect(deliveries.get(period)).toBe(events.get(period));
+    const [events, ...others] = await Promise.all(TABLES.map(periodsHere));
+    expect(others).toHaveLength(3);
+    for (const periods of others) {
+      for (const name of created!) expect(periods.get(name.slice('run_events_'.length))).toBe(events!.get(name.slice('run_events_'.length)));
+      expect([...periods.keys()].sort()).toEqual([...events!.keys()].sort());
     }
-    expect([...artifacts.keys()].sort()).toEqual([...events.keys()].sort());
-    expect([...deliveries.keys()].sort()).toEqual([...events.keys()].sort());
+    expect((await db.query<{ t: string[] }>(`SELECT run_partitioned_tables() AS t`))[0]!.t).toEqual([...TABLES]);
     // each run_events partition carries both guards
     const triggers = await db.query<{ tgname: string }>(`SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal ORDER BY tgname`, [dayName(T + DAY)]);
     expect(triggers.map((t) => t.tgname)).toEqual(['run_events_append_only', 'run_events_delete_guard']);
@@ -150,6 +152,23 @@ let archived: string[] = [];
 /** A database (dropped first) with every migration before `migration` applied; a connected client. */
 const databaseBefore = databaseBeforeJs as (url: string, migration: string, opts: { seed: boolean }) => Promise<pg.Client>;
 const dropDatabase = dropDatabaseJs as (url: string) => Promise<void>;
+
+/**
+ * Today's append path writes `message_keys` (migration 20261127140000_messages_partitioned), which a
+ * schema from before that migration lacks. The conversion tests populate such schemas through the
+ * application, so a stand-in (the columns and key the migration makes) takes those rows meanwhile;
+ * they drop it before the migration under test, which then runs on the schema as it was.
+ */
+async function standInMessageKeys(c: pg.Client): Promise<void> {
+  await c.query(`CREATE TABLE message_keys (org_id uuid NOT NULL, agent_id uuid NOT NULL, sent_by text NOT NULL, message_id text NOT NULL,
+                                             run_id uuid NOT NULL, message_row_id uuid NOT NULL, PRIMARY KEY (org_id, agent_id, sent_by, message_id))`);
+}
+
+/** Apply every migration after `migration`, in order: the schema of today, for today's application. */
+async function migrateAfter(c: pg.Client, migration: string): Promise<void> {
+  const later = readdirSync('prisma/migrations', { withFileTypes: true }).filter((d) => d.isDirectory() && d.name > migration).map((d) => d.name).sort();
+  for (const m of later) await c.query(readFileSync(`prisma/migrations/${m}/migration.sql`, 'utf8'));
+}
 
 let runId: string;
 const runId0 = () => runId;
@@ -182,26 +201,34 @@ describe('a partition made after the migration', () => {
   });
 });
 
+/** The tables whose row DELETEs the retention test records. */
+const ROW_DELETES_RECORDED = ['messages', 'message_keys', 'artifacts', 'push_deliveries'];
+
 describe('retention and partitions', () => {
   it('drops a period whose every run expired (its partition of every table, whole), and keeps one with a surviving run', async () => {
     const retention = ctx.get(RunRetention);
-    // artifacts and push deliveries on a run of each period; a row trigger records every row DELETE
-    // on those tables: a period dropped whole deletes none, a run removed one by one deletes its own
+    // artifacts and push deliveries on a run of each period (each run has its user message, runId0
+    // 40 agent messages too); a row trigger records every row DELETE on those tables: a period
+    // dropped whole deletes none, a run removed one by one deletes its own
     for (const id of [gone[0]!, done]) {
       await runs.setStatus(seed.orgId, id, 'working');
       await runs.emitArtifact(seed.orgId, id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
       await runs.emitArtifact(seed.orgId, id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
       await pushDelivery(id);
     }
-    expect(await rowsOf([gone[0]!])).toEqual({ run_events: 5, artifacts: 1, push_deliveries: 1 });
+    expect(await rowsOf([gone[0]!])).toEqual({ run_events: 5, messages: 1, artifacts: 1, push_deliveries: 1 });
     for (const t of TABLES) expect((await db.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM ${t} WHERE run_id = $1 LIMIT 1`, [gone[0]]))[0]!.p).toBe(`${t}_${dayName(T).slice(11)}`);
     for (const id of [...gone, done, runId0()]) await runs.setStatus(seed.orgId, id, 'completed');
     await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE org_id = $1`, [seed.orgId]);
     await retention.setPolicy(seed.orgId, null, 1);
     try {
-      await db.query(`CREATE TABLE test_row_deletes (tbl text, run_id uuid)`);
+      await db.query(`CREATE TABLE test_row_deletes (tbl text, run_id uuid, tx bigint DEFAULT txid_current())`);
       await db.query(`CREATE FUNCTION test_row_deletes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO test_row_deletes VALUES (TG_TABLE_NAME, OLD.run_id); RETURN OLD; END $$`);
-      for (const t of ['artifacts', 'push_deliveries']) await db.query(`CREATE TRIGGER test_row_deletes AFTER DELETE ON ${t} FOR EACH ROW EXECUTE FUNCTION test_row_deletes()`);
+      for (const t of ROW_DELETES_RECORDED) await db.query(`CREATE TRIGGER test_row_deletes AFTER DELETE ON ${t} FOR EACH ROW EXECUTE FUNCTION test_row_deletes()`);
+      // and the tables dropped, with their transaction
+      await db.query(`CREATE FUNCTION test_drops() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN
+                        INSERT INTO test_row_deletes (tbl) SELECT 'drop ' || object_identity FROM pg_event_trigger_dropped_objects() WHERE object_type = 'table'; END $$`);
+      await db.query(`CREATE EVENT TRIGGER test_drops ON sql_drop EXECUTE FUNCTION test_drops()`);
       const pass = await retention.pass();
       expect(pass.partitionsDropped).toBeGreaterThanOrEqual(1);
       for (const t of TABLES) {
@@ -209,13 +236,30 @@ describe('retention and partitions', () => {
         expect(await exists(`${t}_${dayName(T + DAY).slice(11)}`)).toBe(true); // `alive` (submitted) survives in it
         expect(await exists(`${t}_${dayName(T + 2 * DAY).slice(11)}`)).toBe(true); // its runs are still active
       }
-      expect(await rowsOf([...gone, done])).toEqual({ run_events: 0, artifacts: 0, push_deliveries: 0 });
-      // gone[0]'s period left whole; done (in the period that stays) was removed row by row
-      const deleted = await db.query<{ tbl: string; run_id: string }>(`SELECT tbl, run_id FROM test_row_deletes ORDER BY tbl`);
-      expect(deleted).toEqual([
-        { tbl: 'artifacts_' + dayName(T + DAY).slice(11), run_id: done },
-        { tbl: 'push_deliveries_' + dayName(T + DAY).slice(11), run_id: done },
-      ]);
+      expect(await rowsOf([...gone, done])).toEqual({ run_events: 0, messages: 0, artifacts: 0, push_deliveries: 0 });
+      // gone[0]'s period left whole; done and runId0 (in the period that stays) were removed row by row
+      const deleted = await db.query<{ tbl: string; run_id: string; n: number }>(`SELECT tbl, run_id, count(*)::int AS n FROM test_row_deletes WHERE run_id IS NOT NULL GROUP BY 1, 2`);
+      const day1 = dayName(T + DAY).slice(11);
+      const order = (a: { tbl: string; run_id: string }, b: { tbl: string; run_id: string }) => (`${a.tbl} ${a.run_id}` < `${b.tbl} ${b.run_id}` ? -1 : 1);
+      expect(deleted.filter((d) => d.tbl !== 'message_keys').sort(order)).toEqual(
+        [
+          { tbl: `artifacts_${day1}`, run_id: done, n: 1 },
+          { tbl: `messages_${day1}`, run_id: done, n: 1 },
+          { tbl: `messages_${day1}`, run_id: runId0(), n: 41 },
+          { tbl: `push_deliveries_${day1}`, run_id: done, n: 1 },
+        ].sort(order),
+      );
+      // the keys of the user messages (one per run here): the dropped period's deleted with it, the
+      // others with their runs (the cascade); the survivor's stays
+      expect(deleted.filter((d) => d.tbl === 'message_keys').map((d) => `${d.run_id} ${d.n}`).sort()).toEqual([...gone, done, runId0()].map((id) => `${id} 1`).sort());
+      // the dropped period's keys went in the transaction that dropped its partitions (not later, with the runs)
+      const dropped = await db.query<{ tbl: string; tx: string }>(`SELECT tbl, tx::text FROM test_row_deletes WHERE tbl LIKE 'drop %' ORDER BY tbl`);
+      expect(dropped.map((d) => d.tbl)).toEqual(TABLES.map((t) => `drop public.${t}_${dayName(T).slice(11)}`).sort());
+      expect(new Set(dropped.map((d) => d.tx)).size).toBe(1);
+      const goneKeys = await db.query<{ tx: string }>(`SELECT DISTINCT tx::text FROM test_row_deletes WHERE tbl = 'message_keys' AND run_id = ANY($1::uuid[])`, [gone]);
+      expect(goneKeys).toEqual([{ tx: dropped[0]!.tx }]);
+      const keysLeft = await db.query<{ run_id: string }>(`SELECT run_id FROM message_keys WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done, alive, runId0()]]);
+      expect(keysLeft.map((k) => k.run_id)).toEqual([alive]);
       const left = await db.query<{ id: string }>(`SELECT id FROM runs WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id`, [seed.orgId, [...gone, done, alive, runId0()]]);
       expect(left.map((r) => r.id)).toEqual([alive]);
       expect((await db.query(`SELECT 1 FROM run_events WHERE org_id = $1 AND run_id = ANY($2::uuid[])`, [seed.orgId, [...gone, done]])).length).toBe(0);
@@ -225,11 +269,14 @@ describe('retention and partitions', () => {
       await db.query(`UPDATE runs SET status_at = now() - interval '10 days' WHERE id = $1`, [alive]);
       expect((await retention.pass()).partitionsDropped).toBeGreaterThanOrEqual(1);
       for (const t of TABLES) expect(await exists(`${t}_${dayName(T + DAY).slice(11)}`)).toBe(false);
+      expect((await db.query(`SELECT 1 FROM message_keys WHERE org_id = $1 AND run_id = $2`, [seed.orgId, alive])).length).toBe(0);
       expect((await db.query(`SELECT 1 FROM runs WHERE org_id = $1 AND NOT id = ANY($2::uuid[])`, [seed.orgId, archived])).length).toBe(0);
       for (const t of TABLES) expect(await exists(`${t}_${dayName(T + 2 * DAY).slice(11)}`)).toBe(true);
     } finally {
       await retention.setPolicy(seed.orgId, null, null);
-      for (const t of ['artifacts', 'push_deliveries']) await db.query(`DROP TRIGGER IF EXISTS test_row_deletes ON ${t}`);
+      await db.query(`DROP EVENT TRIGGER IF EXISTS test_drops`);
+      await db.query(`DROP FUNCTION IF EXISTS test_drops()`);
+      for (const t of ROW_DELETES_RECORDED) await db.query(`DROP TRIGGER IF EXISTS test_row_deletes ON ${t}`);
       await db.query(`DROP TABLE IF EXISTS test_row_deletes`);
       await db.query(`DROP FUNCTION IF EXISTS test_row_deletes()`);
     }
@@ -254,6 +301,7 @@ describe('retention and partitions', () => {
       const lines = (await Promise.all(files.map((f) => readFile(path.join(dir, seed.orgId, f), 'utf8')))).join('').trim().split('\n').map((l) => JSON.parse(l));
       expect(lines.map((l) => l.run.id).sort()).toEqual([...archived].sort());
       expect(lines.map((l) => l.events.length)).toEqual([3, 3]);
+      expect(lines.map((l) => l.messages.length)).toEqual([1, 1]);
     } finally {
       await retention.setPolicy(seed.orgId, null, null);
       await other.close();
@@ -290,6 +338,7 @@ describe('the conversion migration', () => {
 
   it('moves a populated log (v4 run ids) into partitions and the read path reads it back', async () => {
     client = await databaseBefore(convUrl, MIGRATION, { seed: false });
+    await standInMessageKeys(client);
 
     // the pre-partition schema, populated through the application (then as v4 ids, as before)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
@@ -312,6 +361,7 @@ describe('the conversion migration', () => {
     );
     await conv.close();
     conv = undefined;
+    await client.query(`DROP TABLE message_keys`);
     const before = (await client.query(`SELECT count(*)::int AS n, sum(hashtext(run_id::text || sequence || type || payload::text))::bigint AS h FROM run_events`)).rows[0];
     expect(before.n).toBe(302 * 5);
 
@@ -371,6 +421,7 @@ describe('the projections conversion migration', () => {
   it('moves populated artifacts and push deliveries into the periods of their runs, rows and keys intact', async () => {
     client = await databaseBefore(convUrl, PROJECTIONS_MIGRATION, { seed: false });
     const c = client;
+    await standInMessageKeys(c);
 
     // the schema before, populated through the application: a run with two artifacts (one of two chunks)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
@@ -384,6 +435,7 @@ describe('the projections conversion migration', () => {
     await convRuns.setStatus(s.orgId, template.id, 'completed');
     await conv.close();
     conv = undefined;
+    await c.query(`DROP TABLE message_keys`);
     const cfg = randomUUID();
     await c.query(
       `INSERT INTO push_configs (id, org_id, run_id, agent_id, config_id, protocol_version, url, webhook_secret) VALUES ($1, $2, $3, $4, 'c1', '1.0', 'https://example.com/hook', 'x')`,
@@ -460,10 +512,11 @@ describe('the projections conversion migration', () => {
     await c.query(`INSERT INTO push_deliveries (config_id, org_id, run_id, sequence, webhook_id, status_code, latency_ms) VALUES ($1, $2, $3, 2, 'msg_2', 200, 3)`, [cfg, s.orgId, template.id]);
     const next = (await c.query(`SELECT max(id)::text AS m FROM push_deliveries`)).rows[0].m as string;
     expect(BigInt(next)).toBeGreaterThan(BigInt(maxId));
+    await migrateAfter(c, PROJECTIONS_MIGRATION);
     await c.end();
     client = undefined;
 
-    // the normal read and append paths, on the converted database
+    // the normal read and append paths, on the converted database (then migrated to today's schema)
     conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
     const read = runsOf(conv);
     for (const id of [legacyId, template.id]) {
@@ -485,6 +538,145 @@ describe('the projections conversion migration', () => {
   }, 120_000);
 });
 
+describe('the messages conversion migration', () => {
+  const dbName = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_conv_msg`;
+  const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
+  let conv: INestApplicationContext | undefined;
+  let client: pg.Client | undefined;
+
+  afterAll(async () => {
+    await conv?.close();
+    await client?.end().catch(() => undefined);
+    await dropDatabase(convUrl);
+  });
+
+  it('moves populated messages into the periods of their runs, every column intact, and fills message_keys from the user messages', async () => {
+    client = await databaseBefore(convUrl, MESSAGES_MIGRATION, { seed: false });
+    const c = client;
+    await standInMessageKeys(c);
+
+    // the schema before, populated through the application: a run with the creator's message, two
+    // agent messages and a follow-up of another sender (a keyed caller)
+    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    const convRuns = runsOf(conv);
+    const s = await seedAgent(conv.get(DatabaseService));
+    const { run: template } = await convRuns.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'tpl', role: 'user', parts: [{ text: 'kept' }] } });
+    await convRuns.setStatus(s.orgId, template.id, 'working');
+    await convRuns.emitMessage(s.orgId, template.id, { messageId: 'a1', parts: [{ text: 'answer' }] });
+    await convRuns.continueRun({ orgId: s.orgId, agentId: s.agentId, runId: template.id, sentBy: 'key:k1', message: { messageId: 'more', role: 'user', parts: [{ text: 'more' }] } });
+    await convRuns.emitMessage(s.orgId, template.id, { messageId: 'a2', parts: [{ text: 'done' }] });
+    await convRuns.setStatus(s.orgId, template.id, 'completed');
+    await conv.close();
+    conv = undefined;
+    await c.query(`DROP TABLE message_keys`);
+    // a period ~5 years ahead (maintenance made it, say), then 300 copies with v4 ids outside the
+    // legacy window (a leading f), and two runs in the window that no period covers (their period
+    // dropped before retention removed them): ~3 years ahead (between two periods) and ~6 years
+    // ahead (after the last one). Their messages must get a period made for them, not be refused by
+    // the legacy window. The old key makes a messageId unique per sender across runs: copies get their own.
+    const now = new Date();
+    const month = (years: number) => Date.UTC(now.getUTCFullYear() + years, now.getUTCMonth(), 1);
+    const p5 = month(5);
+    await c.query(`SELECT run_period_add_partitions($1, $2::uuid, $3::uuid)`, [`p${new Date(p5).toISOString().slice(0, 10).replaceAll('-', '')}`, runIdBound(p5), runIdBound(month(5) + 40 * DAY)]);
+    const orphans = [month(3), month(6)].map((m) => `${runIdBound(m + 14 * DAY).slice(0, 14)}7abc-8abc-0123456789ab`);
+    await c.query(
+      `WITH ids AS (SELECT ('f' || substr(gen_random_uuid()::text, 2))::uuid AS id FROM generate_series(1, 300) UNION ALL SELECT unnest($2::uuid[])),
+            r AS (INSERT INTO runs SELECT (jsonb_populate_record(NULL::runs, to_jsonb(t) || jsonb_build_object('id', ids.id, 'origin_message_id', ids.id::text || ':tpl'))).* FROM runs t, ids WHERE t.id = $1 RETURNING id),
+            e AS (INSERT INTO run_events SELECT (jsonb_populate_record(NULL::run_events, to_jsonb(e) || jsonb_build_object('run_id', r.id))).* FROM run_events e, r WHERE e.run_id = $1 AND NOT r.id = ANY($2::uuid[]))
+       INSERT INTO messages SELECT (jsonb_populate_record(NULL::messages, to_jsonb(m) || jsonb_build_object('run_id', r.id, 'id', gen_random_uuid(), 'message_id', r.id::text || ':' || m.message_id))).*
+         FROM messages m, r WHERE m.run_id = $1`,
+      [template.id, orphans],
+    );
+    const digest = async () => (await c.query(`SELECT count(*)::int AS n, sum(hashtext(x::text))::bigint AS h FROM messages x`)).rows[0];
+    const before = await digest();
+    expect(before.n).toBe(303 * 4);
+    const users = (await c.query(`SELECT count(*)::int AS n FROM messages WHERE sent_by <> 'agent'`)).rows[0].n as number;
+    expect(users).toBe(303 * 2);
+
+    await c.query(readFileSync(`prisma/migrations/${MESSAGES_MIGRATION}/migration.sql`, 'utf8'));
+
+    // the same rows (every column, in the same order: RESTORE_SQL reads them by row type)
+    expect(await digest()).toEqual(before);
+    // one key per user message: its sender, messageId, run and row, none for the agent's
+    expect((await c.query(`SELECT count(*)::int AS n FROM message_keys`)).rows[0].n).toBe(users);
+    const unmatched = await c.query(
+      `SELECT org_id, agent_id, sent_by, message_id, run_id, id FROM messages WHERE sent_by <> 'agent'
+       EXCEPT SELECT org_id, agent_id, sent_by, message_id, run_id, message_row_id FROM message_keys`,
+    );
+    expect(unmatched.rows).toEqual([]);
+    const q = (sql: string, params: unknown[]) => c.query(sql, params).then((r) => r.rows);
+    const monthOf = (ms: number) => `p${new Date(ms).toISOString().slice(0, 8).replaceAll('-', '')}01`;
+    const home = monthOf(Date.now());
+    const where = (await c.query(`SELECT tableoid::regclass::text AS p, count(DISTINCT run_id)::int AS runs FROM messages GROUP BY 1 ORDER BY 1`)).rows;
+    expect(where).toEqual(
+      [
+        { p: 'messages_legacy', runs: 300 },
+        { p: `messages_${home}`, runs: 1 },
+        { p: `messages_${monthOf(month(3))}`, runs: 1 },
+        { p: `messages_${monthOf(month(6))}`, runs: 1 },
+      ].sort((a, b) => (a.p < b.p ? -1 : 1)),
+    );
+    // every period of run_events (the orphans' included) exists for every partitioned table, same bounds
+    for (const t of TABLES.slice(1)) expect(await periodsOf(q, t)).toEqual(await periodsOf(q, 'run_events'));
+    expect((await c.query(`SELECT run_partitioned_tables() AS t`)).rows[0].t).toEqual([...TABLES]);
+    const legacyCheck = (await c.query(`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conname = 'messages_legacy_outside_periods'`)).rows[0].d;
+    expect(legacyCheck).toBe((await c.query(`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conname = 'run_events_legacy_outside_periods'`)).rows[0].d);
+    const defs = (await c.query(
+      `SELECT conname AS name, pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conrelid IN ('messages'::regclass, 'message_keys'::regclass) ORDER BY 1`,
+    )).rows;
+    expect(defs).toEqual([
+      { name: 'message_keys_org_id_run_id_fkey', d: 'FOREIGN KEY (org_id, run_id) REFERENCES runs(org_id, id) ON UPDATE CASCADE ON DELETE CASCADE' },
+      { name: 'message_keys_pkey', d: 'PRIMARY KEY (org_id, agent_id, sent_by, message_id)' },
+      { name: 'messages_org_id_run_id_fkey', d: 'FOREIGN KEY (org_id, run_id) REFERENCES runs(org_id, id) ON UPDATE CASCADE ON DELETE CASCADE' },
+      { name: 'messages_pkey', d: 'PRIMARY KEY (org_id, run_id, id)' },
+    ]);
+    const indexes = (await c.query(`SELECT indexname AS name, indexdef AS d FROM pg_indexes WHERE tablename IN ('messages', 'message_keys') ORDER BY 1`)).rows.map((r) => `${r.name}: ${r.d.replace(/^.* USING /, '')}`);
+    expect(indexes).toEqual([
+      'message_keys_pkey: btree (org_id, agent_id, sent_by, message_id)',
+      'message_keys_run_id_idx: btree (run_id)',
+      'messages_org_id_run_id_sent_by_message_id_key: btree (org_id, run_id, sent_by, message_id)',
+      'messages_pkey: btree (org_id, run_id, id)',
+      'messages_run_id_sequence_idx: btree (run_id, sequence)',
+    ]);
+    const legacyId = (await c.query(`SELECT run_id FROM messages_legacy LIMIT 1`)).rows[0].run_id as string;
+    await c.end();
+    client = undefined;
+
+    // the normal read and append paths, on the converted database
+    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    const read = runsOf(conv);
+    for (const id of [legacyId, template.id]) {
+      const view = await read.view(s.orgId, id);
+      expect(view.history.map((m) => [m.role, m.parts])).toEqual([
+        ['user', [{ text: 'kept' }]],
+        ['agent', [{ text: 'answer' }]],
+        ['user', [{ text: 'more' }]],
+        ['agent', [{ text: 'done' }]],
+      ]);
+    }
+    const { run } = await read.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'after', role: 'user', parts: [{ text: 'new' }] } });
+    const onNew = (messageId: string, sentBy?: string) =>
+      read.continueRun({ orgId: s.orgId, agentId: s.agentId, runId: run.id, ...(sentBy !== undefined && { sentBy }), message: { messageId, role: 'user', parts: [{ text: messageId }] } }).then(
+        () => 'ok',
+        (e: { code?: string }) => e.code,
+      );
+    // the keys the migration filled refuse the converted user messageIds on another run, per sender
+    expect(await onNew('tpl')).toBe('run.conflict');
+    expect(await onNew(`${legacyId}:more`, 'key:k1')).toBe('run.conflict');
+    expect(await onNew('more', 'key:k2')).toBe('ok');
+    // the agent's messageIds are unique within a run only
+    await read.setStatus(s.orgId, run.id, 'working');
+    await read.emitMessage(s.orgId, run.id, { messageId: 'a1', parts: [{ text: 'answer' }] });
+    const db2 = conv.get(DatabaseService);
+    expect(await db2.query(`SELECT tableoid::regclass::text AS p, sent_by AS "sentBy", message_id AS "messageId" FROM messages WHERE org_id = $1 AND run_id = $2 ORDER BY sequence`, [s.orgId, run.id])).toEqual([
+      { p: `messages_${home}`, sentBy: '', messageId: 'after' },
+      { p: `messages_${home}`, sentBy: 'key:k2', messageId: 'more' },
+      { p: `messages_${home}`, sentBy: 'agent', messageId: 'a1' },
+    ]);
+    await read.cancelRun(s.orgId, run.id);
+  }, 120_000);
+});
+
 describe('a run whose period has no partition yet', () => {
   it('is created all the same: the partition is made on the spot', async () => {
     // a random day ~5 years ahead: inside the window the DEFAULT partition refuses, with no partition
@@ -493,11 +685,11 @@ describe('a run whose period has no partition yet', () => {
     const { run } = await at(day + 3_600_000, () => newRun());
     expect(await partitionsOf(run.id)).toEqual([dayName(day)]);
     expect((await runs.readEvents(seed.orgId, run.id, 0)).map((e) => e.event.type)).toEqual(['run.created', 'message.added']);
-    // the whole period was made: the run's artifacts (the append path's ON CONFLICT) and deliveries land in it
+    // the whole period was made: the run's messages, artifacts (the append path's ON CONFLICT) and deliveries land in it
     const period = dayName(day).slice(11);
-    const [events, artifacts, deliveries] = await Promise.all(TABLES.map(periodsHere));
-    expect(artifacts.get(period)).toBe(events.get(period));
-    expect(deliveries.get(period)).toBe(events.get(period));
+    const [events, ...others] = await Promise.all(TABLES.map(periodsHere));
+    for (const periods of others) expect(periods.get(period)).toBe(events!.get(period));
+    expect(await db.query(`SELECT tableoid::regclass::text AS p, role FROM messages WHERE org_id = $1 AND run_id = $2`, [seed.orgId, run.id])).toEqual([{ p: `messages_${period}`, role: 'user' }]);
     await runs.setStatus(seed.orgId, run.id, 'working');
     await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', name: 'out', parts: [{ text: 'Hel' }] });
     await runs.emitArtifact(seed.orgId, run.id, { artifactId: 'a1', parts: [{ text: 'lo' }], append: true, lastChunk: true });
@@ -507,5 +699,58 @@ describe('a run whose period has no partition yet', () => {
     const delivered = await db.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM push_deliveries WHERE org_id = $1 AND run_id = $2`, [seed.orgId, run.id]);
     expect(delivered).toEqual([{ p: `push_deliveries_${period}` }]);
     await runs.cancelRun(seed.orgId, run.id);
+  });
+});
+
+
+describe('messageIds across the runs and periods of an agent', () => {
+  // far periods (made on the spot), later than every run this file made before (ids follow time)
+  const year = new Date().getUTCFullYear();
+  const d1 = Date.UTC(year + 6, 0, 1) + Math.floor(Math.random() * 300) * DAY;
+  const d2 = Date.UTC(year + 7, 0, 1) + Math.floor(Math.random() * 300) * DAY;
+  const codeOf = (p: Promise<unknown>) => p.then(() => 'ok', (e: { code?: string }) => e.code ?? String(e));
+  let first: string;
+  let second: string;
+  const continueWith = (runId: string, messageId: string, sentBy?: string) =>
+    codeOf(runs.continueRun({ orgId: seed.orgId, agentId: seed.agentId, runId, ...(sentBy !== undefined && { sentBy }), message: { messageId, role: 'user', parts: [{ text: messageId }] } }));
+  const count = async (table: string, messageId: string) => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE org_id = $1 AND message_id = $2`, [seed.orgId, messageId]))[0]!.n;
+
+  it('a user messageId is refused on another run of its agent whatever their periods; two runs racing for one, exactly one records it', async () => {
+    first = (await at(d1 + 3_600_000, () => newRun('first'))).run.id;
+    second = (await at(d2 + 3_600_000, () => newRun('second'))).run.id;
+    expect(await partitionsOf(first)).toEqual([dayName(d1)]);
+    expect(await partitionsOf(second)).toEqual([dayName(d2)]);
+    const used = randomUUID();
+    expect(await continueWith(first, used)).toBe('ok');
+    // the same sender on the run of another period: refused; on its own run: a retry, nothing added
+    expect(await continueWith(second, used)).toBe('run.conflict');
+    expect(await continueWith(first, used)).toBe('ok');
+    // as the message of a new task: refused too
+    expect(await codeOf(at(d2 + 2 * 3_600_000, () => runs.createRun({ orgId: seed.orgId, agentId: seed.agentId, revisionId: seed.revisionId, message: { messageId: used, role: 'user', parts: [{ text: 'again' }] } })))).toBe('run.conflict');
+    // another sender's same messageId is its own message
+    expect(await continueWith(second, used, 'key:someone-else')).toBe('ok');
+    expect([await count('messages', used), await count('message_keys', used)]).toEqual([2, 2]);
+    // the check and the insert are one statement: racing appends on runs of two periods, one wins
+    for (let i = 0; i < 5; i++) {
+      const raced = randomUUID();
+      const outcomes = await Promise.all([continueWith(first, raced), continueWith(second, raced)]);
+      expect(outcomes.sort()).toEqual(['ok', 'run.conflict']);
+      expect([await count('messages', raced), await count('message_keys', raced)]).toEqual([1, 1]);
+    }
+  });
+
+  it('an agent messageId is unique within its run only: runs of two periods, or of one, may each carry it', async () => {
+    const third = (await at(d2 + 3 * 3_600_000, () => newRun('third'))).run.id;
+    expect(await partitionsOf(third)).toEqual([dayName(d2)]);
+    const same = randomUUID();
+    for (const id of [first, second, third]) expect(await codeOf(runs.emitMessage(seed.orgId, id, { messageId: same, parts: [{ text: 'agent says' }] }))).toBe('ok');
+    // twice on one run: refused (the unique key of messages within a run)
+    expect(await codeOf(runs.emitMessage(seed.orgId, second, { messageId: same, parts: [{ text: 'again' }] }))).toBe('run.conflict');
+    const rows = await db.query<{ runId: string; sentBy: string }>(`SELECT run_id AS "runId", sent_by AS "sentBy" FROM messages WHERE org_id = $1 AND message_id = $2`, [seed.orgId, same]);
+    expect(rows.map((r) => r.runId).sort()).toEqual([first, second, third].sort());
+    expect(new Set(rows.map((r) => r.sentBy))).toEqual(new Set(['agent']));
+    // the agent's messages have no key across runs
+    expect(await count('message_keys', same)).toBe(0);
+    for (const id of [first, second, third]) await runs.cancelRun(seed.orgId, id);
   });
 });

@@ -31,7 +31,7 @@ const CONCIERGE = {
     { name: 'quick', match: { text: '^quick' }, steps: [{ type: 'delegate', agent: 'helper', text: 'summarize {{input}}' }, { type: 'message', text: 'Result: {{result}}' }] },
   ],
 };
-const RUN_TABLES = ['run_events', 'messages', 'artifacts', 'interaction_requests', 'run_dispatches', 'push_configs', 'push_deliveries'] as const;
+const RUN_TABLES = ['run_events', 'messages', 'message_keys', 'artifacts', 'interaction_requests', 'run_dispatches', 'push_configs', 'push_deliveries'] as const;
 
 let a: Stack;
 let other: Stack;
@@ -132,6 +132,9 @@ describe('a retention pass', () => {
     const expiredBefore = await rowsOf(expired);
     expect(expiredBefore.runs).toBe(4);
     expect(expiredBefore.run_events).toBeGreaterThan(0);
+    // each run's user messages have their keys (the agent's have none): removed with them, row by row
+    expect(expiredBefore.messages).toBeGreaterThan(expiredBefore.message_keys!);
+    expect(expiredBefore.message_keys).toBeGreaterThanOrEqual(3);
     expect(expiredBefore.artifacts).toBeGreaterThan(0);
     expect(expiredBefore.push_deliveries).toBe(1);
     expect(expiredBefore.run_links).toBe(1);

@@ -130,13 +130,22 @@ const RUN_COLUMNS = `id, org_id AS "orgId", agent_id AS "agentId", revision_id A
   interaction_version AS "interactionVersion", created_by AS "createdBy"`;
 
 /**
- * The message projection of the events a statement inserted (CTE `ev`, joined to its runs `r`):
- * one `messages` row per event carrying a message. A user message's sender is the item's
- * (`r.in_sent_by`: the caller, given on append; NULL on create) or else the run's owner
- * (`r.created_by`), '' when anonymous; the agent's own are AGENT_SENDER. One text, used by both
- * create and append (invariant 1: one append path).
+ * The message projection of the events a statement inserted (CTE `ev`, joined to its runs `r`), as
+ * two CTEs, `msg` and `msg_key`: one `messages` row per event carrying a message, and for each user
+ * message its `message_keys` row. A user message's sender is the item's (`r.in_sent_by`: the
+ * caller, given on append; NULL on create) or else the run's owner (`r.created_by`), '' when
+ * anonymous; the agent's own are AGENT_SENDER. One text, used by both create and append
+ * (invariant 1: one append path).
+ *
+ * The keys (docs/architecture.md "The log's partitions"): `messages` is partitioned by run period,
+ * so its unique key (org_id, run_id, sent_by, message_id) holds a messageId once per sender within
+ * a run; that is the only key the agent's messages have. A user message's key across the agent's runs is
+ * `message_keys`' primary key (org_id, agent_id, sent_by, message_id), one unpartitioned index:
+ * the same message again on another run (or the same one) fails this statement with a unique
+ * violation, check and insert in one statement as before. One narrow row per user message.
  */
-const MESSAGE_PROJECTION_SQL = `  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
+const MESSAGE_PROJECTION_SQL = `msg AS (
+  INSERT INTO messages (id, org_id, agent_id, run_id, message_id, sent_by, role, parts, metadata, extensions, reference_task_ids, sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.agent_id, r.id, ev.payload->'message'->>'messageId',
          CASE WHEN ev.payload->'message'->>'role' = 'user' THEN COALESCE(r.in_sent_by, r.created_by, '') ELSE '${AGENT_SENDER}' END,
          ev.payload->'message'->>'role', ev.payload->'message'->'parts', ev.payload->'message'->'metadata',
@@ -144,7 +153,12 @@ const MESSAGE_PROJECTION_SQL = `  INSERT INTO messages (id, org_id, agent_id, ru
          ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'message'->'referenceTaskIds', '[]'::jsonb))),
          ev.sequence, ev.created_at
   FROM ev JOIN r ON r.id = ev.run_id WHERE ev.payload ? 'message'
-  RETURNING 1`;
+  RETURNING id, org_id, agent_id, run_id, sent_by, message_id
+), msg_key AS (
+  INSERT INTO message_keys (org_id, agent_id, sent_by, message_id, run_id, message_row_id)
+  SELECT org_id, agent_id, sent_by, message_id, run_id, id FROM msg WHERE sent_by <> '${AGENT_SENDER}'
+  RETURNING 1
+)`;
 
 /*
  * Group-committed creation: one statement creates every run of a batch (rows in $1 as a JSON
@@ -180,9 +194,7 @@ WITH input AS (
   SELECT r.id, e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
   FROM r JOIN input i ON i.id = r.id CROSS JOIN LATERAL jsonb_array_elements(i.events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
-), msg AS (
-${MESSAGE_PROJECTION_SQL}
-), outbox AS (
+), ${MESSAGE_PROJECTION_SQL}, outbox AS (
   INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job)
   SELECT r.org_id, r.id, ev.sequence, i.dispatch
   FROM ev JOIN r ON r.id = ev.run_id JOIN input i ON i.id = r.id
@@ -263,10 +275,7 @@ WITH input AS MATERIALIZED (
   SELECT r.id, r.last_sequence - r.in_n + e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
   FROM r CROSS JOIN LATERAL jsonb_array_elements(r.in_events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
-), msg AS (
-  -- sent_by: the caller for a user message (not given: the run's owner), 'agent' for the agent's
-${MESSAGE_PROJECTION_SQL}
-), art_new AS (
+), ${MESSAGE_PROJECTION_SQL}, art_new AS (
   -- at most one artifact.updated per item, one item per run: (run_id, artifact_id) is hit once
   INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
   SELECT gen_random_uuid(), r.org_id, r.id, ev.payload->>'artifactId', ev.payload->>'name', ev.payload->>'description',
@@ -414,6 +423,8 @@ type Query = DatabaseService['query'];
  * exactly as an archive recorded them (the log with its sequences, the projections the append path
  * had derived, the run row with its `last_sequence`), so nothing is re-derived and the restored
  * runs read back identically. Links are restored where both runs are (in this batch or earlier).
+ * The key table of user messages (`message_keys`) is filled from the restored messages, so a
+ * restored user messageId is refused on another run as it was before the export.
  * Inputs: $1 runs, $2 run_events, $3 messages, $4 artifacts, $5 interaction_requests, $6 run_links
  * (jsonb arrays of rows with snake_case columns), $7 the organization.
  */
@@ -423,7 +434,13 @@ WITH r AS (
 ), e AS (
   INSERT INTO run_events SELECT * FROM jsonb_populate_recordset(NULL::run_events, $2::jsonb) RETURNING 1
 ), m AS (
-  INSERT INTO messages SELECT * FROM jsonb_populate_recordset(NULL::messages, $3::jsonb) RETURNING 1
+  INSERT INTO messages SELECT * FROM jsonb_populate_recordset(NULL::messages, $3::jsonb)
+  RETURNING id, org_id, agent_id, run_id, sent_by, message_id
+), mk AS (
+  -- the user messages' keys, as the append path writes them (message_keys is derived, not archived)
+  INSERT INTO message_keys (org_id, agent_id, sent_by, message_id, run_id, message_row_id)
+  SELECT org_id, agent_id, sent_by, message_id, run_id, id FROM m WHERE sent_by <> '${AGENT_SENDER}'
+  RETURNING 1
 ), a AS (
   INSERT INTO artifacts SELECT * FROM jsonb_populate_recordset(NULL::artifacts, $4::jsonb) RETURNING 1
 ), i AS (
@@ -457,10 +474,11 @@ export interface RestoreResult {
 const PG_DEADLOCK = '40P01';
 
 /**
- * An insert into a partitioned table (`run_events`, `artifacts`, `push_deliveries`) found no
- * partition for its run id inside the window the DEFAULT partition refuses (its CHECK
- * `<table>_legacy_outside_periods`, migrations 20261127110000_run_events_partitioned and
- * 20261127130000_projections_partitioned): the current period does not exist yet.
+ * An insert into a partitioned table (RUN_PARTITIONED_TABLES: `run_events`, `messages`,
+ * `artifacts`, `push_deliveries`) found no partition for its run id inside the window the DEFAULT
+ * partition refuses (its CHECK `<table>_legacy_outside_periods`, migrations
+ * 20261127110000_run_events_partitioned, 20261127130000_projections_partitioned and
+ * 20261127140000_messages_partitioned): the current period does not exist yet.
  */
 function missingPartition(e: unknown): boolean {
   const constraint = (e as { constraint?: unknown }).constraint;
@@ -508,7 +526,8 @@ export class EventLogRepository {
    * outbox row of its dispatch, or null
    * when a run with the same (org, agent, createdBy, originMessageId) exists (a retried
    * SendMessage of the same caller: it reads that run). Errors: `run.duplicate_message` when a
-   * message id in `events` is already recorded for the agent and the same sender (on another run).
+   * user message's id in `events` is already recorded for the agent and the same sender (on
+   * another run), or two messages of `events` have the same sender and id.
    */
   create(item: NewRunWithEvents): Promise<CreatedRun | null> {
     return this.creates.submit(item);
@@ -575,8 +594,10 @@ export class EventLogRepository {
    * Returns null when the run does not exist in the org or the guard does not hold (the caller
    * reads the run to say which). At most one `artifact.updated` per call.
    * `sentBy`: who sends the user messages among `events` (`key:<api key id>`, `jwt:<iss>|<sub>`,
-   * null = anonymous); absent: the run's owner. A messageId is unique per (org, agent, sender).
-   * Errors: `run.duplicate_message` when a message id in `events` is already recorded for its sender.
+   * null = anonymous); absent: the run's owner. A user messageId is unique per (org, agent,
+   * sender) across the agent's runs; the agent's own messageIds are unique within the run.
+   * Errors: `run.duplicate_message` when a message id in `events` is already recorded for its
+   * sender (a user message: on any run of the agent; an agent message: on this run).
    */
   append(
     orgId: string,

@@ -25,10 +25,11 @@ export async function listEventPartitions(q: Query): Promise<EventPartition[]> {
 
 /**
  * The tables partitioned by run period, in the order their partitions are created, detached and
- * dropped (SQL function `run_partitioned_tables`, migration 20261127130000_projections_partitioned).
+ * dropped — the order the append statement names them in (SQL function `run_partitioned_tables`,
+ * migrations 20261127130000_projections_partitioned and 20261127140000_messages_partitioned).
  * A period partition is `<table>_p<YYYYMMDD>`; `run_events`' partitions are the reference list.
  */
-export const RUN_PARTITIONED_TABLES = ['run_events', 'artifacts', 'push_deliveries'] as const;
+export const RUN_PARTITIONED_TABLES = ['run_events', 'messages', 'artifacts', 'push_deliveries'] as const;
 
 /** The period suffix of a `run_events` partition name (`run_events_p20261101` → `p20261101`). */
 export function periodOf(partitionName: string): string {

@@ -104,18 +104,19 @@ export class RunRetentionRepository {
 
   /**
    * Drop one period whole, if one can go — its partition of every partitioned table (`run_events`,
-   * `artifacts`, `push_deliveries`; RUN_PARTITIONED_TABLES): a period (not the DEFAULT partitions)
-   * whose range ended more than DROP_MARGIN_MS before `now`, with at least one run in its range
-   * and every run of its range removable (REMOVABLE: none survives this pass). With `archive` given,
-   * only a partition of at most `batchSize` runs qualifies (they are archived first, in memory);
-   * a bigger one loses its rows batch by batch until it does.
+   * `messages`, `artifacts`, `push_deliveries`; RUN_PARTITIONED_TABLES): a period (not the DEFAULT
+   * partitions) whose range ended more than DROP_MARGIN_MS before `now`, with at least one run in
+   * its range and every run of its range removable (REMOVABLE: none survives this pass). With
+   * `archive` given, only a partition of at most `batchSize` runs qualifies (they are archived
+   * first, in memory); a bigger one loses its rows batch by batch until it does.
    * Two transactions, so the ACCESS EXCLUSIVE locks detaching takes on the partitioned tables are
-   * held briefly: (1) under the retention lock: check, archive, DETACH and DROP the period's
-   * partitions, in RUN_PARTITIONED_TABLES order (lock_timeout 5 s each), (2) delete the range's
-   * removable runs, `batchSize` per transaction — the cascade finds no events, artifacts or push
-   * deliveries left to delete (their range routes to no partition any more); their messages,
+   * held briefly: (1) under the retention lock: check, archive, delete the range's `message_keys`
+   * rows (the user messages' keys, one narrow row each), DETACH and DROP the period's partitions,
+   * in RUN_PARTITIONED_TABLES order (lock_timeout 5 s each), (2) delete the range's removable runs,
+   * `batchSize` per transaction — the cascade finds no events, messages, message keys, artifacts or
+   * push deliveries left to delete (their range routes to no partition any more); their
    * interactions, links, dispatches and push configs (unpartitioned) go row by row. Should (2) not
-   * happen, those runs stay, expired and without a log, and a later batch removes them.
+   * happen, those runs stay, expired and without a log or messages, and a later batch removes them.
    * Resolves to what was dropped and removed, null when nothing could be dropped, 'locked' when
    * another process holds the retention lock.
    */
@@ -142,6 +143,9 @@ export class RunRetentionRepository {
           for (const r of runs) byOrg.set(r.org_id, [...(byOrg.get(r.org_id) ?? []), r.id]);
           for (const [orgId, ids] of byOrg) await archive(orgId, await q<ArchiveRow>(LINES_OF_RUNS_SQL, [orgId, ids], 'retention.archive_lines'));
         }
+        // the keys of the range's user messages (message_keys is not partitioned): gone with their
+        // messages, in this transaction, and before the detaching below so its exclusive locks stay short
+        await q(`DELETE FROM message_keys WHERE run_id >= $1::uuid AND run_id < $2::uuid`, [p.from, p.to], 'retention.partition_message_keys');
         await q(`SET LOCAL lock_timeout = '5s'`);
         // the period of every partitioned table, in RUN_PARTITIONED_TABLES order: the order the append statement locks them in
         for (const table of RUN_PARTITIONED_TABLES) {
@@ -176,8 +180,8 @@ export class RunRetentionRepository {
   /**
    * One batch: if no other process holds the retention lock (a transaction-level advisory lock, so
    * one batch at a time across the cluster), remove up to `limit` expired runs as of `now` with
-   * everything that belongs to them — the log, messages, artifacts, interactions, links (either
-   * side), dispatches, push configs and their deliveries (ON DELETE CASCADE from runs) — after
+   * everything that belongs to them — the log, messages and their keys, artifacts, interactions,
+   * links (either side), dispatches, push configs and their deliveries (ON DELETE CASCADE from runs) — after
    * `archive` (when given) took their archive lines; an `archive` that throws removes nothing. Resolves
    * to null when another process holds the lock, else to what was removed per organization.
    */

@@ -261,7 +261,7 @@ export class RuntimeOperations {
     try {
       result = await this.events.append(orgId, runId, guard, events);
     } catch (e) {
-      if (e instanceof AppError && e.code === 'run.duplicate_message') throw runConflict(`run ${runId}: an agent messageId is already recorded`, { runId }, e);
+      if (e instanceof AppError && e.code === 'run.duplicate_message') throw runConflict(`run ${runId}: an agent messageId is already recorded on this run`, { runId }, e);
       throw e;
     }
     if (!result) return null;

@@ -62,10 +62,10 @@ export interface RecordReplyResult {
  * read); a run of kind `execution` created by that messageId is returned as it is (`reply: null`).
  * Errors: `run.conflict` when the messageId was recorded with other content (parts, metadata,
  * extensions, referenced tasks) or in another thread than `threadId`, when the caller already used
- * it on another run (e.g. as a follow-up message), or when the runtime's own reply messageId is
- * already recorded; `org.storage_quota_exceeded` when the caller's message does not fit in the
- * organization's storage quota (the agent's reply is output, never refused; a retry of a recorded
- * exchange still returns it).
+ * it on another run (e.g. as a follow-up message); `org.storage_quota_exceeded` when the caller's
+ * message does not fit in the organization's storage quota (the agent's reply is output, never
+ * refused; a retry of a recorded exchange still returns it). The agent's reply messageId is unique
+ * within its run only, so it never conflicts (the run is new).
  */
 @Injectable()
 export class RecordReplyHandler {
@@ -93,9 +93,9 @@ export class RecordReplyHandler {
       });
     } catch (e) {
       if (!(e instanceof AppError && e.code === 'run.duplicate_message')) throw e;
-      // the caller's messageId is on another run, or the runtime's reply reuses a recorded one
-      if (await this.runs.findMessageRun(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId)) throw messageConflict(message.messageId);
-      throw runConflict(`the agent's reply messageId ${reply.messageId} is already recorded`, { messageId: reply.messageId }, e);
+      // the caller's messageId is on another run: the only key a new reply run can collide on (the
+      // agent's reply is unique per run, and this run is new; docs/architecture.md "The log's partitions")
+      throw messageConflict(message.messageId);
     }
     if (!created) {
       const existing = await this.recorded(cmd, message);

@@ -47,12 +47,13 @@ export class CommandReads {
 
   /**
    * The run a user message with `messageId` sent by `sentBy` (null: anonymous) belongs to, if it
-   * was recorded (a messageId is unique per sender). Served by the unique index on
-   * (org_id, agent_id, sent_by, message_id).
+   * was recorded (a user messageId is unique per sender across the agent's runs). Served by the
+   * primary key of `message_keys`, (org_id, agent_id, sent_by, message_id), which the append path
+   * writes with the message; the agent's own messages have no row there.
    */
   async findMessageRun(orgId: string, agentId: string, sentBy: string | null, messageId: string): Promise<string | null> {
     const rows = await this.db.query<{ runId: string }>(
-      `SELECT run_id AS "runId" FROM messages WHERE org_id = $1 AND agent_id = $2 AND sent_by = $3 AND message_id = $4`,
+      `SELECT run_id AS "runId" FROM message_keys WHERE org_id = $1 AND agent_id = $2 AND sent_by = $3 AND message_id = $4`,
       [orgId, agentId, sentBy ?? '', messageId],
     );
     return rows[0]?.runId ?? null;
