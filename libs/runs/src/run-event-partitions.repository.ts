@@ -84,9 +84,9 @@ export class RunEventPartitionsRepository {
     return createEventPartitions(this.db, plan, false);
   }
 
-  /** Whether the pg_partman extension is installed (docs/deploy.md says how to hand maintenance over to it). */
-  async partmanInstalled(): Promise<boolean> {
-    const rows = await this.db.query(`SELECT 1 FROM pg_extension WHERE extname = 'pg_partman'`);
-    return rows.length > 0;
+  /** The installed pg_partman extension's version (e.g. `4.7.2`), or null (docs/deploy.md says how to hand maintenance over to it). */
+  async partmanVersion(): Promise<string | null> {
+    const rows = await this.db.query<{ v: string }>(`SELECT extversion AS v FROM pg_extension WHERE extname = 'pg_partman'`);
+    return rows[0]?.v ?? null;
   }
 }

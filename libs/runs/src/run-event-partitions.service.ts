@@ -22,9 +22,9 @@ export class RunEventPartitions {
     private readonly metrics: Metrics,
   ) {}
 
-  /** Whether pg_partman is installed: the worker then says at boot that maintenance could be handed to it (docs/deploy.md). */
-  partmanInstalled(): Promise<boolean> {
-    return this.repo.partmanInstalled();
+  /** The installed pg_partman's version, or null: the worker says at boot whether maintenance could be handed to it (docs/deploy.md). */
+  partmanVersion(): Promise<string | null> {
+    return this.repo.partmanVersion();
   }
 
   /** The partitions of `run_events` ([from, to) run-id ranges; null bounds: the DEFAULT partition). */
@@ -62,8 +62,14 @@ export class PartitionMaintenanceJob extends PeriodicJob {
 
   override onApplicationBootstrap(): void {
     void this.task.tick().then(async () => {
-      if (await this.partitions.partmanInstalled().catch(() => false)) {
-        this.log.log('pg_partman is installed: run_events partitions can be handed over to it (docs/deploy.md "The log\'s partitions")');
+      const version = await this.partitions.partmanVersion().catch(() => null);
+      if (version === null) return;
+      // 4.x partitions integer and time columns only (it refuses a uuid control column, tested
+      // with Debian 12's 4.7.2); 5.x decodes a UUIDv7's time (uuid7_time_encoder / _decoder)
+      if (Number(version.split('.')[0]) >= 5) {
+        this.log.log(`pg_partman ${version} is installed: the run periods' partitions can be handed over to it (docs/deploy.md "The log's partitions")`);
+      } else {
+        this.log.log(`pg_partman ${version} is installed, but it cannot partition by a run id (a uuid; pg_partman 5 can): the service keeps making the run periods' partitions (docs/deploy.md "The log's partitions")`);
       }
     });
     super.onApplicationBootstrap();
