@@ -323,10 +323,18 @@ describe('a run created now', () => {
 
 });
 
+/** A conversion test's scratch database: `<test database>_<suffix>` on the test server. */
+function conversionUrl(suffix: string): string {
+  return Object.assign(new URL(TEST_DATABASE_URL), { pathname: `${new URL(TEST_DATABASE_URL).pathname}_${suffix}` }).toString();
+}
+
+/** The core (config, db, runs) booted on `databaseUrl` with the test env plus `env`. */
+async function bootOn(databaseUrl: string, env: Record<string, string> = {}): Promise<INestApplicationContext> {
+  return (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: databaseUrl, ...env }), DbModule, RunsModule] }).compile()).init();
+}
+
 describe('the conversion migration', () => {
-  const url = new URL(TEST_DATABASE_URL);
-  const dbName = `${url.pathname.slice(1)}_conv`;
-  const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
+  const convUrl = conversionUrl('conv');
   let conv: INestApplicationContext | undefined;
   let client: pg.Client | undefined;
 
@@ -341,7 +349,7 @@ describe('the conversion migration', () => {
     await standInMessageKeys(client);
 
     // the pre-partition schema, populated through the application (then as v4 ids, as before)
-    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
+    conv = await bootOn(convUrl);
     const convRuns = runsOf(conv);
     const s = await seedAgent(conv.get(DatabaseService));
     const { run: template } = await convRuns.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'tpl', role: 'user', parts: [{ text: 'kept' }] } });
@@ -389,7 +397,7 @@ describe('the conversion migration', () => {
     client = undefined;
 
     // the normal read path, on the converted database
-    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl }), DbModule, RunsModule] }).compile()).init();
+    conv = await bootOn(convUrl);
     const read = runsOf(conv);
     for (const id of [legacyId, inWindow]) {
       const events = await read.readEvents(s.orgId, id, 0);
@@ -407,8 +415,7 @@ describe('the conversion migration', () => {
 });
 
 describe('the projections conversion migration', () => {
-  const dbName = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_conv_proj`;
-  const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
+  const convUrl = conversionUrl('conv_proj');
   let conv: INestApplicationContext | undefined;
   let client: pg.Client | undefined;
 
@@ -424,7 +431,7 @@ describe('the projections conversion migration', () => {
     await standInMessageKeys(c);
 
     // the schema before, populated through the application: a run with two artifacts (one of two chunks)
-    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    conv = await bootOn(convUrl, { RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' });
     const convRuns = runsOf(conv);
     const s = await seedAgent(conv.get(DatabaseService));
     const { run: template } = await convRuns.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'tpl', role: 'user', parts: [{ text: 'kept' }] } });
@@ -517,7 +524,7 @@ describe('the projections conversion migration', () => {
     client = undefined;
 
     // the normal read and append paths, on the converted database (then migrated to today's schema)
-    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    conv = await bootOn(convUrl, { RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' });
     const read = runsOf(conv);
     for (const id of [legacyId, template.id]) {
       const view = await read.view(s.orgId, id);
@@ -539,8 +546,7 @@ describe('the projections conversion migration', () => {
 });
 
 describe('the messages conversion migration', () => {
-  const dbName = `${new URL(TEST_DATABASE_URL).pathname.slice(1)}_conv_msg`;
-  const convUrl = Object.assign(new URL(TEST_DATABASE_URL), { pathname: `/${dbName}` }).toString();
+  const convUrl = conversionUrl('conv_msg');
   let conv: INestApplicationContext | undefined;
   let client: pg.Client | undefined;
 
@@ -557,7 +563,7 @@ describe('the messages conversion migration', () => {
 
     // the schema before, populated through the application: a run with the creator's message, two
     // agent messages and a follow-up of another sender (a keyed caller)
-    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    conv = await bootOn(convUrl, { RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' });
     const convRuns = runsOf(conv);
     const s = await seedAgent(conv.get(DatabaseService));
     const { run: template } = await convRuns.createRun({ orgId: s.orgId, agentId: s.agentId, revisionId: s.revisionId, message: { messageId: 'tpl', role: 'user', parts: [{ text: 'kept' }] } });
@@ -643,7 +649,7 @@ describe('the messages conversion migration', () => {
     client = undefined;
 
     // the normal read and append paths, on the converted database
-    conv = await (await Test.createTestingModule({ imports: [ConfigModule.forRoot({ ...testEnv(), DATABASE_URL: convUrl, RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' }), DbModule, RunsModule] }).compile()).init();
+    conv = await bootOn(convUrl, { RUN_EVENTS_PARTITION_MAINTENANCE_MS: '0' });
     const read = runsOf(conv);
     for (const id of [legacyId, template.id]) {
       const view = await read.view(s.orgId, id);
