@@ -14,8 +14,9 @@
  * - live: BENCH_TASKS tasks at BENCH_RATE tasks/s; one worker executes them and delivers. Lag =
  *   receipt − commit (the log's `occurredAt`, read from the admin API afterwards): p50 / p90 /
  *   p99 / max, and p50 / p99 by the entry's sequence (3 = the task's first delivered entry: a
- *   lag that grows along a task is a delivery chain; a flat one is waiting or CPU). Target: lag
- *   p99 ≤ 50 ms to a healthy receiver.
+ *   lag that grows along a task is a delivery chain; a flat one is waiting or CPU), and per task
+ *   its first entry's commit → its last entry's receipt. Target: lag p99 ≤ 50 ms to a healthy
+ *   receiver.
  * - drain: BENCH_DRAIN_TASKS tasks are executed by a worker that does not deliver (no push
  *   secret); once every run has ended, a second worker that only delivers starts, and its
  *   deliveries per second are measured from its first receipt to its last — the delivery path
@@ -149,11 +150,16 @@ async function live(receiver: Receiver, hook: string): Promise<{ rate: number; p
     const lag = new Samples();
     // lag by the entry's place in its task (1 = the first delivered entry): whether it grows along a task
     const bySeq = new Map<number, Samples>();
+    // per task: its first entry's commit and its last entry's receipt (what a receiver waits for the whole task)
+    const span = new Map<string, { first: number; last: number }>();
     let missing = 0;
     for (const e of await projectedEvents(ours, taskIds)) {
       const at = receiver.receipts.get(e.key);
       if (at === undefined) missing++;
       else {
+        const task = e.key.split(':')[0]!;
+        const t = span.get(task) ?? { first: Infinity, last: -Infinity };
+        span.set(task, { first: Math.min(t.first, e.committedAt), last: Math.max(t.last, at) });
         lag.push(at - e.committedAt);
         const seq = Number(e.key.split(':')[1]);
         if (!bySeq.has(seq)) bySeq.set(seq, new Samples());
@@ -170,6 +176,9 @@ async function live(receiver: Receiver, hook: string): Promise<{ rate: number; p
       ),
     );
     console.log(`CPU ms per delivery (executions included): ${cpuLine(cpu, receiver.receipts.size)}`);
+    const whole = new Samples();
+    for (const t of span.values()) whole.push(t.last - t.first);
+    console.log(`task, first entry's commit → last entry's receipt: p50 ${whole.summary().p50Ms} / p99 ${whole.summary().p99Ms} ms`);
     console.log(`lag p50 / p99 ms by sequence: ${[...bySeq].sort((a, b) => a[0] - b[0]).map(([q, v]) => `${q}: ${v.summary().p50Ms} / ${v.summary().p99Ms}`).join(', ')}`);
     return { rate, p99: s.p99Ms, missing, outOfOrder: receiver.outOfOrder };
   } finally {

@@ -44,9 +44,10 @@ export interface RuntimeContextWrites {
  * each still becomes its own event with its own sequence. A short runtime's whole output (e.g.
  * echo: `working`, its message, `completed`) is thus one append, and the appends of the executions
  * running in this process share statements (EventLogRepository group-commits them). The batch is flushed before any wait
- * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, before a
- * second artifact chunk, and when the execution ends (`flush`). So a stream sees exactly the
- * same events; only events with no time between them share a commit.
+ * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, and when
+ * the execution ends (`flush`); an artifact's chunks made back to back share it too (the append
+ * folds them in order). So a stream sees exactly the same events; only events with no time
+ * between them share a commit.
  *
  * A failed flush (e.g. `run.terminal` because the run was canceled) rejects the call that
  * triggered it, or the runtime's next call. A flush the database could not take (unreachable) is
@@ -151,7 +152,6 @@ export class BatchingRuntimeContext implements RuntimeContext {
 
   async emitArtifact(chunk: ArtifactChunkInput, op?: OperationOptions): Promise<void> {
     if (await this.seen(op)) return;
-    if (this.pending.some((p) => p.op === 'artifact')) await this.flush();
     await this.push({ op: 'artifact', chunk, ...idOf(op) }, false);
   }
 

@@ -275,16 +275,36 @@ WITH input AS MATERIALIZED (
   SELECT r.id, r.last_sequence - r.in_n + e.ord::int, r.org_id, e.item->>'type', e.item->'payload', r.updated_at
   FROM r CROSS JOIN LATERAL jsonb_array_elements(r.in_events) WITH ORDINALITY AS e(item, ord)
   RETURNING run_id, sequence, type, payload, created_at
-), ${MESSAGE_PROJECTION_SQL}, art_new AS (
-  -- at most one artifact.updated per item, one item per run: (run_id, artifact_id) is hit once
-  INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
-  SELECT gen_random_uuid(), r.org_id, r.id, ev.payload->>'artifactId', ev.payload->>'name', ev.payload->>'description',
-         ev.payload->'parts', ev.payload->'metadata',
-         ARRAY(SELECT jsonb_array_elements_text(COALESCE(ev.payload->'extensions', '[]'::jsonb))),
-         COALESCE((ev.payload->>'lastChunk')::boolean, false), ev.sequence, ev.sequence, ev.created_at
+), ${MESSAGE_PROJECTION_SQL}, art_agg AS MATERIALIZED (
+  -- the artifact chunks of this statement folded per (run, artifact), in sequence order, as
+  -- appending them one by one would: the parts from the last chunk that does not append (reset_seq)
+  -- on, else all of them after the stored parts; name, description and metadata the last ones
+  -- given; complete the last chunk's lastChunk; extensions (kept from the first write) the first's
+  SELECT r.org_id, ev.run_id, ev.payload->>'artifactId' AS artifact_id,
+         min(ev.sequence) AS first_seq, max(ev.sequence) AS last_seq,
+         max(ev.sequence) FILTER (WHERE NOT COALESCE((ev.payload->>'append')::boolean, false)) AS reset_seq,
+         (array_agg(ev.payload->>'name' ORDER BY ev.sequence DESC) FILTER (WHERE ev.payload->>'name' IS NOT NULL))[1] AS name,
+         (array_agg(ev.payload->>'description' ORDER BY ev.sequence DESC) FILTER (WHERE ev.payload->>'description' IS NOT NULL))[1] AS description,
+         (array_agg(ev.payload->'metadata' ORDER BY ev.sequence DESC) FILTER (WHERE ev.payload->'metadata' IS NOT NULL))[1] AS metadata,
+         (array_agg(COALESCE((ev.payload->>'lastChunk')::boolean, false) ORDER BY ev.sequence DESC))[1] AS complete,
+         (array_agg(ev.payload->'extensions' ORDER BY ev.sequence))[1] AS extensions,
+         min(ev.created_at) AS created_at
   FROM ev JOIN r ON r.id = ev.run_id WHERE ev.type = 'artifact.updated'
+  GROUP BY r.org_id, ev.run_id, ev.payload->>'artifactId'
+), art_new AS (
+  -- one row per (run, artifact): (run_id, artifact_id) is hit once per statement
+  INSERT INTO artifacts AS a (id, org_id, run_id, artifact_id, name, description, parts, metadata, extensions, complete, sequence, updated_sequence, created_at)
+  SELECT gen_random_uuid(), g.org_id, g.run_id, g.artifact_id, g.name, g.description,
+         (SELECT COALESCE(jsonb_agg(x.part ORDER BY e.sequence, x.n), '[]'::jsonb)
+            FROM ev e CROSS JOIN LATERAL jsonb_array_elements(e.payload->'parts') WITH ORDINALITY AS x(part, n)
+           WHERE e.type = 'artifact.updated' AND e.run_id = g.run_id AND e.payload->>'artifactId' = g.artifact_id
+             AND e.sequence >= COALESCE(g.reset_seq, 0)),
+         g.metadata,
+         ARRAY(SELECT jsonb_array_elements_text(COALESCE(g.extensions, '[]'::jsonb))),
+         g.complete, g.first_seq, g.last_seq, g.created_at
+  FROM art_agg g
   ON CONFLICT (org_id, run_id, artifact_id) DO UPDATE SET
-    parts = CASE WHEN (SELECT (e2.payload->>'append')::boolean FROM ev e2 WHERE e2.type = 'artifact.updated' AND e2.run_id = a.run_id LIMIT 1)
+    parts = CASE WHEN (SELECT g.reset_seq IS NULL FROM art_agg g WHERE g.run_id = a.run_id AND g.artifact_id = a.artifact_id)
                  THEN a.parts || EXCLUDED.parts ELSE EXCLUDED.parts END,
     name = COALESCE(EXCLUDED.name, a.name),
     description = COALESCE(EXCLUDED.description, a.description),
@@ -592,7 +612,7 @@ export class EventLogRepository {
    * Group-committed: appends to other runs arriving while earlier ones are in flight share the
    * statement (each keeps its own guard and result); appends to one run go out one after another.
    * Returns null when the run does not exist in the org or the guard does not hold (the caller
-   * reads the run to say which). At most one `artifact.updated` per call.
+   * reads the run to say which). Any number of `artifact.updated` per call (the projection folds them in order).
    * `sentBy`: who sends the user messages among `events` (`key:<api key id>`, `jwt:<iss>|<sub>`,
    * null = anonymous); absent: the run's owner. A user messageId is unique per (org, agent,
    * sender) across the agent's runs; the agent's own messageIds are unique within the run.
@@ -608,9 +628,6 @@ export class EventLogRepository {
     sentBy?: string | null,
   ): Promise<AppendResult | null> {
     if (events.length === 0) return Promise.reject(new Error('append needs at least one event'));
-    if (events.filter((e) => e.type === 'artifact.updated').length > 1) {
-      return Promise.reject(new Error('append takes at most one artifact.updated event'));
-    }
     return this.appends.submit(appendInput(orgId, runId, guard, events, dispatch && injectTrace(dispatch), sentBy));
   }
 

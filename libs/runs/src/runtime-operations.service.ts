@@ -176,8 +176,8 @@ export class RuntimeOperations {
    * (and not blocked on its caller, when the batch changes the status or opens an interaction:
    * a blocked run moves only through its interaction); the final status / blocked reason are
    * the last ones the batch sets. Ops after a terminal status or an interaction are refused
-   * (`run.invalid_transition`), as are two artifact chunks in one batch (the projection takes one
-   * per statement) — callers flush before those.
+   * (`run.invalid_transition`) — callers flush before those. Artifact chunks may be several (the
+   * projection folds a batch's chunks of an artifact in order, as one chunk after another).
    *
    * With `opts.retryForMs`, an append the database could not take (`isDependencyUnavailable`) is
    * retried with backoff (100 ms doubling to 2 s) for that long, then the last error is thrown.
@@ -480,14 +480,13 @@ function sameJson(a: unknown, b: unknown): boolean {
 /**
  * The events and the append guard of a batch of runtime ops (RuntimeOperations.apply): each op one
  * event; the guard is the batch's (the final status and blocked reason are the last ones it sets).
- * Errors: `run.invalid_transition` for an op after a terminal status or an interaction, or a second
- * artifact chunk; `run.runtime_state_too_large`.
+ * Errors: `run.invalid_transition` for an op after a terminal status or an interaction;
+ * `run.runtime_state_too_large`.
  */
 function batchOf(runId: string, ops: readonly RuntimeOp[]): { events: RunEvent[]; guard: AppendGuard } {
   const events: RunEvent[] = [];
   const guard: AppendGuard = { from: ACTIVE_STATUSES };
   let closed = false;
-  let artifacts = 0;
   for (const op of ops) {
     if (closed) throw invalidTransition(`run ${runId}: no runtime operation may follow a terminal status or an interaction in one batch`, { runId });
     switch (op.op) {
@@ -529,7 +528,6 @@ function batchOf(runId: string, ops: readonly RuntimeOp[]): { events: RunEvent[]
         break;
       }
       case 'artifact':
-        if (++artifacts > 1) throw invalidTransition('one artifact chunk per batch', { runId });
         events.push({ type: 'artifact.updated', payload: { ...ArtifactChunkSchema.parse(op.chunk), ...(op.opId && { opId: op.opId }) } });
         break;
     }
