@@ -44,10 +44,10 @@ export interface RuntimeContextWrites {
  * each still becomes its own event with its own sequence. A short runtime's whole output (e.g.
  * echo: `working`, its message, `completed`) is thus one append, and the appends of the executions
  * running in this process share statements (EventLogRepository group-commits them). The batch is flushed before any wait
- * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, and when
- * the execution ends (`flush`); an artifact's chunks made back to back share it too (the append
- * folds them in order). So a stream sees exactly the same events; only events with no time
- * between them share a commit.
+ * (`sleep`, `waitUntilCanceled`), after a terminal status or an interaction request, before a
+ * second artifact chunk (so a streamed artifact's chunks are committed as they come, each when
+ * the next one arrives), and when the execution ends (`flush`). So a stream sees exactly the
+ * same events; only events with no time between them share a commit.
  *
  * A failed flush (e.g. `run.terminal` because the run was canceled) rejects the call that
  * triggered it, or the runtime's next call. A flush the database could not take (unreachable) is
@@ -152,6 +152,12 @@ export class BatchingRuntimeContext implements RuntimeContext {
 
   async emitArtifact(chunk: ArtifactChunkInput, op?: OperationOptions): Promise<void> {
     if (await this.seen(op)) return;
+    // a chunk is committed when the next one comes (or at any other flush): a streaming runtime's
+    // chunks arrive over time, and nothing flushes a batch between them but this — batching them
+    // all would hold a streamed artifact back until the run's end. (The append itself folds
+    // several chunks of an artifact; letting back-to-back chunks share it needs a flush at the end
+    // of the runtime's turn first.)
+    if (this.pending.some((p) => p.op === 'artifact')) await this.flush();
     await this.push({ op: 'artifact', chunk, ...idOf(op) }, false);
   }
 
