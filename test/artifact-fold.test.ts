@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ArtifactChunkInput } from '#libs/contracts';
+import { BatchingRuntimeContext } from '#libs/execution';
 import type { RuntimeOp } from '#libs/runs';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 
@@ -109,4 +110,31 @@ describe('artifact chunks folded in one append', () => {
       await foldAgrees(chunks, batches);
     }
   }, 60_000);
+});
+
+describe('a streaming runtime\'s chunks (BatchingRuntimeContext)', () => {
+  it('commits a chunk when the next one comes, not at the run\'s end: a streamed artifact reaches readers as it is made', async () => {
+    const runId = await workingRun();
+    const run = await runs.requireRun(seed.orgId, runId);
+    const never = () => Promise.reject(new Error('not read here'));
+    const ctx = new BatchingRuntimeContext(runs.ops, { orgId: seed.orgId, runId, threadId: run.threadId, agentId: seed.agentId, revisionId: seed.revisionId }, { messageId: 'm', role: 'user', parts: [{ text: 'go' }] }, new AbortController().signal, {
+      history: never,
+      savedState: never,
+      recorded: never,
+      operationIds: never,
+      extensions: never,
+      childResult: never,
+      triggerKey: randomUUID(),
+    });
+    const chunks = async () => (await runs.readEvents(seed.orgId, runId, 0)).filter((e) => e.event.type === 'artifact.updated').length;
+    await ctx.emitArtifact({ artifactId: 'a', parts: [{ text: 'c0' }] });
+    await ctx.emitArtifact({ artifactId: 'a', parts: [{ text: 'c1' }], append: true });
+    // the runtime now waits for its upstream's next chunk: the first one is in the log already
+    expect(await chunks()).toBe(1);
+    await ctx.emitArtifact({ artifactId: 'a', parts: [{ text: 'c2' }], append: true, lastChunk: true });
+    expect(await chunks()).toBe(2);
+    await ctx.flush();
+    expect(await chunks()).toBe(3);
+    expect((await runs.view(seed.orgId, runId)).artifacts[0]!.parts).toEqual([{ text: 'c0' }, { text: 'c1' }, { text: 'c2' }]);
+  });
 });
