@@ -1,5 +1,5 @@
 // Shared by the conversion timing scripts (measure-run-events-conversion.mjs,
-// measure-projections-conversion.mjs) and the conversion tests (test/run-events-partitions.test.ts):
+// measure-projections-conversion.mjs) and the tests (test/run-events-partitions.test.ts; test/run-archive.test.ts drops its import database with it):
 // a database as it was just before a migration, populated by the caller, then that migration timed on it.
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';

@@ -10,6 +10,8 @@ import { ClientFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
 import { DatabaseService } from '#libs/db';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { TEST_DATABASE_URL } from './support/env.js';
+// @ts-expect-error -- a plain .mjs script without type declarations (scripts/conversion-db.mjs)
+import { dropDatabase as dropDatabaseJs } from '../scripts/conversion-db.mjs';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -147,6 +149,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close(), c?.close()]);
+  // the deployment the archive was restored into goes with the file (it was left behind on every run)
+  await (dropDatabaseJs as (url: string) => Promise<void>)(IMPORT_DATABASE_URL);
 });
 
 describe('export', () => {
