@@ -6,6 +6,7 @@ import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
 import { A2AError as SdkA2AError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError, RequestMalformedError } from '@a2a-js/sdk/errors';
 import { missingRequiredCardFields, type AgentCard } from '#libs/a2a';
 import { DatabaseService } from '#libs/db';
+import { Metrics } from '#libs/metrics';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
 import { startStack, type Stack } from './support/stack.js';
 
@@ -20,6 +21,17 @@ const RUNTIME = {
     { name: 'hold', match: { text: '^hold' }, steps: [{ type: 'status', status: 'working' }, { type: 'holdUntilCanceled' }] },
     { name: 'ping', match: { text: '^ping' }, steps: [{ type: 'reply', text: 'pong: {{input}}' }] },
     { name: 'ask', match: { text: '^book' }, steps: [{ type: 'status', status: 'input-required', message: 'Which day?' }] },
+    {
+      name: 'report',
+      match: { text: '^report' },
+      steps: [
+        { type: 'status', status: 'working', message: 'starting' },
+        { type: 'artifact', artifactId: 'r', name: 'report.txt', description: 'the report', content: { text: 'chunked report text' }, chunks: 3 },
+        { type: 'message', text: 'halfway', metadata: { step: 2, nested: { b: [1, 2.5, null], a: 'x' } } },
+        { type: 'artifact', name: 'data', content: { data: { z: 1, a: [true, { k: 'v' }] } } },
+        { type: 'status', status: 'completed', message: 'done' },
+      ],
+    },
   ],
 };
 
@@ -118,6 +130,22 @@ describe('A2A v1.0 with the official SDK client', () => {
       expect(m.contextId).toBe(task.contextId);
     }
     expect(task.status!.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  });
+
+  it('the blocking answer is the task GetTask reads (status message, chunked artifacts, metadata), at every historyLength', async () => {
+    const metrics = stack.api.get(Metrics);
+    const folded = async () => (await metrics.blockingAnswers.get()).values.find((v) => v.labels.source === 'log')?.value ?? 0;
+    const before = await folded();
+    for (const historyLength of [undefined, 0, 1, 3]) {
+      const task = asTask(await client.sendMessage(send('report please', { historyLength })));
+      expect(state(task)).toBe('TASK_STATE_COMPLETED');
+      expect(task.artifacts.map((a) => a.name)).toEqual(['report.txt', 'data']);
+      expect(texts([{ parts: task.artifacts[0]!.parts }])).toEqual(['chunked report text']);
+      expect(task.history.length).toBe(historyLength ?? 4);
+      expect(await client.getTask({ tenant: '', id: task.id, historyLength })).toEqual(task);
+    }
+    // the answers were folded from the log's envelopes the wake-ups carried, not read back
+    expect(await folded()).toBe(before + 4);
   });
 
   it('GetTask applies historyLength: 0 (none), 1 (the newest), unset (all)', async () => {

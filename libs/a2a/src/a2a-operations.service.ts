@@ -9,11 +9,13 @@ import {
   RecordReplyHandler,
   RespondInteractionHandler,
   RunSettlement,
+  foldRunView,
   RunViews,
   type RunRecord,
   type RunView,
 } from '#libs/runs';
 import { AppError } from '#libs/common';
+import { Metrics } from '#libs/metrics';
 import { RuntimeRegistry, type AgentMessageInput, type ParsedRuntime } from '#libs/runtimes';
 import { A2AError } from './a2a.errors.js';
 import { ExtensionRuleError } from '#libs/extensions';
@@ -58,6 +60,7 @@ export class A2AOperations {
     private readonly settlement: RunSettlement,
     private readonly registry: RuntimeRegistry,
     private readonly push: A2APushService,
+    private readonly metrics: Metrics,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.blockingTimeoutMs = config.A2A_BLOCKING_TIMEOUT_MS;
@@ -117,7 +120,7 @@ export class A2AOperations {
       return { kind: 'task', view: await this.runs.view(orgId, recorded.run.id, { historyLength: options.historyLength, agentId }) };
     }
 
-    const { run, created } = await this.createRun.execute(creation);
+    const { run, created, message: stored } = await this.createRun.execute(creation);
     // the messageId was answered directly before (the agent's rules changed since): that Message
     if (run.kind === 'reply') return replyOutcome(await this.runs.view(orgId, run.id, { agentId }));
     // the task's whole story (a retry of the same message sets the same config again)
@@ -133,7 +136,13 @@ export class A2AOperations {
       };
       return { kind: 'task', view };
     }
-    if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
+    if (!options.returnImmediately && created && stored) {
+      // The answer folded from the log's envelopes the wake-ups carried (no read back), when they carried them all
+      const log = await this.settlement.awaitSettledLog(orgId, run.id, this.blockingTimeoutMs, run);
+      const view = log && foldRunView(run, [stored], log, { historyLength: options.historyLength });
+      this.metrics.blockingAnswers.inc({ source: view ? 'log' : 'read' });
+      if (view) return { kind: 'task', view };
+    } else if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
     return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
   }
 

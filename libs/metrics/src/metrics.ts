@@ -115,6 +115,17 @@ export class Metrics {
       },
     });
   })();
+  /**
+   * Blocking SendMessage answers of the tasks it created, by where the answer came from: `log`
+   * (folded from the envelopes the wake-ups carried, nothing read back) or `read` (RunViews.view:
+   * a wake-up came without its envelopes, was lost, or the log held what the fold leaves to SQL).
+   */
+  readonly blockingAnswers = new Counter({
+    name: 'aaas_blocking_answers_total',
+    help: 'Blocking SendMessage answers of created tasks, by source: log (folded from the committed envelopes the wake-ups carried) | read (read back from PostgreSQL)',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
   readonly openStreams = new Gauge({
     name: 'aaas_open_streams',
     help: 'SSE streams open in this process',

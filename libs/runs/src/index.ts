@@ -22,6 +22,7 @@ export { RunViews, type RunDetail } from './reads/run-views.repository.js';
 export { ExecutionReads } from './reads/execution-reads.repository.js';
 export { SweeperReads } from './reads/sweeper-reads.repository.js';
 export { RunSettlement } from './reads/run-settlement.js';
+export { foldRunView } from './reads/run-fold.js';
 export { isUuid, RUN_VIEW_SQL, type InteractionRecord, type RunLinkRecord, type RunState, type RunView, type RunViewOptions, type RunListFilter, type StoredArtifact } from './reads/run-rows.repository.js';
 
 // archives, retention, quotas

@@ -32,6 +32,8 @@ export interface CreateRunResult {
   run: RunRecord;
   /** false: a retry — the run this caller's messageId created earlier, unchanged. */
   created: boolean;
+  /** When created: the user's message as appended (`message.added`, sequence 2; its history so far). */
+  message?: CanonicalMessage;
 }
 
 /**
@@ -87,6 +89,6 @@ export class CreateRunHandler {
       return { run: existing, created: false };
     }
     if (created.dispatch) this.relay.relay({ ...created.dispatch, job: dispatch });
-    return { run: created.run, created: true };
+    return { run: created.run, created: true, message };
   }
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { RunNotifier, type WakeupState } from '../run-notifier.js';
 import { isSettled } from '../run-state.js';
+import type { SequencedOutputEnvelope } from '#libs/contracts';
 import type { RunState } from './run-rows.repository.js';
 import { RunViews } from './run-views.repository.js';
 
@@ -41,21 +42,76 @@ export class RunSettlement {
     known?: Pick<RunState, 'status' | 'blockedReason' | 'lastSequence'>,
     pollMs = 500,
   ): Promise<void> {
+    await this.wait(orgId, runId, timeoutMs, known, pollMs, false);
+  }
+
+  /**
+   * `awaitSettled` that also keeps the envelopes the wake-ups carried (RunNotifier: each commit's
+   * own, as the append returned them). Returns the log's envelopes from `known.lastSequence + 1`
+   * up to the sequence at which the run was seen settled, when the wake-ups carried every one of
+   * them in order; null when they did not (a commit announced without its envelopes, a lost or
+   * reordered wake-up, a poll that read the run further), when the subscription was not live
+   * when the wait began, or on the timeout: the caller then reads the run (RunViews.view).
+   * Errors: `run.not_found`.
+   */
+  async awaitSettledLog(
+    orgId: string,
+    runId: string,
+    timeoutMs: number,
+    known: Pick<RunState, 'status' | 'blockedReason' | 'lastSequence'>,
+  ): Promise<SequencedOutputEnvelope[] | null> {
+    return this.wait(orgId, runId, timeoutMs, known, 500, true);
+  }
+
+  private async wait(
+    orgId: string,
+    runId: string,
+    timeoutMs: number,
+    known: Pick<RunState, 'status' | 'blockedReason' | 'lastSequence'> | undefined,
+    pollMs: number,
+    collect: boolean,
+  ): Promise<SequencedOutputEnvelope[] | null> {
     let newest: { seq: number; state: WakeupState } | undefined;
     let wake: () => void = () => undefined;
-    const stop = await this.notifier.listen(runId, (seq, state) => {
-      if (state && (!newest || seq > newest.seq)) newest = { seq, state };
-      wake();
-    });
+    // the carried envelopes after `known`, one by one; null once one is missing
+    let carried: SequencedOutputEnvelope[] | null = collect && known ? [] : null;
+    let carriedTo = known?.lastSequence ?? 0;
+    const stop = await this.notifier.listen(
+      runId,
+      (seq, state, committed) => {
+        if (carried) {
+          if (!committed) {
+            if (seq > carriedTo) carried = null;
+          } else {
+            for (const e of committed.envelopes) {
+              if (e.sequence <= carriedTo) continue;
+              if (e.sequence !== carriedTo + 1 || committed.orgId !== orgId) {
+                carried = null;
+                break;
+              }
+              carried.push(e);
+              carriedTo = e.sequence;
+            }
+          }
+        }
+        if (state && (!newest || seq > newest.seq)) newest = { seq, state };
+        wake();
+      },
+      { envelopes: collect },
+    );
     try {
       const deadline = Date.now() + timeoutMs;
-      let current: { seq: number; state: WakeupState } =
-        known && this.notifier.live ? { seq: known.lastSequence, state: known } : await this.readState(orgId, runId);
+      const live = known !== undefined && this.notifier.live;
+      if (!live) carried = null;
+      let current: { seq: number; state: WakeupState } = live ? { seq: known.lastSequence, state: known } : await this.readState(orgId, runId);
       for (;;) {
         if (newest && newest.seq > current.seq) current = newest;
-        if (isSettled(current.state.status, current.state.blockedReason)) return;
+        if (isSettled(current.state.status, current.state.blockedReason)) {
+          const log = carried as SequencedOutputEnvelope[] | null;
+          return log && carriedTo === current.seq ? log : null;
+        }
         const left = deadline - Date.now();
-        if (left <= 0) return;
+        if (left <= 0) return null;
         const woke = await new Promise<boolean>((resolve) => {
           const t = setTimeout(() => resolve(false), Math.min(pollMs, left));
           wake = () => {
