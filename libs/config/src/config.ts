@@ -167,7 +167,7 @@ export const ConfigSchema = z.object({
    * committed meanwhile go out together, as fuller jobs (0: as soon as the previous one returned).
    * A process that has not enqueued for this long sends at once, so an idle one adds no delay.
    */
-  DISPATCH_COALESCE_MS: z.coerce.number().int().min(0).max(1_000).default(5),
+  DISPATCH_COALESCE_MS: z.coerce.number().int().min(0).max(1_000).default(10),
   /** Dispatches per BullMQ job (`run.execute-batch`): a worker takes them together. */
   DISPATCH_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
   /**
