@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ArtifactChunkInput } from '#libs/contracts';
+import { DatabaseService } from '#libs/db';
 import { BatchingRuntimeContext } from '#libs/execution';
 import type { RuntimeOp } from '#libs/runs';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
@@ -16,9 +17,10 @@ import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 let ctx: INestApplicationContext;
 let runs: TestRuns;
 let seed: Awaited<ReturnType<typeof bootRuns>>['seed'];
+let db: DatabaseService;
 
 beforeAll(async () => {
-  ({ ctx, seed } = await bootRuns());
+  ({ ctx, seed, db } = await bootRuns());
   runs = runsOf(ctx);
 }, 60_000);
 
@@ -33,6 +35,34 @@ async function workingRun(): Promise<string> {
 }
 
 const artifact = (chunk: ArtifactChunkInput): RuntimeOp => ({ op: 'artifact', chunk });
+
+/** A BatchingRuntimeContext on `runId` (reads unused here). */
+function contextOf(runId: string): BatchingRuntimeContext {
+  const never = () => Promise.reject(new Error('not read here'));
+  return new BatchingRuntimeContext(runs.ops, { orgId: seed.orgId, runId, threadId: 't', agentId: seed.agentId, revisionId: seed.revisionId }, { messageId: 'm', role: 'user', parts: [{ text: 'go' }] }, new AbortController().signal, {
+    history: never,
+    savedState: never,
+    recorded: never,
+    operationIds: never,
+    extensions: never,
+    childResult: never,
+    triggerKey: randomUUID(),
+  });
+}
+
+/** The transaction of each artifact chunk event of `runId`, in sequence order. */
+async function chunkTxs(runId: string): Promise<string[]> {
+  const rows = await db.query<{ tx: string }>(`SELECT xmin::text AS tx FROM run_events WHERE org_id = $1 AND run_id = $2 AND type = 'artifact.updated' ORDER BY sequence`, [seed.orgId, runId]);
+  return rows.map((r) => r.tx);
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 /** The same chunks on two runs: first in one append per chunk, then `batches` (lengths) per append. The artifacts and the log must agree. */
 async function foldAgrees(chunks: ArtifactChunkInput[], batches: number[]): Promise<void> {
@@ -113,28 +143,39 @@ describe('artifact chunks folded in one append', () => {
 });
 
 describe('a streaming runtime\'s chunks (BatchingRuntimeContext)', () => {
-  it('commits a chunk when the next one comes, not at the run\'s end: a streamed artifact reaches readers as it is made', async () => {
+  it('commits a chunk when the next one comes, and the last one at the end of the turn: a streamed artifact reaches readers as it is made', async () => {
     const runId = await workingRun();
-    const run = await runs.requireRun(seed.orgId, runId);
-    const never = () => Promise.reject(new Error('not read here'));
-    const ctx = new BatchingRuntimeContext(runs.ops, { orgId: seed.orgId, runId, threadId: run.threadId, agentId: seed.agentId, revisionId: seed.revisionId }, { messageId: 'm', role: 'user', parts: [{ text: 'go' }] }, new AbortController().signal, {
-      history: never,
-      savedState: never,
-      recorded: never,
-      operationIds: never,
-      extensions: never,
-      childResult: never,
-      triggerKey: randomUUID(),
-    });
-    const chunks = async () => (await runs.readEvents(seed.orgId, runId, 0)).filter((e) => e.event.type === 'artifact.updated').length;
+    const ctx = contextOf(runId);
     await ctx.emitArtifact({ artifactId: 'a', parts: [{ text: 'c0' }] });
     await ctx.emitArtifact({ artifactId: 'a', parts: [{ text: 'c1' }], append: true });
-    // the runtime now waits for its upstream's next chunk: the first one is in the log already
-    expect(await chunks()).toBe(1);
+    // c0 went when c1 came; the runtime now waits for its upstream's next chunk (no call to the
+    // context): c1 reaches the log at the end of its turn
+    await until(async () => (await chunkTxs(runId)).length === 2);
     await ctx.emitArtifact({ artifactId: 'a', parts: [{ text: 'c2' }], append: true, lastChunk: true });
-    expect(await chunks()).toBe(2);
+    await until(async () => (await chunkTxs(runId)).length === 3);
+    // one append (one transaction) each
+    expect(new Set(await chunkTxs(runId)).size).toBe(3);
     await ctx.flush();
-    expect(await chunks()).toBe(3);
     expect((await runs.view(seed.orgId, runId)).artifacts[0]!.parts).toEqual([{ text: 'c0' }, { text: 'c1' }, { text: 'c2' }]);
+  });
+
+  it("commits a status message before the runtime's next call: a runtime waiting on its upstream is not holding it back", async () => {
+    const runId = await workingRun();
+    const ctx = contextOf(runId);
+    await ctx.setStatus('working', { parts: [{ text: 'asking upstream' }] });
+    await until(async () => (await runs.readEvents(seed.orgId, runId, 0)).some((e) => JSON.stringify(e.event.payload).includes('asking upstream')));
+    await ctx.setStatus('completed', { parts: [{ text: 'done' }] });
+    expect((await runs.requireRun(seed.orgId, runId)).status).toBe('completed');
+  });
+
+  it("keeps a failed end-of-turn flush for the runtime's next call", async () => {
+    const runId = await workingRun();
+    const ctx = contextOf(runId);
+    // the run ends meanwhile (as a cancel would): the context's next append is refused
+    await runs.setStatus(seed.orgId, runId, 'failed');
+    await ctx.emitMessage({ parts: [{ text: 'too late' }] });
+    await new Promise((r) => setTimeout(r, 100));
+    await expect(ctx.emitMessage({ parts: [{ text: 'later' }] })).rejects.toMatchObject({ code: 'run.terminal' });
+    await expect(ctx.flush()).rejects.toMatchObject({ code: 'run.terminal' });
   });
 });
