@@ -47,9 +47,9 @@ export interface RuntimeContextWrites {
  * flushed at the end of the runtime's turn (a `setImmediate` after the first pending operation:
  * once the runtime awaits anything that is not already settled — its upstream's next chunk, a
  * timer, a read — what it made before is committed), before any wait (`sleep`,
- * `waitUntilCanceled`), after a terminal status or an interaction request, and when the execution
- * ends (`flush`), and before a second artifact chunk (each chunk is committed when the next one
- * comes: see emitArtifact). Flushes are chained (one append of a run in flight at a time, in
+ * `waitUntilCanceled`), after a terminal status or an interaction request, before a second
+ * artifact chunk (each chunk is committed when the next one comes: see emitArtifact), and when
+ * the execution ends (`flush`). Flushes are chained (one append of a run in flight at a time, in
  * order). So a stream sees exactly the same events, as soon as the runtime stops making them;
  * only events with no time between them share a commit. Before the end-of-turn flush, an
  * operation waited for the next wait, terminal status, interaction or chunk: a runtime that set a
@@ -57,8 +57,8 @@ export interface RuntimeContextWrites {
  *
  * A failed flush (e.g. `run.terminal` because the run was canceled) rejects the call that
  * triggered it, or the runtime's next call (a flush at the end of a turn has no caller: its
- * failure is kept for the next call, and for the execution's final `flush`). A flush the database could not take (unreachable) is
- * retried for `writes.retryForMs` first, each append carrying the sequence this execution
+ * failure is kept for the next call, and for the execution's final `flush`). A flush the
+ * database could not take (unreachable) is retried for `writes.retryForMs` first, each append carrying the sequence this execution
  * expects the run at (the last append's result), so a retried append is never recorded twice
  * (RuntimeOperations.apply); a delegation is retried the same way (idempotent by its key).
  *
