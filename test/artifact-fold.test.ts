@@ -5,6 +5,7 @@ import type { ArtifactChunkInput } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { BatchingRuntimeContext } from '#libs/execution';
 import type { RuntimeOp } from '#libs/runs';
+import { prng } from './support/prng.js';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 
 /**
@@ -116,11 +117,8 @@ describe('artifact chunks folded in one append', () => {
   });
 
   it('folds random chunk sequences as appending them one by one (fixed seed)', async () => {
-    let s = 20261127;
-    const rand = (n: number) => {
-      s = (s * 1103515245 + 12345) % 2 ** 31;
-      return s % n;
-    };
+    const random = prng(20261127);
+    const rand = (n: number) => Math.floor(random() * n);
     for (let round = 0; round < 12; round++) {
       const chunks = Array.from({ length: 2 + rand(7) }, (_, i): ArtifactChunkInput => ({
         artifactId: ['a', 'b'][rand(2)]!,

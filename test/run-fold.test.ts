@@ -3,6 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ArtifactChunkInput, CanonicalMessage } from '#libs/contracts';
 import { foldRunView, type RunRecord, type RunView, type RuntimeOp } from '#libs/runs';
+import { prng } from './support/prng.js';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 
 /**
@@ -78,14 +79,10 @@ describe('foldRunView agrees with RunViews.view', () => {
   });
 
   it('folds random logs', async () => {
-    let seedN = 12345;
-    const rnd = (n: number) => {
-      seedN = (seedN * 1103515245 + 12345) % 2 ** 31;
-      return seedN % n;
-    };
+    const random = prng(12345);
+    const rnd = (n: number) => Math.floor(random() * n);
     for (let t = 0; t < 15; t++) {
       const batches: RuntimeOp[][] = [];
-      let working = false;
       const nb = 1 + rnd(5);
       for (let b = 0; b < nb; b++) {
         const batch: RuntimeOp[] = [];
@@ -93,7 +90,6 @@ describe('foldRunView agrees with RunViews.view', () => {
           const r = rnd(10);
           if (r < 2) {
             batch.push({ op: 'status', status: 'working', ...(rnd(2) ? { message: msg(`w${t}.${b}`) } : {}) });
-            working = true;
           } else if (r < 4) batch.push({ op: 'message', message: msg(`m${t}.${b}.${k}`, rnd(2) ? { metadata: { k } } : {}) });
           else
             batch.push(
@@ -112,7 +108,6 @@ describe('foldRunView agrees with RunViews.view', () => {
         batches.push(batch);
       }
       if (rnd(3) > 0) batches.push([{ op: 'status', status: rnd(2) ? 'completed' : 'failed', ...(rnd(2) ? { message: msg('end') } : {}) }]);
-      void working;
       await foldAgrees(batches);
     }
   });
