@@ -1,7 +1,7 @@
 import type { CanonicalMessage, SequencedOutputEnvelope } from '#libs/contracts';
 import type { RunRecord } from '../event-log.repository.js';
 import { foldState } from '../run-state.js';
-import { cleanMessage, type RunView, type StoredArtifact } from './run-rows.repository.js';
+import { cleanArtifact, cleanMessage, type RunView, type StoredArtifact } from './run-rows.repository.js';
 
 /**
  * The event types `foldRunView` folds (a runtime's saved state is in no view); any other one in
@@ -72,13 +72,7 @@ export function foldRunView(
     },
     statusMessage: status ? (((status.event.payload as { message?: CanonicalMessage }).message ?? null) as CanonicalMessage | null) : null,
     history: limit === undefined ? messages : limit <= 0 ? [] : messages.slice(-limit),
-    artifacts: [...artifacts.values()].map((a) => ({
-      ...a,
-      name: a.name ?? undefined,
-      description: a.description ?? undefined,
-      metadata: a.metadata ?? undefined,
-      extensions: a.extensions?.length ? a.extensions : undefined,
-    })),
+    artifacts: [...artifacts.values()].map(cleanArtifact),
   };
 }
 

@@ -145,13 +145,18 @@ function toRunView(row: ViewRow): RunView {
     run: toRunState(row.run),
     statusMessage: row.statusMessage,
     history: (row.history ?? []).map((h) => cleanMessage(h as Parameters<typeof cleanMessage>[0])),
-    artifacts: (row.artifacts ?? []).map((a) => ({
-      ...a,
-      name: a.name ?? undefined,
-      description: a.description ?? undefined,
-      metadata: a.metadata ?? undefined,
-      extensions: a.extensions?.length ? a.extensions : undefined,
-    })),
+    artifacts: (row.artifacts ?? []).map(cleanArtifact),
+  };
+}
+
+/** An artifact as the read model shows it: absent (not SQL null) name, description and metadata; no empty extensions. */
+export function cleanArtifact(a: StoredArtifact): StoredArtifact {
+  return {
+    ...a,
+    name: a.name ?? undefined,
+    description: a.description ?? undefined,
+    metadata: a.metadata ?? undefined,
+    extensions: a.extensions?.length ? a.extensions : undefined,
   };
 }
 
