@@ -136,13 +136,13 @@ export class A2AOperations {
       };
       return { kind: 'task', view };
     }
-    if (!options.returnImmediately && created && stored) {
-      // The answer folded from the log's envelopes the wake-ups carried (no read back), when they carried them all
+    if (!options.returnImmediately && stored) {
+      // created: the answer folded from the log's envelopes the wake-ups carried (no read back), when they carried them all
       const log = await this.settlement.awaitSettledLog(orgId, run.id, this.blockingTimeoutMs, run);
       const view = log && foldRunView(run, [stored], log, { historyLength: options.historyLength });
       this.metrics.blockingAnswers.inc({ source: view ? 'log' : 'read' });
       if (view) return { kind: 'task', view };
-    } else if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, created ? run : undefined);
+    } else if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs);
     return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
   }
 
