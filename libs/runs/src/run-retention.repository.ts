@@ -113,9 +113,10 @@ export class RunRetentionRepository {
    * held briefly: (1) under the retention lock: check, archive, delete the range's `message_keys`
    * rows (the user messages' keys, one narrow row each), DETACH and DROP the period's partitions,
    * in RUN_PARTITIONED_TABLES order (lock_timeout 5 s each), (2) delete the range's removable runs,
-   * `batchSize` per transaction — the cascade finds no events, messages, message keys, artifacts or
+   * `batchSize` per transaction — `runs_removed` finds no events, messages, message keys, artifacts or
    * push deliveries left to delete (their range routes to no partition any more); their
-   * interactions, links, dispatches and push configs (unpartitioned) go row by row. Should (2) not
+   * dispatches go with them (`runs_removed`), their interactions, links and push configs
+   * (unpartitioned) row by row (cascades). Should (2) not
    * happen, those runs stay, expired and without a log or messages, and a later batch removes them.
    * Resolves to what was dropped and removed, null when nothing could be dropped, 'locked' when
    * another process holds the retention lock.
@@ -181,7 +182,8 @@ export class RunRetentionRepository {
    * One batch: if no other process holds the retention lock (a transaction-level advisory lock, so
    * one batch at a time across the cluster), remove up to `limit` expired runs as of `now` with
    * everything that belongs to them — the log, messages and their keys, artifacts, interactions,
-   * links (either side), dispatches, push configs and their deliveries (ON DELETE CASCADE from runs) — after
+   * links (either side), dispatches, push configs and their deliveries (trigger `runs_removed` and
+   * ON DELETE CASCADE from runs; docs/architecture.md "Removing runs") — after
    * `archive` (when given) took their archive lines; an `archive` that throws removes nothing. Resolves
    * to null when another process holds the lock, else to what was removed per organization.
    */
