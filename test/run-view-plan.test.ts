@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { APPEND_SQL, RUN_VIEW_SQL } from '#libs/runs';
+import { APPEND_SQL, LATEST_OF_TYPE_SQL, RUN_VIEW_SQL } from '#libs/runs';
 import { TEST_DATABASE_URL } from './support/env.js';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 
@@ -20,6 +20,9 @@ import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
  * active. The parents (and the interactions an append closes) are now looked up by id. Its setup
  * makes the same situation: statistics taken while every run was completed, then 300 active runs
  * (the old statement read 301 rows of runs per append here).
+ *
+ * A point read of a partitioned table by run (the newest event of a type: a runtime's saved state,
+ * the run's extensions) finds the run behind a fence (RUN_FENCE_SQL) and keeps a generic plan too.
  */
 let ctx: INestApplicationContext;
 let runs: TestRuns;
@@ -70,6 +73,23 @@ describe('the read model statement of one run', () => {
   it('is scoped by organization: another organization reads nothing', async () => {
     const { rows } = await client.query({ name: 'runs.view', text: RUN_VIEW_SQL, values: [runIds[0], randomUUID(), null, true] });
     expect(rows).toHaveLength(0);
+  });
+});
+
+describe('the newest event of a type in a run (a point read of a partitioned table)', () => {
+  it('keeps a generic plan after its first executions and is scoped by organization', async () => {
+    const name = 'runs.latest_of_type';
+    for (const id of runIds) {
+      const { rows } = await client.query({ name, text: LATEST_OF_TYPE_SQL, values: [id, orgId, 'message.added'] });
+      expect(rows).toHaveLength(1);
+      expect(rows[0].payload.message.role).toBe('user');
+    }
+    const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>(`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, [name]);
+    // the form `run_id = $1` was planned on every call here (12 custom plans of 12)
+    expect(Number(rows[0]!.custom_plans)).toBeLessThanOrEqual(5);
+    expect(Number(rows[0]!.generic_plans)).toBeGreaterThanOrEqual(runIds.length - 5);
+    expect((await client.query({ name, text: LATEST_OF_TYPE_SQL, values: [runIds[0], randomUUID(), 'message.added'] })).rows).toEqual([]);
+    expect((await client.query({ name, text: LATEST_OF_TYPE_SQL, values: [runIds[0], orgId, 'run.runtime_state_saved'] })).rows).toEqual([]);
   });
 });
 

@@ -19,7 +19,7 @@ export { MAX_LINK_DEPTH, RuntimeOperations, type AgentMessageDraft, type Delegat
 
 // reads (one reader per caller; all projections of the log, scoped by org) and the wait for settlement
 export { RunViews, type RunDetail } from './reads/run-views.repository.js';
-export { ExecutionReads } from './reads/execution-reads.repository.js';
+export { ExecutionReads, LATEST_OF_TYPE_SQL } from './reads/execution-reads.repository.js';
 export { SweeperReads } from './reads/sweeper-reads.repository.js';
 export { RunSettlement } from './reads/run-settlement.js';
 export { foldRunView } from './reads/run-fold.js';

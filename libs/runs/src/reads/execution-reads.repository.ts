@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { CanonicalMessage, Part } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
-import { orgMatches, RUN_COLUMNS, type RunRecord } from '../event-log.repository.js';
+import { orgMatches, RUN_COLUMNS, RUN_FENCE_SQL, type RunRecord } from '../event-log.repository.js';
 import { runNotFound } from '../run-errors.js';
 import { cleanMessage, selectInteractions, selectLinks, selectRun, selectViews, type InteractionRecord, type RunLinkRecord, type RunState, type RunView } from './run-rows.repository.js';
 
@@ -11,6 +11,10 @@ import { cleanMessage, selectInteractions, selectLinks, selectRun, selectViews, 
  * what it saved and recorded before, the trigger it runs for. Scoped by organization; never writes
  * (an execution writes through RuntimeOperations).
  */
+/** The payload of the newest event of type $3 in run $1 of org $2 (the run found behind RUN_FENCE_SQL). */
+export const LATEST_OF_TYPE_SQL = `SELECT e.payload FROM ${RUN_FENCE_SQL} JOIN run_events e ON e.org_id = r.org_id AND e.run_id = r.id
+ WHERE e.type = $3 ORDER BY e.sequence DESC LIMIT 1`;
+
 @Injectable()
 export class ExecutionReads {
   constructor(private readonly db: DatabaseService) {}
@@ -143,14 +147,12 @@ export class ExecutionReads {
     return rows[0] ?? null;
   }
 
-  /** The payload of the newest event of `type` in the run's log, null when none. */
+  /**
+   * The payload of the newest event of `type` in the run's log, null when none. The run is found
+   * first behind a fence (RUN_FENCE_SQL), so the plan PostgreSQL keeps is a generic one.
+   */
   private async latestOfType(orgId: string, runId: string, type: string): Promise<unknown> {
-    const rows = await this.db.query<{ payload: unknown; sequence: number; count: number }>(
-      `SELECT (array_agg(payload ORDER BY sequence DESC))[1] AS payload, max(sequence) AS sequence, count(*)::int AS count
-         FROM run_events WHERE run_id = $1 AND org_id = $2 AND type = $3 HAVING count(*) > 0`,
-      [runId, orgId, type],
-      'runs.latest_of_type',
-    );
+    const rows = await this.db.query<{ payload: unknown }>(LATEST_OF_TYPE_SQL, [runId, orgId, type], 'runs.latest_of_type');
     return rows[0]?.payload ?? null;
   }
 }
