@@ -5,16 +5,16 @@ import { orgMatches, RUN_COLUMNS, RUN_FENCE_SQL, type RunRecord } from '../event
 import { runNotFound } from '../run-errors.js';
 import { cleanMessage, selectInteractions, selectLinks, selectRun, selectViews, type InteractionRecord, type RunLinkRecord, type RunState, type RunView } from './run-rows.repository.js';
 
+/** The payload of the newest event of type $3 in run $1 of org $2 (the run found behind RUN_FENCE_SQL). */
+export const LATEST_OF_TYPE_SQL = `SELECT e.payload FROM ${RUN_FENCE_SQL} JOIN run_events e ON e.org_id = r.org_id AND e.run_id = r.id
+ WHERE e.type = $3 ORDER BY e.sequence DESC LIMIT 1`;
+
 /**
  * What an execution reads (libs/execution: RunExecutor, LostExecutionPolicy; through them the
  * RuntimeContext a runtime sees): its input, its revision's runtime config, the thread so far,
  * what it saved and recorded before, the trigger it runs for. Scoped by organization; never writes
  * (an execution writes through RuntimeOperations).
  */
-/** The payload of the newest event of type $3 in run $1 of org $2 (the run found behind RUN_FENCE_SQL). */
-export const LATEST_OF_TYPE_SQL = `SELECT e.payload FROM ${RUN_FENCE_SQL} JOIN run_events e ON e.org_id = r.org_id AND e.run_id = r.id
- WHERE e.type = $3 ORDER BY e.sequence DESC LIMIT 1`;
-
 @Injectable()
 export class ExecutionReads {
   constructor(private readonly db: DatabaseService) {}
