@@ -126,9 +126,9 @@ export function orgMatches(param: number): string {
  * read of a run's newest event of a type did, 0.19 ms of planning per proxied task in `npm run
  * bench` (a2a runtime: saved state, extensions). Behind the OFFSET 0 fence the run id reaches the
  * partitioned table only as the outer row's value, so both plans prune at run time, cost the same,
- * and the generic one is kept (test/run-view-plan.test.ts). Columns: `id`, `org_id`, `thread_id`.
+ * and the generic one is kept (test/run-view-plan.test.ts). Columns: `id`, `org_id`.
  */
-export const RUN_FENCE_SQL = `(SELECT id, org_id, thread_id FROM runs WHERE id = $1 AND ${orgMatches(2)} OFFSET 0) r`;
+export const RUN_FENCE_SQL = `(SELECT id, org_id FROM runs WHERE id = $1 AND ${orgMatches(2)} OFFSET 0) r`;
 
 /**
  * `messages.sent_by` of the agent's own messages: no caller id takes this value (callers are
