@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
+import { Metrics } from '#libs/metrics';
 import { RunExecutionQueue } from '#libs/runs';
 import { seedAgent } from './support/fixtures.js';
 import { runsOf, type TestRuns } from './support/runs.js';
@@ -192,5 +193,75 @@ describe('a backlog past the parking', () => {
     const taken = await members(['completed']);
     expect(taken).toHaveLength(backlog.length + 1);
     expect(new Set(taken).size).toBe(backlog.length + 1);
+  }, 120_000);
+});
+
+/**
+ * A slot whose execution ends goes on to the next parked dispatch of its organization and agent
+ * in the same worker, without a round trip to the slot sets, while their last answer allows it:
+ * the limits and each organization's order hold as they do when slots go back and are asked for.
+ */
+describe('slots handed on within a worker', () => {
+  const SHORT = { kind: 'scripted', rules: [{ match: { text: '.*' }, steps: [{ type: 'status', status: 'working' }, { type: 'wait', ms: 40 }, { type: 'status', status: 'completed' }] }] };
+  let stack: Stack;
+  let runs: TestRuns;
+
+  beforeAll(async () => {
+    stack = await startStack({ env: { WORKER_CONCURRENCY: '6', EXECUTION_MAX_PER_AGENT: '2' } });
+    runs = runsOf(stack.api);
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it("two agents of one organization, each at its limit with runs parked: slots are handed on, neither agent runs more than its limit, and the org's runs start in order", async () => {
+    const db = stack.api.get(DatabaseService);
+    const create = creator(runs);
+    const a = await seedAgent(db, SHORT);
+    const b = await seedAgent(db, SHORT, { orgId: a.orgId });
+    const made: string[] = [];
+    // in waves of four of a's then four of b's: each wave arrives while the last one's runs are
+    // parked, and when one of b's ends, the org's oldest parked run is often one of a's
+    for (let w = 0; w < 4; w++) {
+      for (let i = 0; i < 8; i++) made.push((await create(i < 4 ? a : b, `run ${w}.${i}`)).run.id);
+    }
+    for (const id of made) expect((await runs.waitUntilSettled(a.orgId, id, 60_000)).status).toBe('completed');
+
+    const handedOn = (await stack.worker!.get(Metrics).slotHandOns.get()).values[0]?.value ?? 0;
+    expect(handedOn, 'slots handed on').toBeGreaterThan(4);
+    // an execution starts (working) only after the one whose slot it took has ended (completed), so
+    // the log's times tell how many of an agent's runs executed at once
+    for (const agent of [a, b]) {
+      const spans = await db.query<{ started: Date; ended: Date }>(
+        `SELECT min(e.created_at) FILTER (WHERE e.type = 'run.status_changed' AND e.payload->>'status' = 'working') AS started,
+                max(e.created_at) AS ended
+           FROM runs r JOIN run_events e ON e.org_id = r.org_id AND e.run_id = r.id
+          WHERE r.org_id = $1 AND r.agent_id = $2 GROUP BY r.id`,
+        [a.orgId, agent.agentId],
+      );
+      const points = spans.flatMap((x) => [
+        { t: new Date(x.started).getTime(), d: 1 },
+        { t: new Date(x.ended).getTime(), d: -1 },
+      ]);
+      // ends before starts at the same instant
+      points.sort((x, y) => x.t - y.t || x.d - y.d);
+      let now = 0;
+      let most = 0;
+      for (const x of points) most = Math.max(most, (now += x.d));
+      expect(most, 'runs of one agent executing at once').toBeLessThanOrEqual(2);
+    }
+    // per agent, runs started in the order they were created (one batch may start together)
+    for (const agent of [a, b]) {
+      const rows = await db.query<{ started: Date }>(
+        `SELECT e.created_at AS started FROM runs r JOIN run_events e ON e.org_id = r.org_id AND e.run_id = r.id AND e.sequence = 3
+          WHERE r.org_id = $1 AND r.agent_id = $2 ORDER BY r.created_at, r.id`,
+        [a.orgId, agent.agentId],
+      );
+      expect(rows).toHaveLength(16);
+      for (let i = 1; i < rows.length; i++) {
+        const latestBefore = Math.max(...rows.slice(0, i).map((r) => new Date(r.started).getTime()));
+        expect(new Date(rows[i]!.started).getTime(), `run ${i} of its agent`).toBeGreaterThanOrEqual(latestBefore - 300);
+      }
+    }
   }, 120_000);
 });

@@ -87,7 +87,10 @@ return 1`;
  * the single oldest. An org whose line is empty and whose members here may all start now skips
  * the line altogether (joining and leaving it in one call would leave it as it was): the common
  * case of an org below its share costs no line commands. Each key is read and written once per
- * batch (variadic ZADD / ZREM), so the cost is per batch, not per execution. Returns one 1 (granted) or 0 (wait) per item.
+ * batch (variadic ZADD / ZREM), so the cost is per batch, not per execution. Returns one 1 (granted) or 0 (wait) per item,
+ * then the ids of the orgs of this batch whose slots may be handed on locally for now ('*': all):
+ * total running within slots - reserve, the org running within its cap, and its line, after
+ * this call, empty or headed by one of this batch's members (the caller's oldest).
  */
 const ACQUIRE_BATCH = `
 local now = tonumber(ARGV[1])
@@ -262,6 +265,21 @@ end
 if housekeeping then
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
+-- the orgs whose slots may pass from an ended execution to the next of theirs without asking
+-- (see ExecutionSlots.acquireBatch): the machine within the reserve, the org within its share,
+-- and its line empty or headed by a member of this batch; '*': no org fairness, all of them
+if orgMax == 0 then
+  table.insert(out, '*')
+elseif total <= slots - reserve then
+  for _, ok in ipairs(orgOrder) do
+    local o = orgs[ok]
+    if o.running <= cap then
+      local head = nil
+      if o.joined then head = redis.call('ZRANGE', o.line, 0, 0)[1] end
+      if head == nil or o.present[head] then table.insert(out, o.id) end
+    end
+  end
+end
 return out`;
 
 /*
@@ -297,6 +315,8 @@ end
 return 1`;
 
 
+const NONE: ReadonlySet<string> = new Set();
+
 /** Slots given back within this window (ms) go out in one round trip. */
 export const RELEASE_WINDOW_MS = 5;
 
@@ -325,9 +345,22 @@ export interface SlotTicket {
 
 type SlotCommands = {
   aaasAcquireSlot(...a: Array<string | number>): Promise<number>;
-  aaasAcquireSlots(...a: Array<string | number>): Promise<number[]>;
+  aaasAcquireSlots(...a: Array<string | number>): Promise<Array<number | string>>;
   aaasReleaseSlots(...a: Array<string | number>): Promise<number>;
 };
+
+/**
+ * What `acquireBatch` answered: one boolean per request (granted or wait), and the organizations
+ * whose slots this process may hand on from an ended execution to its next parked one of the same
+ * organization and agent without asking Redis, as of this answer (`'all'`: every one, no org
+ * fairness configured). Such a hand-on changes no count Redis keeps (the slot's member stays, it
+ * only changes holders), so it is fair while the answer is recent: the org was within its share,
+ * the machine within its reserve, and nobody elsewhere was ahead in the org's line.
+ */
+export interface SlotGrants {
+  granted: boolean[];
+  handOn: ReadonlySet<string> | 'all';
+}
 
 /** A new execution asking for a slot (`acquireBatch`). */
 export interface SlotRequest {
@@ -350,6 +383,8 @@ export interface SlotRequest {
  * in its worker, RunExecutor) in its organization's line, which admits its oldest executions
  * only (those of one batch together, never one that passes an earlier one), so one organization's
  * runs start in enqueue order (a dispatch that stops coming back leaves the line after a while). One Lua script, one round trip, per batch of new executions or per renewal.
+ * A slot may also pass from an ended execution to the next one of its organization and agent in
+ * the same process without a round trip, while the last answer allows it (SlotGrants; RunExecutor).
  *
  * Slots live in Redis sorted sets, expire on their own (a dead worker's slots free themselves
  * after `ttlMs`) and are renewed by the execution's heartbeat. While Redis cannot answer, slots
@@ -422,11 +457,12 @@ export class ExecutionSlots implements OnApplicationShutdown {
    * place in their org's line). One boolean per request: false means the caller's room is used up,
    * its org or agent is at its limit, or earlier executions of its org wait first (the oldest of
    * an org's line that fit start together); the caller defers it and comes back with the same
-   * ticket. Fails open (the first `maxGrants` granted) when Redis cannot answer.
+   * ticket. `handOn`: see SlotGrants (empty when Redis did not answer). Fails open (the first
+   * `maxGrants` granted) when Redis cannot answer.
    */
-  async acquireBatch(requests: readonly SlotRequest[], ttlMs: number, maxGrants = requests.length): Promise<boolean[]> {
-    if (requests.length === 0) return [];
-    if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return requests.map((_, i) => i < maxGrants);
+  async acquireBatch(requests: readonly SlotRequest[], ttlMs: number, maxGrants = requests.length): Promise<SlotGrants> {
+    if (requests.length === 0) return { granted: [], handOn: NONE };
+    if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return { granted: requests.map((_, i) => i < maxGrants), handOn: 'all' };
     const now = Date.now();
     const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`, `${this.prefix}:workers`];
     const housekeeping = now - this.lastHousekeeping >= HOUSEKEEPING_MS;
@@ -439,10 +475,11 @@ export class ExecutionSlots implements OnApplicationShutdown {
     }
     try {
       const out = await (this.redis as unknown as SlotCommands).aaasAcquireSlots(keys.length, ...keys, ...args);
-      return requests.map((_, i) => out[i] === 1);
+      const orgs = out.slice(requests.length).map(String);
+      return { granted: requests.map((_, i) => out[i] === 1), handOn: orgs[0] === '*' ? 'all' : new Set(orgs) };
     } catch (e) {
       this.log.debug?.(`slot check skipped (Redis): ${e instanceof Error ? e.message : String(e)}`);
-      return requests.map((_, i) => i < maxGrants);
+      return { granted: requests.map((_, i) => i < maxGrants), handOn: NONE };
     }
   }
 

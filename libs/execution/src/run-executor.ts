@@ -7,7 +7,7 @@ import { DispatchRelay, ExecutionReads, RunNotifier, RuntimeOperations, isTermin
 import { Metrics } from '#libs/metrics';
 import { RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type ParsedRuntime, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
-import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotTicket } from './execution-slots.js';
+import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotGrants, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
 import { randomUUID } from 'node:crypto';
@@ -28,7 +28,11 @@ interface Prepared {
   run: { threadId: string; agentId: string; revisionId: string };
   input: CanonicalMessage;
   ticket: SlotTicket;
-  executionId: string;
+  /**
+   * The slot it holds or asks for: its member in the slot sets (new for each dispatch; a slot
+   * handed on keeps its member and changes holders) and when its expiry was last set (ms).
+   */
+  slot: { id: string; at: number };
 }
 
 /** A dispatch parked until it gets a slot, and how to settle its batch's wait. */
@@ -66,6 +70,15 @@ function firstPerOrg(entries: readonly ParkedEntry[], n: number): ParkedEntry[] 
 
 /** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
 const PARK_RETRY_MS = 100;
+
+/**
+ * How long (ms) a slot-set answer lets this process hand an ended execution's slot on to the next
+ * parked dispatch of its organization and agent without asking Redis (SlotGrants.handOn). Parked
+ * dispatches ask every PARK_RETRY_MS, which renews it while they wait; past it, slots go back and
+ * are asked for as usual, so a share that shrank (another org became active) or an earlier member
+ * elsewhere in the org's line is seen within this long.
+ */
+const HAND_ON_FRESH_MS = 2.5 * PARK_RETRY_MS;
 
 /** How the executor meters a transport's intake of jobs (see RunExecutor.setIntake). */
 export interface JobIntake {
@@ -126,6 +139,16 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private parkRetryScheduled = false;
   private parkRetrying = false;
   private parkRetryAgain = false;
+  /** Set when parked dispatches should ask Redis in the next retry (anything but slots ended here to hand on). */
+  private parkAsk = false;
+  /** Slots of executions that ended here, to hand on or give back in the next retry (see endSlot). */
+  private freed: Array<{ p: Prepared; slotTtl: number }> = [];
+  /** When the slot sets last said each organization's slots may be handed on (ms; see HAND_ON_FRESH_MS). */
+  private readonly handOnAt = new Map<string, number>();
+  /** … every organization's (no org fairness configured). */
+  private handOnAllAt = 0;
+  /** When a slot was last handed on here (ms). */
+  private lastHandOnAt = 0;
   /** When every parked dispatch was last presented to the slots (see PARKED_PRESENCE_MS). */
   private parkPresentedAt = 0;
   /** The transport's job intake (BullMQ: pause / resume the worker, its job concurrency), paused while the parking is full. */
@@ -237,10 +260,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const asking = prepared.filter((p) => !parkedOrgs.has(p.job.orgId));
     const behind = prepared.filter((p) => parkedOrgs.has(p.job.orgId));
     const room = this.stopping ? 0 : Math.max(0, this.concurrency - this.admitted);
-    const granted = await this.slots.acquireBatch(
-      asking.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
-      slotTtl,
-      room,
+    const { granted } = this.noteHandOn(
+      await this.slots.acquireBatch(
+        asking.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
+        slotTtl,
+        room,
+      ),
+      asking,
     );
     const admitted = asking.filter((_, i) => granted[i]);
     const waiting = [...asking.filter((_, i) => !granted[i]), ...behind];
@@ -285,7 +311,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const job = parsed.data;
     this.metrics.jobWait.observe(Math.max(0, now - enqueuedAt) / 1000);
     const ticket: SlotTicket = { member: `${job.runId}-${item.triggerSequence}`, enqueuedAt };
-    const base = { item, job, ticket, executionId: randomUUID() };
+    const base = { item, job, ticket, slot: { id: randomUUID(), at: now } };
     if (job.context) {
       const { input, ...run } = job.context;
       return { ...base, run, input };
@@ -336,9 +362,76 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private releaseSlot(p: Prepared): void {
-    this.slots.release(p.job.orgId, p.run.agentId, p.executionId);
+    this.slots.release(p.job.orgId, p.run.agentId, p.slot.id);
     // a slot freed here: the parked ones may start
     if (this.parked.length > 0) this.retryParkedSoon();
+  }
+
+  /**
+   * An execution ended: its slot goes to the next parked dispatch of its organization and agent
+   * here when that may be done without asking (handOn), else back (releaseSlot). Decided with the
+   * other slots freed within RELEASE_WINDOW_MS, in retryParked.
+   */
+  private endSlot(p: Prepared, slotTtl: number): void {
+    if (this.parked.length === 0 || this.stopping) return this.releaseSlot(p);
+    this.freed.push({ p, slotTtl });
+    this.retryParkedSoon(false);
+  }
+
+  /** Record which organizations' slots may be handed on (see HAND_ON_FRESH_MS); returns `grants`. */
+  private noteHandOn(grants: SlotGrants, asked: ReadonlyArray<Prepared>): SlotGrants {
+    const now = Date.now();
+    if (grants.handOn === 'all') {
+      this.handOnAllAt = now;
+      return grants;
+    }
+    for (const p of asked) {
+      const org = p.job.orgId;
+      if (grants.handOn.has(org)) this.handOnAt.set(org, now);
+      else this.handOnAt.delete(org);
+    }
+    return grants;
+  }
+
+  private mayHandOn(orgId: string, now: number): boolean {
+    return now - this.handOnAllAt <= HAND_ON_FRESH_MS || now - (this.handOnAt.get(orgId) ?? 0) <= HAND_ON_FRESH_MS;
+  }
+
+  /**
+   * The slots freed here lately, each handed on to the oldest dispatch parked here of its
+   * organization when that one is of the same agent, the organization may hand on (mayHandOn) and
+   * the slot is not near its expiry; the others go back. Returns the dispatches that now hold one
+   * (taken out of the parking and their org's line; the caller claims and runs them).
+   */
+  private handOn(): ParkedEntry[] {
+    const freed = this.freed.splice(0);
+    if (freed.length === 0) return [];
+    const now = Date.now();
+    const oldest = new Map<string, ParkedEntry[]>();
+    for (const e of [...this.parked].sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt)) {
+      const line = oldest.get(e.p.job.orgId);
+      if (line) line.push(e);
+      else oldest.set(e.p.job.orgId, [e]);
+    }
+    const handed: ParkedEntry[] = [];
+    for (const { p, slotTtl } of freed) {
+      const next = oldest.get(p.job.orgId)?.[0];
+      if (next && next.p.run.agentId === p.run.agentId && now - p.slot.at < slotTtl / 2 && this.mayHandOn(p.job.orgId, now)) {
+        oldest.get(p.job.orgId)!.shift();
+        next.p.slot = p.slot;
+        handed.push(next);
+      } else {
+        this.slots.release(p.job.orgId, p.run.agentId, p.slot.id);
+        this.parkAsk = true;
+      }
+    }
+    if (handed.length > 0) {
+      const taken = new Set(handed);
+      this.parked = this.parked.filter((e) => !taken.has(e));
+      this.slots.leaveLines(handed.map((e) => ({ orgId: e.p.job.orgId, member: e.p.ticket.member })));
+      this.metrics.slotHandOns.inc(handed.length);
+    }
+    return handed;
   }
 
   /** Park a dispatch until it gets a slot; resolves once it has run (or was handed back to the queue). */
@@ -398,8 +491,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     });
   }
 
-  /** Retry the parked ones once the slots freed meanwhile went back (coalesced: one round trip for many releases). */
-  private retryParkedSoon(): void {
+  /**
+   * Retry the parked ones once the slots freed meanwhile went back (coalesced: one round trip for
+   * many releases). `ask` false: only slots ended here to hand on (retryParked asks Redis only if
+   * one of them went back instead).
+   */
+  private retryParkedSoon(ask = true): void {
+    if (ask) this.parkAsk = true;
     if (this.parkRetryScheduled) return;
     this.parkRetryScheduled = true;
     setTimeout(() => {
@@ -416,6 +514,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     }
     this.parkRetrying = true;
     try {
+      if (this.parked.length === 0 || this.stopping) for (const { p } of this.freed.splice(0)) this.slots.release(p.job.orgId, p.run.agentId, p.slot.id);
       if (this.parked.length === 0) return;
       if (this.stopping) {
         const entries = this.parked.splice(0);
@@ -424,6 +523,16 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         for (const e of entries) e.resolve();
         return;
       }
+      // slots ended here go on to the next of their org and agent without a round trip (handOn)
+      const handed = this.handOn();
+      if (handed.length > 0) {
+        this.lastHandOnAt = Date.now();
+        this.admitted += handed.length;
+        this.checkIntake();
+        void this.claimAndRunEach(handed);
+      }
+      if (!this.parkAsk || this.parked.length === 0) return;
+      this.parkAsk = false;
       // (they stay in the parking while asked: a batch arriving meanwhile sees its org's parked ones)
       const entries = [...this.parked].sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
       const room = Math.max(0, this.concurrency - this.admitted);
@@ -433,13 +542,19 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       // intake's limit keeps the parking near PARK_FACTOR × WORKER_CONCURRENCY)
       const now = Date.now();
       const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
-      const asked = presentAll ? entries : room === 0 ? [] : firstPerOrg(entries, room);
+      // with no room, while slots are handed on here, each org's oldest still asks: the answer
+      // renews (or ends) the hand-on (HAND_ON_FRESH_MS)
+      const handingOn = now - this.lastHandOnAt <= HAND_ON_FRESH_MS;
+      const asked = presentAll ? entries : firstPerOrg(entries, room === 0 && handingOn ? 1 : room);
       if (asked.length === 0) return;
       if (presentAll) this.parkPresentedAt = now;
-      const granted = await this.slots.acquireBatch(
-        asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.executionId, ticket: p.ticket })),
-        asked[0]!.slotTtl,
-        room,
+      const { granted } = this.noteHandOn(
+        await this.slots.acquireBatch(
+          asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
+          asked[0]!.slotTtl,
+          room,
+        ),
+        asked.map((e) => e.p),
       );
       const started = new Set(asked.filter((_, i) => granted[i]));
       const go = asked.filter((e) => started.has(e));
@@ -458,7 +573,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       }
       if (this.parkRetryAgain) {
         this.parkRetryAgain = false;
-        this.retryParkedSoon();
+        this.retryParkedSoon(false);
       }
     }
   }
@@ -490,7 +605,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const t0 = process.hrtime.bigint();
     let outcome = 'ok';
     try {
-      const run = () => this.executeHolding(p.job, p.run, p.input, p.item.triggerSequence, p.executionId, slotTtl);
+      const run = () => this.executeHolding(p.job, p.run, p.input, p.item.triggerSequence, p.slot, slotTtl);
       await (around ? around(p.job, p.item.triggerSequence, run) : run());
     } catch (e) {
       outcome = e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
@@ -498,7 +613,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       if (!(e instanceof ExecutionError)) void this.lost(p.job, e instanceof Error ? e.message : String(e));
     } finally {
       this.admitted--;
-      this.releaseSlot(p);
+      this.endSlot(p, slotTtl);
       this.metrics.executions.inc({ outcome });
       this.metrics.executionDuration.observe(Metrics.since(t0));
     }
@@ -514,14 +629,14 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     run: { threadId: string; agentId: string; revisionId: string },
     input: CanonicalMessage,
     triggerSequence: number | null,
-    executionId: string,
+    slot: { id: string; at: number },
     slotTtl: number,
   ): Promise<void> {
     const trigger = await this.durable(() => this.triggerOf(job, triggerSequence));
     if (!trigger) return;
     const entry = await this.runtimeOf(job, run.revisionId);
     const abort = this.track(job.runId);
-    const stopHeartbeat = this.heartbeat(job, run.agentId, triggerSequence, executionId, slotTtl, abort);
+    const stopHeartbeat = this.heartbeat(job, run.agentId, triggerSequence, slot, slotTtl, abort);
     try {
       const ctx = this.contextFor(job, run, input, trigger, triggerSequence, entry, abort.signal);
       await this.runRuntime(job, entry, ctx, trigger, abort.signal);
@@ -579,7 +694,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * every second (not a heartbeat later): a short outage must not let the lease expire and the
    * sweeper declare this live execution lost.
    */
-  private heartbeat(job: RunExecuteJob, agentId: string, triggerSequence: number | null, executionId: string, slotTtl: number, abort: AbortController): () => void {
+  private heartbeat(job: RunExecuteJob, agentId: string, triggerSequence: number | null, slot: { id: string; at: number }, slotTtl: number, abort: AbortController): () => void {
     const { orgId, runId } = job;
     let ended = false;
     let again: NodeJS.Timeout | undefined;
@@ -594,7 +709,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         });
     };
     const beat = () => {
-      void this.slots.acquire(orgId, agentId, executionId, slotTtl);
+      slot.at = Date.now();
+      void this.slots.acquire(orgId, agentId, slot.id, slotTtl);
       renew();
     };
     let poll: NodeJS.Timeout | undefined;

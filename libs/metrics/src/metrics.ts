@@ -143,6 +143,11 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly slotHandOns = new Counter({
+    name: 'aaas_execution_slot_hand_ons_total',
+    help: 'Execution slots handed from an ended execution to the next parked one of its organization and agent in this worker, without a round trip to the slot sets',
+    registers: [this.registry],
+  });
   readonly resumptions = new Counter({
     name: 'aaas_run_resumptions_total',
     help: 'Lost or handed-on executions, by what became of their run (resumed | handed_on | exhausted: failed past EXECUTION_MAX_RESUMPTIONS | failed: not resumable)',
