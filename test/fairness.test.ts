@@ -264,4 +264,24 @@ describe('slots handed on within a worker', () => {
       }
     }
   }, 120_000);
+
+  it("one message after another: each new run takes the slot its predecessor left, and the last slot goes back once nobody takes it", async () => {
+    const db = stack.api.get(DatabaseService);
+    const create = creator(runs);
+    const quick = await seedAgent(db, { kind: 'scripted', rules: [{ match: { text: '.*' }, steps: [{ type: 'status', status: 'completed' }] }] });
+    const redis = new Redis(stack.env.REDIS_URL!);
+    const slotsOfAgent = () => redis.zcard(`${stack.env.REDIS_PREFIX}:exec:agent:${quick.agentId}`);
+    const handOns = async () => (await stack.worker!.get(Metrics).slotHandOns.get()).values[0]?.value ?? 0;
+    const before = await handOns();
+    let most = 0;
+    for (let i = 0; i < 12; i++) {
+      const { run } = await create(quick, `next ${i}`);
+      expect((await runs.waitUntilSettled(quick.orgId, run.id, 10_000)).status).toBe('completed');
+      most = Math.max(most, await slotsOfAgent());
+    }
+    expect(most, "slots the agent held at once, as the slot sets saw them").toBe(1);
+    expect((await handOns()) - before, 'runs that took their predecessor\'s slot').toBeGreaterThan(3);
+    await expect.poll(slotsOfAgent, { timeout: 2_000, interval: 20 }).toBe(0);
+    redis.disconnect();
+  });
 });

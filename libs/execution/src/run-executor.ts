@@ -68,6 +68,8 @@ function firstPerOrg(entries: readonly ParkedEntry[], n: number): ParkedEntry[] 
   });
 }
 
+const NO_PREPARED: ReadonlySet<Prepared> = new Set();
+
 /** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
 const PARK_RETRY_MS = 100;
 
@@ -79,6 +81,14 @@ const PARK_RETRY_MS = 100;
  * elsewhere in the org's line is seen within this long.
  */
 const HAND_ON_FRESH_MS = 2.5 * PARK_RETRY_MS;
+
+/**
+ * How long (ms) the slot of an execution that ended with nothing parked here waits for the next
+ * dispatch of its organization and agent to arrive here (a client that sends its next message once
+ * it has the answer sends it within this): taken without a round trip, as a hand-on; past it, the
+ * slot goes back. Meanwhile it counts as running for the slot sets, as it did a moment before.
+ */
+const SPARE_SLOT_MS = 50;
 
 /** How the executor meters a transport's intake of jobs (see RunExecutor.setIntake). */
 export interface JobIntake {
@@ -141,6 +151,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private parkRetryAgain = false;
   /** Set when parked dispatches should ask Redis in the next retry (anything but slots ended here to hand on). */
   private parkAsk = false;
+  /** Slots of executions that ended here with nothing parked, kept a moment for new dispatches (see endSlot). */
+  private spare: Array<{ p: Prepared; slotTtl: number; until: number }> = [];
+  private spareTimer?: NodeJS.Timeout;
   /** Slots of executions that ended here, to hand on or give back in the next retry (see endSlot). */
   private freed: Array<{ p: Prepared; slotTtl: number }> = [];
   /** When the slot sets last said each organization's slots may be handed on (ms; see HAND_ON_FRESH_MS). */
@@ -200,8 +213,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.stopCancelListener?.();
     this.stopCancelListener = undefined;
     for (const set of this.inFlight.values()) for (const c of set) c.abort();
-    // parked dispatches go back to the queue (another worker takes them)
+    // parked dispatches go back to the queue (another worker takes them), spare slots back to the slot sets
     if (this.parked.length > 0) this.retryParkedSoon();
+    if (this.spare.length > 0) this.expireSpare(true);
   }
 
   /** How many jobs a transport should run at once (a batch job stays active while its dispatches run or wait here). */
@@ -259,19 +273,23 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const parkedOrgs = new Set(this.parked.map((e) => e.p.job.orgId));
     const asking = prepared.filter((p) => !parkedOrgs.has(p.job.orgId));
     const behind = prepared.filter((p) => parkedOrgs.has(p.job.orgId));
+    // slots of executions that just ended here go on to new ones of their org and agent (takeSpare)
+    const spared = this.stopping ? NO_PREPARED : this.takeSpare(asking);
+    if (spared.size > 0) this.admitted += spared.size;
+    const asks = spared.size > 0 ? asking.filter((p) => !spared.has(p)) : asking;
     const room = this.stopping ? 0 : Math.max(0, this.concurrency - this.admitted);
     const { granted } = this.noteHandOn(
       await this.slots.acquireBatch(
-        asking.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
+        asks.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
         slotTtl,
         room,
       ),
-      asking,
+      asks,
     );
-    const admitted = asking.filter((_, i) => granted[i]);
-    const waiting = [...asking.filter((_, i) => !granted[i]), ...behind];
+    const admitted = [...spared, ...asks.filter((_, i) => granted[i])];
+    const waiting = [...asks.filter((_, i) => !granted[i]), ...behind];
     if (behind.length > 0) this.retryParkedSoon();
-    this.admitted += admitted.length;
+    this.admitted += admitted.length - spared.size;
     // 3. the ones that must wait are parked here, in this process, until they run, and retried as
     // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), all parked
     // ones in one round trip (a stopping worker hands them all back)
@@ -373,9 +391,52 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * other slots freed within RELEASE_WINDOW_MS, in retryParked.
    */
   private endSlot(p: Prepared, slotTtl: number): void {
-    if (this.parked.length === 0 || this.stopping) return this.releaseSlot(p);
+    if (this.stopping) return this.releaseSlot(p);
+    if (this.parked.length === 0) {
+      // nothing waits here for it: kept SPARE_SLOT_MS for the next dispatch of its org and agent
+      this.spare.push({ p, slotTtl, until: Date.now() + SPARE_SLOT_MS });
+      this.spareTimer ??= setTimeout(() => this.expireSpare(), SPARE_SLOT_MS);
+      return;
+    }
     this.freed.push({ p, slotTtl });
     this.retryParkedSoon(false);
+  }
+
+  /** Spare slots past SPARE_SLOT_MS (all of them when `all`) go back. */
+  private expireSpare(all = false): void {
+    clearTimeout(this.spareTimer);
+    this.spareTimer = undefined;
+    const now = Date.now();
+    const keep = all ? [] : this.spare.filter((s) => s.until > now);
+    for (const s of this.spare) if (all || s.until <= now) this.releaseSlot(s.p);
+    this.spare = keep;
+    if (keep.length > 0) this.spareTimer = setTimeout(() => this.expireSpare(), Math.max(1, keep[0]!.until - now));
+  }
+
+  /**
+   * New dispatches (in enqueue order) that take a spare slot (endSlot) of their organization and
+   * agent, under the hand-on's rules (mayHandOn, a slot not near its expiry, this process's room):
+   * within an organization in order, up to the first one that cannot. Returns them, each holding
+   * its slot now.
+   */
+  private takeSpare(asking: readonly Prepared[]): ReadonlySet<Prepared> {
+    if (this.spare.length === 0) return NO_PREPARED;
+    const now = Date.now();
+    const taken = new Set<Prepared>();
+    const stopped = new Set<string>();
+    for (const p of asking) {
+      const org = p.job.orgId;
+      if (stopped.has(org)) continue;
+      const i = this.spare.findIndex((s) => s.p.job.orgId === org && s.p.run.agentId === p.run.agentId && now - s.p.slot.at < s.slotTtl / 2);
+      if (i < 0 || this.admitted + taken.size >= this.concurrency || !this.mayHandOn(org, now)) {
+        stopped.add(org);
+        continue;
+      }
+      p.slot = this.spare.splice(i, 1)[0]!.p.slot;
+      taken.add(p);
+    }
+    if (taken.size > 0) this.metrics.slotHandOns.inc(taken.size);
+    return taken;
   }
 
   /** Record which organizations' slots may be handed on (see HAND_ON_FRESH_MS); returns `grants`. */
