@@ -143,7 +143,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly concurrency: number;
   /** Executions admitted and not ended (a slot held), in this process. */
   private admitted = 0;
-  /** Dispatches waiting here for a slot (their batch job stays active meanwhile). */
+  /** Dispatches waiting here for a slot (their batch job stays active meanwhile), in enqueue order (park). */
   private parked: ParkedEntry[] = [];
   private parkTimer?: NodeJS.Timeout;
   private parkRetryScheduled = false;
@@ -468,17 +468,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const freed = this.freed.splice(0);
     if (freed.length === 0) return [];
     const now = Date.now();
-    const oldest = new Map<string, ParkedEntry[]>();
-    for (const e of [...this.parked].sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt)) {
-      const line = oldest.get(e.p.job.orgId);
-      if (line) line.push(e);
-      else oldest.set(e.p.job.orgId, [e]);
-    }
     const handed: ParkedEntry[] = [];
+    const taken = new Set<ParkedEntry>();
     for (const { p, slotTtl } of freed) {
-      const next = oldest.get(p.job.orgId)?.[0];
+      // the parking is in enqueue order: the first of the org not taken yet is its oldest
+      const next = this.parked.find((e) => e.p.job.orgId === p.job.orgId && !taken.has(e));
       if (next && next.p.run.agentId === p.run.agentId && now - p.slot.at < slotTtl / 2 && this.mayHandOn(p.job.orgId, now)) {
-        oldest.get(p.job.orgId)!.shift();
+        taken.add(next);
         next.p.slot = p.slot;
         handed.push(next);
       } else {
@@ -487,7 +483,6 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       }
     }
     if (handed.length > 0) {
-      const taken = new Set(handed);
       this.parked = this.parked.filter((e) => !taken.has(e));
       this.slots.leaveLines(handed.map((e) => ({ orgId: e.p.job.orgId, member: e.p.ticket.member })));
       this.metrics.slotHandOns.inc(handed.length);
@@ -495,10 +490,24 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     return handed;
   }
 
-  /** Park a dispatch until it gets a slot; resolves once it has run (or was handed back to the queue). */
+  /**
+   * Park a dispatch until it gets a slot; resolves once it has run (or was handed back to the
+   * queue). The parking is kept in enqueue order (each organization's line order).
+   */
   private park(p: Prepared, slotTtl: number, around?: ExecutionWrapper): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.parked.push({ p, slotTtl, around, resolve, reject });
+      const at = p.ticket.enqueuedAt;
+      let lo = 0;
+      let hi = this.parked.length;
+      // after every entry enqueued no later (the common case, a newer batch, costs one comparison)
+      if (hi > 0 && this.parked[hi - 1]!.p.ticket.enqueuedAt > at) {
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          if (this.parked[mid]!.p.ticket.enqueuedAt <= at) lo = mid + 1;
+          else hi = mid;
+        }
+      } else lo = hi;
+      this.parked.splice(lo, 0, { p, slotTtl, around, resolve, reject });
       this.metrics.executions.inc({ outcome: 'deferred' });
       this.parkTimer ??= setInterval(() => this.retryParkedSoon(), PARK_RETRY_MS);
     });
@@ -595,7 +604,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       if (!this.parkAsk || this.parked.length === 0) return;
       this.parkAsk = false;
       // (they stay in the parking while asked: a batch arriving meanwhile sees its org's parked ones)
-      const entries = [...this.parked].sort((a, b) => a.p.ticket.enqueuedAt - b.p.ticket.enqueuedAt);
+      const entries = [...this.parked];
       const room = Math.max(0, this.concurrency - this.admitted);
       // Only those that could start are asked about: at most `room` start, and within an
       // organization only its oldest (its line), so each organization's first `room`. Every
