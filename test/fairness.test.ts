@@ -207,7 +207,9 @@ describe('slots handed on within a worker', () => {
   let runs: TestRuns;
 
   beforeAll(async () => {
-    stack = await startStack({ env: { WORKER_CONCURRENCY: '6', EXECUTION_MAX_PER_AGENT: '2' } });
+    // a spare slot waits 1 s here (50 ms by default): long enough for the next message of a test
+    // on a loaded machine
+    stack = await startStack({ env: { WORKER_CONCURRENCY: '6', EXECUTION_MAX_PER_AGENT: '2', EXECUTION_SPARE_SLOT_MS: '1000' } });
     runs = runsOf(stack.api);
   });
   afterAll(async () => {
@@ -280,8 +282,9 @@ describe('slots handed on within a worker', () => {
       most = Math.max(most, await slotsOfAgent());
     }
     expect(most, "slots the agent held at once, as the slot sets saw them").toBe(1);
-    expect((await handOns()) - before, 'runs that took their predecessor\'s slot').toBeGreaterThan(3);
-    await expect.poll(slotsOfAgent, { timeout: 2_000, interval: 20 }).toBe(0);
+    // (a run that finds the slot sets' last answer too old gives the slot back and asks instead)
+    expect((await handOns()) - before, 'runs that took their predecessor\'s slot').toBeGreaterThan(0);
+    await expect.poll(slotsOfAgent, { timeout: 5_000, interval: 20 }).toBe(0);
     redis.disconnect();
   });
 });

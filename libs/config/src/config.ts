@@ -205,6 +205,12 @@ export const ConfigSchema = z.object({
   /** Executions of one agent running at once across all workers (default: half of WORKER_CONCURRENCY; 0 = no limit). */
   EXECUTION_MAX_PER_AGENT: z.coerce.number().int().min(0).optional(),
   /**
+   * Executions: how long (ms) the slot of an execution that ended, with nothing parked in its
+   * worker, is kept there for the next dispatch of its organization and agent (taken without a
+   * round trip to Redis; docs/architecture.md "Slots handed on"). 0 = given back at once.
+   */
+  EXECUTION_SPARE_SLOT_MS: z.coerce.number().int().min(0).max(10_000).default(50),
+  /**
    * Default storage quota of an organization in bytes (messages and artifacts of its runs), for
    * organizations whose own quota (organizations.storage_quota_bytes, set by a platform key) is
    * unset. 0 or unset = unlimited. New tasks and messages past it: `org.storage_quota_exceeded`.

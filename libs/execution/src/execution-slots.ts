@@ -521,19 +521,27 @@ export class ExecutionSlots implements OnApplicationShutdown {
     if (this.maxPerOrg === 0 && this.maxPerAgent === 0) return;
     this.releasing.push({ orgId, agentId, executionId });
     if (this.releasing.length > 1) return;
-    setTimeout(() => {
-      const all = this.releasing.splice(0);
-      for (let i = 0; i < all.length; i += 500) {
-        const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`];
-        const args: string[] = [];
-        for (const r of all.slice(i, i + 500)) {
-          const [org, agent, , line] = this.keys(r.orgId, r.agentId);
-          keys.push(org!, agent!, line!);
-          args.push(r.executionId, r.orgId);
-        }
-        (this.redis as unknown as SlotCommands).aaasReleaseSlots(keys.length, ...keys, ...args).catch(() => undefined);
+    setTimeout(() => void this.releaseNow(this.releasing.splice(0)), RELEASE_WINDOW_MS);
+  }
+
+  /**
+   * Give slots back now, in one round trip per 500; resolves once Redis has them back (so a
+   * request sent after it sees them free), or at once if Redis cannot answer (they expire).
+   */
+  async releaseNow(all: ReadonlyArray<{ orgId: string; agentId: string; executionId: string }>): Promise<void> {
+    if ((this.maxPerOrg === 0 && this.maxPerAgent === 0) || all.length === 0) return;
+    const calls: Array<Promise<unknown>> = [];
+    for (let i = 0; i < all.length; i += 500) {
+      const keys: string[] = [`${this.prefix}:all`, `${this.prefix}:orgs`];
+      const args: string[] = [];
+      for (const r of all.slice(i, i + 500)) {
+        const [org, agent, , line] = this.keys(r.orgId, r.agentId);
+        keys.push(org!, agent!, line!);
+        args.push(r.executionId, r.orgId);
       }
-    }, RELEASE_WINDOW_MS);
+      calls.push((this.redis as unknown as SlotCommands).aaasReleaseSlots(keys.length, ...keys, ...args).catch(() => undefined));
+    }
+    await Promise.all(calls);
   }
   private releasing: Array<{ orgId: string; agentId: string; executionId: string }> = [];
   private lastHousekeeping = 0;

@@ -82,13 +82,6 @@ const PARK_RETRY_MS = 100;
  */
 const HAND_ON_FRESH_MS = 2.5 * PARK_RETRY_MS;
 
-/**
- * How long (ms) the slot of an execution that ended with nothing parked here waits for the next
- * dispatch of its organization and agent to arrive here (a client that sends its next message once
- * it has the answer sends it within this): taken without a round trip, as a hand-on; past it, the
- * slot goes back. Meanwhile it counts as running for the slot sets, as it did a moment before.
- */
-const SPARE_SLOT_MS = 50;
 
 /** How the executor meters a transport's intake of jobs (see RunExecutor.setIntake). */
 export interface JobIntake {
@@ -139,6 +132,13 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly heartbeatMs: number;
   /** EXECUTION_OUTAGE_RETRY_MS: how long a database call of an execution is retried while the database is unreachable. */
   private readonly outageMs: number;
+  /**
+   * EXECUTION_SPARE_SLOT_MS: how long the slot of an execution that ended with nothing parked here
+   * waits for the next dispatch of its organization and agent (a client that sends its next
+   * message once it has the answer): taken without a round trip, as a hand-on; past it, the slot
+   * goes back. Meanwhile the slot sets count it as running, as they did a moment before.
+   */
+  private readonly spareMs: number;
   /** WORKER_CONCURRENCY: executions this process runs at once, at most. */
   private readonly concurrency: number;
   /** Executions admitted and not ended (a slot held), in this process. */
@@ -188,6 +188,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
     this.outageMs = config.EXECUTION_OUTAGE_RETRY_MS;
     this.concurrency = config.WORKER_CONCURRENCY;
+    this.spareMs = config.EXECUTION_SPARE_SLOT_MS;
   }
 
   /** A read (or idempotent write) of an execution, retried while the database is unreachable. */
@@ -274,10 +275,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const asking = prepared.filter((p) => !parkedOrgs.has(p.job.orgId));
     const behind = prepared.filter((p) => parkedOrgs.has(p.job.orgId));
     // slots of executions that just ended here go on to new ones of their org and agent (takeSpare)
-    const spared = this.stopping ? NO_PREPARED : this.takeSpare(asking);
+    const spared = this.stopping ? NO_PREPARED : await this.takeSpare(asking);
     if (spared.size > 0) this.admitted += spared.size;
     const asks = spared.size > 0 ? asking.filter((p) => !spared.has(p)) : asking;
     const room = this.stopping ? 0 : Math.max(0, this.concurrency - this.admitted);
+    const askedAt = Date.now();
     const { granted } = this.noteHandOn(
       await this.slots.acquireBatch(
         asks.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
@@ -286,7 +288,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       ),
       asks,
     );
-    const admitted = [...spared, ...asks.filter((_, i) => granted[i])];
+    const grantedNow = asks.filter((_, i) => granted[i]);
+    // a granted slot's expiry was set by this call, at askedAt + slotTtl or later
+    for (const p of grantedNow) p.slot.at = askedAt;
+    const admitted = [...spared, ...grantedNow];
     const waiting = [...asks.filter((_, i) => !granted[i]), ...behind];
     if (behind.length > 0) this.retryParkedSoon();
     this.admitted += admitted.length - spared.size;
@@ -393,16 +398,17 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private endSlot(p: Prepared, slotTtl: number): void {
     if (this.stopping) return this.releaseSlot(p);
     if (this.parked.length === 0) {
-      // nothing waits here for it: kept SPARE_SLOT_MS for the next dispatch of its org and agent
-      this.spare.push({ p, slotTtl, until: Date.now() + SPARE_SLOT_MS });
-      this.spareTimer ??= setTimeout(() => this.expireSpare(), SPARE_SLOT_MS);
+      // nothing waits here for it: kept EXECUTION_SPARE_SLOT_MS for the next dispatch of its org and agent
+      if (this.spareMs === 0) return this.releaseSlot(p);
+      this.spare.push({ p, slotTtl, until: Date.now() + this.spareMs });
+      this.spareTimer ??= setTimeout(() => this.expireSpare(), this.spareMs);
       return;
     }
     this.freed.push({ p, slotTtl });
     this.retryParkedSoon(false);
   }
 
-  /** Spare slots past SPARE_SLOT_MS (all of them when `all`) go back. */
+  /** Spare slots past EXECUTION_SPARE_SLOT_MS (all of them when `all`) go back. */
   private expireSpare(all = false): void {
     clearTimeout(this.spareTimer);
     this.spareTimer = undefined;
@@ -416,19 +422,25 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * New dispatches (in enqueue order) that take a spare slot (endSlot) of their organization and
    * agent, under the hand-on's rules (mayHandOn, a slot not near its expiry, this process's room):
-   * within an organization in order, up to the first one that cannot. Returns them, each holding
-   * its slot now.
+   * within an organization in order, up to the first one that cannot. A spare slot of the org and
+   * agent of one that may not take it goes back first (awaited: the ask that follows sees it
+   * free). Returns the ones that took one, each holding its slot now.
    */
-  private takeSpare(asking: readonly Prepared[]): ReadonlySet<Prepared> {
+  private async takeSpare(asking: readonly Prepared[]): Promise<ReadonlySet<Prepared>> {
     if (this.spare.length === 0) return NO_PREPARED;
     const now = Date.now();
     const taken = new Set<Prepared>();
     const stopped = new Set<string>();
+    const back: Prepared[] = [];
     for (const p of asking) {
       const org = p.job.orgId;
       if (stopped.has(org)) continue;
-      const i = this.spare.findIndex((s) => s.p.job.orgId === org && s.p.run.agentId === p.run.agentId && now - s.p.slot.at < s.slotTtl / 2);
-      if (i < 0 || this.admitted + taken.size >= this.concurrency || !this.mayHandOn(org, now)) {
+      const i = this.spare.findIndex((s) => s.p.job.orgId === org && s.p.run.agentId === p.run.agentId);
+      const fit = i >= 0 && now - this.spare[i]!.p.slot.at < this.spare[i]!.slotTtl / 2 && this.admitted + taken.size < this.concurrency && this.mayHandOn(org, now);
+      if (!fit) {
+        // a spare slot of its org and agent that it may not take goes back before it asks, so
+        // that the answer counts it free (an agent at its cap would otherwise wait for it)
+        if (i >= 0) back.push(this.spare.splice(i, 1)[0]!.p);
         stopped.add(org);
         continue;
       }
@@ -436,6 +448,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       taken.add(p);
     }
     if (taken.size > 0) this.metrics.slotHandOns.inc(taken.size);
+    if (back.length > 0) await this.slots.releaseNow(back.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id })));
     return taken;
   }
 
@@ -628,6 +641,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       );
       const started = new Set(asked.filter((_, i) => granted[i]));
       const go = asked.filter((e) => started.has(e));
+      for (const e of go) e.p.slot.at = now;
       if (started.size > 0) this.parked = this.parked.filter((e) => !started.has(e));
       this.checkIntake();
       this.admitted += go.length;
