@@ -526,7 +526,8 @@ export class ExecutionSlots implements OnApplicationShutdown {
 
   /**
    * Give slots back now, in one round trip per 500; resolves once Redis has them back (so a
-   * request sent after it sees them free), or at once if Redis cannot answer (they expire).
+   * request sent after it sees them free), or when the call fails (at once while Redis is
+   * unreachable, at most the 1 s command timeout while it is slow; the slots then expire).
    */
   async releaseNow(all: ReadonlyArray<{ orgId: string; agentId: string; executionId: string }>): Promise<void> {
     if ((this.maxPerOrg === 0 && this.maxPerAgent === 0) || all.length === 0) return;
