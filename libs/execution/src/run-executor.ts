@@ -7,7 +7,7 @@ import { DispatchRelay, ExecutionReads, RunNotifier, RuntimeOperations, isTermin
 import { Metrics } from '#libs/metrics';
 import { RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type ParsedRuntime, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
-import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotGrants, type SlotTicket } from './execution-slots.js';
+import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotGrants, type SlotRequest, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
 import { randomUUID } from 'node:crypto';
@@ -69,6 +69,11 @@ function firstPerOrg(entries: readonly ParkedEntry[], n: number): ParkedEntry[] 
 }
 
 const NO_PREPARED: ReadonlySet<Prepared> = new Set();
+
+/** What a dispatch asks the slot sets for: its org's and agent's slot, under its slot's member, in its org's line. */
+function slotRequest(p: Prepared): SlotRequest {
+  return { orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket };
+}
 
 /** How often (ms) parked dispatches ask again for slots freed elsewhere (slots freed here ask at once). */
 const PARK_RETRY_MS = 100;
@@ -282,7 +287,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const askedAt = Date.now();
     const { granted } = this.noteHandOn(
       await this.slots.acquireBatch(
-        asks.map((p) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
+        asks.map(slotRequest),
         slotTtl,
         room,
       ),
@@ -294,7 +299,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const admitted = [...spared, ...grantedNow];
     const waiting = [...asks.filter((_, i) => !granted[i]), ...behind];
     if (behind.length > 0) this.retryParkedSoon();
-    this.admitted += admitted.length - spared.size;
+    this.admitted += grantedNow.length;
     // 3. the ones that must wait are parked here, in this process, until they run, and retried as
     // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), all parked
     // ones in one round trip (a stopping worker hands them all back)
@@ -436,7 +441,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       const org = p.job.orgId;
       if (stopped.has(org)) continue;
       const i = this.spare.findIndex((s) => s.p.job.orgId === org && s.p.run.agentId === p.run.agentId);
-      const fit = i >= 0 && now - this.spare[i]!.p.slot.at < this.spare[i]!.slotTtl / 2 && this.admitted + taken.size < this.concurrency && this.mayHandOn(org, now);
+      const fit = i >= 0 && this.admitted + taken.size < this.concurrency && this.mayPassOn(this.spare[i]!, p, now);
       if (!fit) {
         // a spare slot of its org and agent that it may not take goes back before it asks, so
         // that the answer counts it free (an agent at its cap would otherwise wait for it)
@@ -472,6 +477,16 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
+   * The hand-on's rule, for the slot `from` held and the dispatch `to`: same organization and
+   * agent, the slot's expiry set less than half its TTL ago, and the organization may hand on now.
+   */
+  private mayPassOn(from: { p: Prepared; slotTtl: number }, to: Prepared, now: number): boolean {
+    return (
+      from.p.job.orgId === to.job.orgId && from.p.run.agentId === to.run.agentId && now - from.p.slot.at < from.slotTtl / 2 && this.mayHandOn(to.job.orgId, now)
+    );
+  }
+
+  /**
    * The slots freed here lately, each handed on to the oldest dispatch parked here of its
    * organization when that one is of the same agent, the organization may hand on (mayHandOn) and
    * the slot is not near its expiry; the others go back. Returns the dispatches that now hold one
@@ -486,7 +501,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     for (const { p, slotTtl } of freed) {
       // the parking is in enqueue order: the first of the org not taken yet is its oldest
       const next = this.parked.find((e) => e.p.job.orgId === p.job.orgId && !taken.has(e));
-      if (next && next.p.run.agentId === p.run.agentId && now - p.slot.at < slotTtl / 2 && this.mayHandOn(p.job.orgId, now)) {
+      if (next && this.mayPassOn({ p, slotTtl }, next.p, now)) {
         taken.add(next);
         next.p.slot = p.slot;
         handed.push(next);
@@ -633,7 +648,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       if (presentAll) this.parkPresentedAt = now;
       const { granted } = this.noteHandOn(
         await this.slots.acquireBatch(
-          asked.map(({ p }) => ({ orgId: p.job.orgId, agentId: p.run.agentId, executionId: p.slot.id, ticket: p.ticket })),
+          asked.map((e) => slotRequest(e.p)),
           asked[0]!.slotTtl,
           room,
         ),
