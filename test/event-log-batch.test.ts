@@ -72,6 +72,8 @@ describe('appends are group-committed (real Postgres)', () => {
     await isLocked;
     const first = seen.statements.length;
     const blocked = runs.emitMessage(seed.orgId, blocker.id, { parts: [{ text: 'blocks the slot' }] });
+    // a turn's appends go out together: let the blocker's go out alone first and take the slot
+    while (seen.statements.length === first) await new Promise((r) => setImmediate(r));
     const pending = submit();
     await new Promise((r) => setTimeout(r, 50));
     release();

@@ -1,8 +1,10 @@
 /**
- * Group commit for one kind of write: items submitted while `maxInFlight` batches are already in
- * flight wait, and the next free slot takes up to `maxBatch` of them as one batch. At low load
- * every item goes out at once (no timer, no added latency); under load, one round trip and one
- * commit serve many items.
+ * Group commit for one kind of write: the items submitted in one event-loop turn go out together
+ * at the end of that turn (`setImmediate`: no timer), and items submitted while `maxInFlight`
+ * batches are already in flight wait, the next free slot taking up to `maxBatch` of them as one
+ * batch. At low load every item goes out within its turn; under load, one round trip and one
+ * commit serve many items — the executions of one job, which end in the same turn, share one
+ * statement instead of the first going out alone.
  *
  * With `key`, a batch never holds two items of one key: the second waits for a later batch (so
  * items of a key go out in submission order, each batch taking the oldest), while items of other
@@ -15,6 +17,7 @@
 export class GroupCommit<T, R> {
   private queue: Array<{ item: T; key: string | undefined; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
   private inFlight = 0;
+  private pumpScheduled = false;
 
   constructor(
     private readonly write: (batch: readonly T[]) => Promise<ReadonlyArray<PromiseSettledResult<R>>>,
@@ -24,7 +27,12 @@ export class GroupCommit<T, R> {
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.queue.push({ item, key: this.opts.key?.(item), resolve, reject });
-      this.pump();
+      if (this.pumpScheduled) return;
+      this.pumpScheduled = true;
+      setImmediate(() => {
+        this.pumpScheduled = false;
+        this.pump();
+      });
     });
   }
 
@@ -45,7 +53,7 @@ export class GroupCommit<T, R> {
         )
         .finally(() => {
           this.inFlight--;
-              this.pump();
+          this.pump();
         });
     }
   }
