@@ -11,7 +11,8 @@
  * in which each task's sequences first arrive.
  *
  * Two phases:
- * - live: BENCH_TASKS tasks at BENCH_RATE tasks/s; one worker executes them and delivers. Lag =
+ * - live: BENCH_TASKS tasks at BENCH_RATE tasks/s; one worker executes them and delivers, after
+ *   an unmeasured warm-up of BENCH_WARMUP_TASKS tasks at the same rate on the same processes. Lag =
  *   receipt − commit (the log's `occurredAt`, read from the admin API afterwards): p50 / p90 /
  *   p99 / max, and p50 / p99 by the entry's sequence (3 = the task's first delivered entry: a
  *   lag that grows along a task is a delivery chain; a flat one is waiting or CPU), and per task
@@ -27,7 +28,7 @@
  * counted. CPU ms per delivery of the worker, the API and PostgreSQL (this database / others)
  * over each phase's window.
  *
- * Env: BENCH_TASKS (default 300), BENCH_RATE tasks/s (default 100), BENCH_EVENTS per task
+ * Env: BENCH_TASKS (default 300), BENCH_WARMUP_TASKS (default 200), BENCH_RATE tasks/s (default 100), BENCH_EVENTS per task
  * (default 10: working, 8 artifact chunks, completed), BENCH_DRAIN_TASKS (default 500),
  * BENCH_DATABASE_URL, BENCH_PROFILE_DIR (CPU profiles of the children).
  */
@@ -42,6 +43,7 @@ const TASKS = envNumber('BENCH_TASKS', 300);
 const RATE = envNumber('BENCH_RATE', 100);
 const EVENTS = Math.max(3, envNumber('BENCH_EVENTS', 10));
 const DRAIN_TASKS = envNumber('BENCH_DRAIN_TASKS', 500);
+const WARMUP_TASKS = envNumber('BENCH_WARMUP_TASKS', 200);
 const DB = process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/aaas_bench_push';
 const DB_NAME = new URL(DB).pathname.slice(1);
 const SECRET = 'bench-only-push-encryption-secret';
@@ -131,20 +133,31 @@ function cpuLine(cpu: Record<string, number>, deliveries: number): string {
     .join(', ');
 }
 
+/** Send `n` tasks at RATE tasks/s (JSON-RPC ids from `from`); resolves to their task ids. */
+async function offer(ours: OursProcesses, hook: string, n: number, from: number): Promise<string[]> {
+  const t0 = nowMs();
+  const sends: Array<Promise<string>> = [];
+  for (let i = 0; i < n; i++) {
+    const wait = t0 + (i * 1000) / RATE - nowMs();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    sends.push(send(ours, hook, from + i));
+  }
+  return Promise.all(sends);
+}
+
 async function live(receiver: Receiver, hook: string): Promise<{ rate: number; p99: number; missing: number; outOfOrder: number }> {
   receiver.reset();
   const ours = await startOursProcesses({ databaseUrl: DB, capabilities: { pushNotifications: true }, rules: rules(), env: { PUSH_ENCRYPTION_SECRET: SECRET, ...PUSH_ENV } });
   try {
     const pids = { api: ours.api.pid, worker: ours.worker?.pid };
-    const cpu0 = cpuSnapshot(pids, DB_NAME);
-    const t0 = nowMs();
-    const sends: Array<Promise<string>> = [];
-    for (let i = 0; i < TASKS; i++) {
-      const wait = t0 + (i * 1000) / RATE - nowMs();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      sends.push(send(ours, hook, i));
+    // warm-up, unmeasured: the same load on the same processes (JIT, pools, caches), every delivery received
+    if (WARMUP_TASKS > 0) {
+      await offer(ours, hook, WARMUP_TASKS, TASKS);
+      await waitFor(receiver, WARMUP_TASKS * EVENTS);
+      receiver.reset();
     }
-    const taskIds = await Promise.all(sends);
+    const cpu0 = cpuSnapshot(pids, DB_NAME);
+    const taskIds = await offer(ours, hook, TASKS, 0);
     await waitFor(receiver, TASKS * EVENTS);
     const cpu = cpuDelta(cpu0, cpuSnapshot(pids, DB_NAME));
     const lag = new Samples();

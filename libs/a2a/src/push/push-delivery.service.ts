@@ -125,6 +125,8 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   private readonly sending = new Map<string, { runId: string; cursor: number; list: SequencedOutputEnvelope[] }>();
   private claims = 0;
   private records = 0;
+  /** Claims / records to start at the end of this turn (schedule). */
+  private readonly scheduled = new Set<'pump' | 'flushRecords'>();
   private pending: PendingRecord[] = [];
   private timer?: NodeJS.Timeout;
   private stopPushSignal?: () => void;
@@ -328,7 +330,21 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     if (this.stopped) return;
     if (this.inFlight.has(id)) this.dirty.add(id);
     else this.queued.add(id);
-    this.pump();
+    this.schedule('pump');
+  }
+
+  /**
+   * Start claims (`pump`) or records (`flushRecords`) at the end of this event-loop turn
+   * (`setImmediate`, no timer), once per turn: the configs one wake-up message wakes share a
+   * claim, and the outcomes of one turn a record, instead of the first going out alone.
+   */
+  private schedule(what: 'pump' | 'flushRecords'): void {
+    if (this.scheduled.has(what)) return;
+    this.scheduled.add(what);
+    setImmediate(() => {
+      this.scheduled.delete(what);
+      this[what]();
+    });
   }
 
   /** Start claims while configs wait, claim slots are free and fewer than PUSH_CONCURRENCY are in flight. */
@@ -479,7 +495,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   private record(outcome: PushOutcome, attempts: Attempt[]): Promise<{ status: string | null; at: number }> {
     return new Promise((resolve) => {
       this.pending.push({ outcome, attempts, resolve });
-      this.flushRecords();
+      this.schedule('flushRecords');
     });
   }
 
