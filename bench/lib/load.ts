@@ -97,7 +97,10 @@ export interface LoadResult {
   name: string;
   /** Completed responses in the measured window (all status codes). */
   requests: number;
-  /** requests / measured duration. */
+  /**
+   * Good answers per second of the measured duration: responses that were not non-2xx and, with
+   * `verifyBody`, passed it (a refused — 429, 503 — or wrong answer does not count).
+   */
   rps: number;
   p50Ms: number;
   p90Ms: number;
@@ -189,7 +192,8 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   return {
     name: opts.name,
     requests: r.requests.total,
-    rps: round(r.requests.total / measured, 1),
+    // autocannon runs verifyBody on every response, so a non-2xx one is a mismatch as well
+    rps: round(Math.max(0, r.requests.total - (opts.verifyBody ? r.mismatches : r.non2xx)) / measured, 1),
     p50Ms: hasSamples ? round(percentile(lat, 50)) : r.latency.p50,
     p90Ms: hasSamples ? round(percentile(lat, 90)) : r.latency.p90,
     p99Ms: hasSamples ? round(percentile(lat, 99)) : r.latency.p99,
