@@ -180,13 +180,27 @@ describe('the a2a runtime', () => {
         headers: { ...V1, ...(extensions && { 'a2a-extensions': extensions }) },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello' }] } } }),
       });
-    const res = await call(SUBSTATES_EXTENSION_URI);
-    expect(res.headers.get('a2a-extensions')).toBe(SUBSTATES_EXTENSION_URI);
-    expect(((await res.json()) as any).result.task.status.state).toBe('TASK_STATE_COMPLETED');
-    expect((await upstream.stats()).extensions).toEqual([SUBSTATES_EXTENSION_URI]);
-    // not activated here: not asked for upstream
-    await call();
-    expect((await upstream.stats()).extensions).toEqual([]);
+    // the worker learns them from the created run's job, without reading `run.created` back
+    const wdb = stack.worker!.get(DatabaseService);
+    const original = wdb.query;
+    const query = wdb.query.bind(wdb);
+    const reads: unknown[] = [];
+    (wdb as { query: DatabaseService['query'] }).query = (text, values, name) => {
+      if (name === 'runs.latest_of_type' && values?.[2] === 'run.created') reads.push(values[0]);
+      return query(text, values, name);
+    };
+    try {
+      const res = await call(SUBSTATES_EXTENSION_URI);
+      expect(res.headers.get('a2a-extensions')).toBe(SUBSTATES_EXTENSION_URI);
+      expect(((await res.json()) as any).result.task.status.state).toBe('TASK_STATE_COMPLETED');
+      expect((await upstream.stats()).extensions).toEqual([SUBSTATES_EXTENSION_URI]);
+      // not activated here: not asked for upstream
+      await call();
+      expect((await upstream.stats()).extensions).toEqual([]);
+      expect(reads).toEqual([]);
+    } finally {
+      (wdb as { query: DatabaseService['query'] }).query = original;
+    }
   });
 
   it('input-required upstream becomes an interaction here; the answer goes to the same upstream task', async () => {

@@ -4,6 +4,9 @@ import { CanonicalMessageSchema } from './parts.schema.js';
 /** Queue that hands runs to the worker app. */
 export const RUN_EXECUTION_QUEUE = 'run-execution';
 
+/** At most this many activated extensions ride in a job's `context` (more: the worker reads them). */
+export const JOB_INLINE_EXTENSIONS_MAX = 16;
+
 /**
  * Job `run.execute`: execute (or continue) a run with its revision's runtime.
  * `trigger` says why: the run was created, a caller added input to it (an answer to an
@@ -13,8 +16,10 @@ export const RUN_EXECUTION_QUEUE = 'run-execution';
  * `inputMessageId` is the user message that triggered this execution; absent for the last ones
  * (the runtime then sees the run's newest user message).
  * `context` (optional) carries what the worker would otherwise read first: the run's identity and
- * the input message, as committed (small messages only). The log stays the truth: the runtime's
- * first append is guarded, so a run canceled meanwhile still stops it.
+ * the input message, as committed (small messages only), and — for a run created with its job —
+ * the A2A extensions `run.created` recorded (`extensions`, [] for none; absent: the worker reads
+ * them when a runtime asks). The log stays the truth: the runtime's first append is guarded, so a
+ * run canceled meanwhile still stops it.
  */
 export const RunExecuteJobSchema = z.object({
   orgId: z.string().uuid(),
@@ -32,6 +37,7 @@ export const RunExecuteJobSchema = z.object({
       agentId: z.string().uuid(),
       revisionId: z.string().uuid(),
       input: CanonicalMessageSchema,
+      extensions: z.array(z.string()).max(JOB_INLINE_EXTENSIONS_MAX).optional(),
     })
     .optional(),
   /** W3C Trace Context of the span that dispatched the job (only when the dispatcher traces). */

@@ -836,6 +836,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     signal: AbortSignal,
   ): BatchingRuntimeContext {
     const { orgId, runId } = job;
+    const carried = job.context?.extensions;
     const view = { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId };
     return new BatchingRuntimeContext(
       this.ops,
@@ -849,7 +850,8 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         savedState: () => this.durable(() => this.reads.savedState(orgId, runId)),
         recorded: () => this.durable(() => this.recorded(orgId, runId)),
         operationIds: () => this.durable(() => this.reads.operationIds(orgId, runId)),
-        extensions: () => this.durable(() => this.reads.extensions(orgId, runId)),
+        // carried by a created run's job (JOB_INLINE_EXTENSIONS_MAX), else read from `run.created`
+        extensions: carried ? () => Promise.resolve([...carried]) : () => this.durable(() => this.reads.extensions(orgId, runId)),
         // a resumed execution delegates under its lost predecessor's key: a replayed delegation is the same child
         triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? job.inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },

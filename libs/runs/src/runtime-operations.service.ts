@@ -357,7 +357,8 @@ export class RuntimeOperations {
       runId: childRunId,
       trigger: 'created',
       inputMessageId: input.messageId,
-      context: { threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, input },
+      // a delegated child's `run.created` records no extensions
+      context: { threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, input, extensions: [] },
     });
     const notice: CanonicalMessage = {
       messageId: randomUUID(),

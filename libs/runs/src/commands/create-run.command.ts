@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
-import { JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
+import { JOB_INLINE_EXTENSIONS_MAX, JOB_INLINE_INPUT_MAX_BYTES, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, type CreatedRun, type RunRecord } from '../event-log.repository.js';
@@ -67,7 +67,8 @@ export class CreateRunHandler {
       runId,
       trigger: 'created',
       inputMessageId: message.messageId,
-      ...(inline ? { context: { threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, input: message } } : {}),
+      // the extensions `run.created` records ride along ([] for none), so a runtime that asks needs no read
+      ...(inline ? { context: { threadId, agentId: cmd.agentId, revisionId: cmd.revisionId, input: message, ...inlineExtensions(cmd.extensions) } } : {}),
     });
     let created: CreatedRun | null;
     try {
@@ -91,4 +92,10 @@ export class CreateRunHandler {
     if (created.dispatch) this.relay.relay({ ...created.dispatch, job: dispatch });
     return { run: created.run, created: true, message };
   }
+}
+
+/** The activated extensions as a job's `context` carries them: all of them, or none when too many (the worker reads them). */
+function inlineExtensions(extensions: readonly string[] | undefined): { extensions?: string[] } {
+  const list = extensions ?? [];
+  return list.length <= JOB_INLINE_EXTENSIONS_MAX ? { extensions: [...list] } : {};
 }
