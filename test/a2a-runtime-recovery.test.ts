@@ -12,7 +12,8 @@ import { sendMessageRpc } from './support/a2a-rpc.js';
  * task it saved, reconciles against the log, and the run completes with every chunk exactly once,
  * a gapless log and one `run.execution_resumed` event.
  */
-const HEARTBEAT_MS = 600;
+// 1.5 × this is the lease: 500 ms of slack for a loaded CI machine and a worker that just started (600 left 300, and a second resumption once)
+const HEARTBEAT_MS = 1000;
 let stack: Stack;
 let upstream: UpstreamAgent;
 let agent: PublishedAgent;
