@@ -7,6 +7,7 @@ import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Clie
 import { SUBSTATES_EXTENSION_URI } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { adminRequest, publishAgent, type PublishedAgent } from './support/admin-client.js';
+import { observeQueries } from './support/db-spy.js';
 import { readSse } from './support/sse.js';
 import { startStack, type Stack } from './support/stack.js';
 import { startUpstreamAgent, type UpstreamAgent } from './support/upstream-agent.js';
@@ -181,14 +182,10 @@ describe('the a2a runtime', () => {
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello' }] } } }),
       });
     // the worker learns them from the created run's job, without reading `run.created` back
-    const wdb = stack.worker!.get(DatabaseService);
-    const original = wdb.query;
-    const query = wdb.query.bind(wdb);
     const reads: unknown[] = [];
-    (wdb as { query: DatabaseService['query'] }).query = (text, values, name) => {
+    const stop = observeQueries(stack.worker!.get(DatabaseService), (name, values) => {
       if (name === 'runs.latest_of_type' && values?.[2] === 'run.created') reads.push(values[0]);
-      return query(text, values, name);
-    };
+    });
     try {
       const res = await call(SUBSTATES_EXTENSION_URI);
       expect(res.headers.get('a2a-extensions')).toBe(SUBSTATES_EXTENSION_URI);
@@ -199,7 +196,7 @@ describe('the a2a runtime', () => {
       expect((await upstream.stats()).extensions).toEqual([]);
       expect(reads).toEqual([]);
     } finally {
-      (wdb as { query: DatabaseService['query'] }).query = original;
+      stop();
     }
   });
 

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigModule } from '#libs/config';
 import { DatabaseService, DbModule } from '#libs/db';
 import { DispatchRelay, RunsModule } from '#libs/runs';
+import { observeQueries } from './support/db-spy.js';
 import { runsOf, type TestRuns } from './support/runs.js';
 import { testEnv } from './support/env.js';
 import { seedAgent } from './support/fixtures.js';
@@ -13,11 +14,9 @@ import { startStack, type Stack } from './support/stack.js';
 /** The append statements a DatabaseService sends: the run ids of each one's items, in order. */
 function countAppends(db: DatabaseService): { statements: string[][] } {
   const seen = { statements: [] as string[][] };
-  const query = db.query.bind(db);
-  (db as { query: DatabaseService['query'] }).query = (text, values, name) => {
+  observeQueries(db, (name, values) => {
     if (name === 'runs.append') seen.statements.push((JSON.parse(values![0] as string) as Array<{ runId: string }>).map((i) => i.runId));
-    return query(text, values, name);
-  };
+  });
   return seen;
 }
 

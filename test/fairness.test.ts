@@ -205,6 +205,8 @@ describe('slots handed on within a worker', () => {
   const SHORT = { kind: 'scripted', rules: [{ match: { text: '.*' }, steps: [{ type: 'status', status: 'working' }, { type: 'wait', ms: 40 }, { type: 'status', status: 'completed' }] }] };
   let stack: Stack;
   let runs: TestRuns;
+  /** Slots the worker has handed on so far (aaas_execution_slot_hand_ons_total). */
+  const handOns = async () => (await stack.worker!.get(Metrics).slotHandOns.get()).values[0]?.value ?? 0;
 
   beforeAll(async () => {
     // a spare slot waits 1 s here (50 ms by default): long enough for the next message of a test
@@ -229,8 +231,7 @@ describe('slots handed on within a worker', () => {
     }
     for (const id of made) expect((await runs.waitUntilSettled(a.orgId, id, 60_000)).status).toBe('completed');
 
-    const handedOn = (await stack.worker!.get(Metrics).slotHandOns.get()).values[0]?.value ?? 0;
-    expect(handedOn, 'slots handed on').toBeGreaterThan(4);
+    expect(await handOns(), 'slots handed on').toBeGreaterThan(4);
     // an execution starts (working) only after the one whose slot it took has ended (completed), so
     // the log's times tell how many of an agent's runs executed at once
     for (const agent of [a, b]) {
@@ -273,7 +274,6 @@ describe('slots handed on within a worker', () => {
     const quick = await seedAgent(db, { kind: 'scripted', rules: [{ match: { text: '.*' }, steps: [{ type: 'status', status: 'completed' }] }] });
     const redis = new Redis(stack.env.REDIS_URL!);
     const slotsOfAgent = () => redis.zcard(`${stack.env.REDIS_PREFIX}:exec:agent:${quick.agentId}`);
-    const handOns = async () => (await stack.worker!.get(Metrics).slotHandOns.get()).values[0]?.value ?? 0;
     const before = await handOns();
     let most = 0;
     for (let i = 0; i < 12; i++) {

@@ -8,6 +8,7 @@ import { ConfigModule } from '#libs/config';
 import { DatabaseService, DbModule } from '#libs/db';
 import { RunNotifier, RunStreamHub, RunViews, RunsModule, WAKEUP_PAYLOAD_MAX_BYTES } from '#libs/runs';
 import { prng } from './support/prng.js';
+import { observeQueries } from './support/db-spy.js';
 import { runsOf } from './support/runs.js';
 import { TEST_REDIS_URL, testEnv } from './support/env.js';
 import { seedAgent } from './support/fixtures.js';
@@ -90,12 +91,9 @@ describe('wake-ups carry the committed envelopes', () => {
     });
     await tap.psubscribe(`${PA}:run:*`);
     // observe (not replace) B's statements: count the log reads
-    const db = b.get(DatabaseService);
-    const query = db.query.bind(db);
-    db.query = ((text: string, values?: unknown[], name?: string) => {
+    observeQueries(b.get(DatabaseService), (name) => {
       if (name === 'runs.read_after') readsB += 1;
-      return query(text, values, name);
-    }) as typeof db.query;
+    });
   });
   afterAll(async () => {
     tap?.disconnect();

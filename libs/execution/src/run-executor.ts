@@ -87,7 +87,6 @@ const PARK_RETRY_MS = 100;
  */
 const HAND_ON_FRESH_MS = 2.5 * PARK_RETRY_MS;
 
-
 /** How the executor meters a transport's intake of jobs (see RunExecutor.setIntake). */
 export interface JobIntake {
   pause(): void;
