@@ -15,7 +15,7 @@ import { startStack, type Stack } from './support/stack.js';
 function countAppends(db: DatabaseService): { statements: string[][] } {
   const seen = { statements: [] as string[][] };
   observeQueries(db, (name, values) => {
-    if (name === 'runs.append') seen.statements.push((JSON.parse(values![0] as string) as Array<{ runId: string }>).map((i) => i.runId));
+    if (name?.startsWith('runs.append')) seen.statements.push((JSON.parse(values![0] as string) as Array<{ runId: string }>).map((i) => i.runId));
   });
   return seen;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { APPEND_SQL, LATEST_OF_TYPE_SQL, RUN_VIEW_SQL } from '#libs/runs';
+import { APPEND_SQL, LATEST_OF_TYPE_SQL, RUN_VIEW_SQL, appendParts, appendSql, type AppendParts } from '#libs/runs';
 import { TEST_DATABASE_URL } from './support/env.js';
 import { bootRuns, runsOf, type TestRuns } from './support/runs.js';
 
@@ -139,7 +139,67 @@ describe('the append statement', () => {
       // the run itself (its update), nothing else
       expect(runsRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan)).toBeLessThanOrEqual(1);
     }
+    // the statement the repository sends for that item (its parts only) likewise
+    await client.query(`PREPARE app_links(jsonb) AS ${appendSql({ ...NO_PARTS, links: true })}`);
+    for (const runId of active.slice(3, 6)) {
+      const item = {
+        runId, orgId, status: 'working', setBlocked: false, blockedReason: null, from: ['submitted'], blocked: null, threadId: null,
+        openInteractionId: null, agentId: null, interactionVersion: null, openInteractions: null, lastSequence: null, openDelta: 0,
+        versionDelta: 0, statusChange: true, sentBy: null, storedBytes: 0, events: [{ type: 'run.status_changed', payload: { status: 'working' } }], dispatch: null,
+      };
+      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE app_links(${client.escapeLiteral(JSON.stringify([item]))})`);
+      expect(runsRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan)).toBeLessThanOrEqual(1);
+    }
     const { rows } = await client.query(`SELECT status, last_sequence FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id`, [active.slice(0, 3)]);
     expect(rows).toEqual([0, 1, 2].map(() => ({ status: 'working', last_sequence: 3 })));
+  });
+});
+
+const NO_PARTS: AppendParts = { links: false, artifacts: false, interactions: false, linked: false, dispatch: false };
+
+/** The tables a plan touches (scans and writes). */
+function relations(n: PlanNode, into = new Set<string>()): Set<string> {
+  if (n['Relation Name']) into.add(n['Relation Name']);
+  for (const c of n.Plans ?? []) relations(c, into);
+  return into;
+}
+
+describe('the append statement holds only the parts its batch needs', () => {
+  it('names the parts of a batch from its items', () => {
+    const item = (events: Array<{ type: string }>, extra: Record<string, unknown> = {}) => ({ statusChange: false, dispatch: null, events, ...extra }) as never;
+    expect(appendParts([item([{ type: 'message.added' }])])).toEqual(NO_PARTS);
+    expect(appendParts([item([{ type: 'message.added' }], { dispatch: { orgId } })])).toEqual({ ...NO_PARTS, dispatch: true });
+    expect(appendParts([item([{ type: 'run.status_changed' }], { statusChange: true })])).toEqual({ ...NO_PARTS, links: true });
+    expect(
+      appendParts([item([{ type: 'artifact.updated' }]), item([{ type: 'interaction.responded' }]), item([{ type: 'run.linked' }]), item([{ type: 'interaction.requested' }])]),
+    ).toEqual({ ...NO_PARTS, artifacts: true, interactions: true, linked: true });
+  });
+
+  it('prepares in every combination of parts', async () => {
+    const keys = Object.keys(NO_PARTS) as Array<keyof AppendParts>;
+    for (let bits = 0; bits < 2 ** keys.length; bits++) {
+      const parts = Object.fromEntries(keys.map((k, i) => [k, (bits & (1 << i)) !== 0])) as unknown as AppendParts;
+      await client.query(`PREPARE parts_${bits}(jsonb) AS ${appendSql(parts)}`);
+    }
+    expect(APPEND_SQL).toBe(appendSql({ links: true, artifacts: true, interactions: true, linked: true, dispatch: true }));
+  });
+
+  it("appends an agent message without touching the other projections' tables", async () => {
+    const { run } = await runs.createRun({ orgId, agentId, revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text: 'lean' }] } });
+    await client.query(`PREPARE app_lean(jsonb) AS ${appendSql(NO_PARTS)}`);
+    const item = {
+      runId: run.id, orgId, status: null, setBlocked: false, blockedReason: null, from: ['submitted', 'working'], blocked: null, threadId: null,
+      openInteractionId: null, agentId: null, interactionVersion: null, openInteractions: null, lastSequence: null, openDelta: 0,
+      versionDelta: 0, statusChange: false, sentBy: null, storedBytes: 10,
+      events: [{ type: 'message.added', payload: { message: { messageId: randomUUID(), role: 'agent', parts: [{ text: 'hello' }] } } }], dispatch: null,
+    };
+    const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE app_lean(${client.escapeLiteral(JSON.stringify([item]))})`);
+    const touched = relations(rows[0]!['QUERY PLAN'][0]!.Plan);
+    // (interaction_requests stays: the guard of an item that names an open interaction reads it)
+    expect([...touched].filter((t) => ['run_links', 'artifacts', 'run_dispatches'].includes(t))).toEqual([]);
+    expect(touched.has('run_events') && touched.has('messages')).toBe(true);
+    // and what it wrote reads back as the run's log
+    const after = await runs.getRun(orgId, run.id);
+    expect(after?.lastSequence).toBe(run.lastSequence + 1);
   });
 });
