@@ -128,34 +128,35 @@ describe('the append statement', () => {
 
   it('reads only the runs it appends to, with 300 active runs and a generic plan', async () => {
     await client.query('SET plan_cache_mode = force_generic_plan');
-    await client.query(`PREPARE app(jsonb) AS ${APPEND_SQL}`);
-    for (const runId of active.slice(0, 3)) {
-      const item = {
-        runId, orgId, status: 'working', setBlocked: false, blockedReason: null, from: ['submitted'], blocked: null, threadId: null,
-        openInteractionId: null, agentId: null, interactionVersion: null, openInteractions: null, lastSequence: null, openDelta: 0,
-        versionDelta: 0, statusChange: true, sentBy: null, storedBytes: 0, events: [{ type: 'run.status_changed', payload: { status: 'working' } }], dispatch: null,
-      };
-      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE app(${client.escapeLiteral(JSON.stringify([item]))})`);
-      // the run itself (its update), nothing else
-      expect(runsRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan)).toBeLessThanOrEqual(1);
+    // the whole statement, and the one the repository sends for such an item (its parts only)
+    const statements = [
+      { name: 'app', sql: APPEND_SQL, runIds: active.slice(0, 3) },
+      { name: 'app_links', sql: appendSql({ ...NO_PARTS, links: true }), runIds: active.slice(3, 6) },
+    ];
+    for (const { name, sql, runIds } of statements) {
+      await client.query(`PREPARE ${name}(jsonb) AS ${sql}`);
+      for (const runId of runIds) {
+        const item = appendItem(runId, { status: 'working', from: ['submitted'], statusChange: true, events: [{ type: 'run.status_changed', payload: { status: 'working' } }] });
+        const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}(${client.escapeLiteral(JSON.stringify([item]))})`);
+        // the run itself (its update), nothing else
+        expect(runsRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan)).toBeLessThanOrEqual(1);
+      }
     }
-    // the statement the repository sends for that item (its parts only) likewise
-    await client.query(`PREPARE app_links(jsonb) AS ${appendSql({ ...NO_PARTS, links: true })}`);
-    for (const runId of active.slice(3, 6)) {
-      const item = {
-        runId, orgId, status: 'working', setBlocked: false, blockedReason: null, from: ['submitted'], blocked: null, threadId: null,
-        openInteractionId: null, agentId: null, interactionVersion: null, openInteractions: null, lastSequence: null, openDelta: 0,
-        versionDelta: 0, statusChange: true, sentBy: null, storedBytes: 0, events: [{ type: 'run.status_changed', payload: { status: 'working' } }], dispatch: null,
-      };
-      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE app_links(${client.escapeLiteral(JSON.stringify([item]))})`);
-      expect(runsRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan)).toBeLessThanOrEqual(1);
-    }
-    const { rows } = await client.query(`SELECT status, last_sequence FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id`, [active.slice(0, 3)]);
-    expect(rows).toEqual([0, 1, 2].map(() => ({ status: 'working', last_sequence: 3 })));
+    const { rows } = await client.query(`SELECT status, last_sequence FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id`, [active.slice(0, 6)]);
+    expect(rows).toEqual(active.slice(0, 6).map(() => ({ status: 'working', last_sequence: 3 })));
   });
 });
 
 const NO_PARTS: AppendParts = { links: false, artifacts: false, interactions: false, linked: false, dispatch: false };
+
+/** One item of the append statement's input ($1), unguarded but for `from`: `fields` on top. */
+function appendItem(runId: string, fields: Record<string, unknown>): Record<string, unknown> {
+  return {
+    runId, orgId, status: null, setBlocked: false, blockedReason: null, from: [], blocked: null, threadId: null,
+    openInteractionId: null, agentId: null, interactionVersion: null, openInteractions: null, lastSequence: null, openDelta: 0,
+    versionDelta: 0, statusChange: false, sentBy: null, storedBytes: 0, events: [], dispatch: null, ...fields,
+  };
+}
 
 /** The tables a plan touches (scans and writes). */
 function relations(n: PlanNode, into = new Set<string>()): Set<string> {
@@ -187,12 +188,11 @@ describe('the append statement holds only the parts its batch needs', () => {
   it("appends an agent message without touching the other projections' tables", async () => {
     const { run } = await runs.createRun({ orgId, agentId, revisionId, message: { messageId: randomUUID(), role: 'user', parts: [{ text: 'lean' }] } });
     await client.query(`PREPARE app_lean(jsonb) AS ${appendSql(NO_PARTS)}`);
-    const item = {
-      runId: run.id, orgId, status: null, setBlocked: false, blockedReason: null, from: ['submitted', 'working'], blocked: null, threadId: null,
-      openInteractionId: null, agentId: null, interactionVersion: null, openInteractions: null, lastSequence: null, openDelta: 0,
-      versionDelta: 0, statusChange: false, sentBy: null, storedBytes: 10,
-      events: [{ type: 'message.added', payload: { message: { messageId: randomUUID(), role: 'agent', parts: [{ text: 'hello' }] } } }], dispatch: null,
-    };
+    const item = appendItem(run.id, {
+      from: ['submitted', 'working'],
+      storedBytes: 10,
+      events: [{ type: 'message.added', payload: { message: { messageId: randomUUID(), role: 'agent', parts: [{ text: 'hello' }] } } }],
+    });
     const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE app_lean(${client.escapeLiteral(JSON.stringify([item]))})`);
     const touched = relations(rows[0]!['QUERY PLAN'][0]!.Plan);
     // (interaction_requests stays: the guard of an item that names an open interaction reads it)
