@@ -9,8 +9,10 @@ import { guardedLookup, refusedLiteral, type OutboundPolicy } from './outbound-g
  * A WHATWG `fetch` for clients that take one (e.g. the `@a2a-js/sdk` client), under the outbound
  * policy: the address connected to is checked (IP literals directly), redirects are not followed
  * (a 3xx is returned as is), `extraHeaders` are added to every request (credentials), and the
- * response body streams (SSE works). `signal` aborts at any point. Rejects with a TypeError-like
- * network error (`refused: …` for a forbidden address), as fetch does.
+ * response body streams (SSE works). `signal` aborts at any point. A request reset on a reused
+ * keep-alive connection before any answer (the server closed it while idle) is sent once more on
+ * a new connection. Rejects with a TypeError-like network error (`refused: …` for a forbidden
+ * address), as fetch does.
  */
 export function outboundFetch(policy: OutboundPolicy, extraHeaders: Record<string, string> = {}): typeof fetch {
   const agents = keepAliveAgents(policy);
@@ -35,27 +37,38 @@ export function outboundFetch(policy: OutboundPolicy, extraHeaders: Record<strin
     headers.forEach((v, k) => (plain[k] = v));
     return new Promise<Response>((resolve, reject) => {
       const isHttps = url.protocol === 'https:';
-      const req = (isHttps ? https : http).request(url, { method, headers: plain, agent: isHttps ? agents.https : agents.http, signal: signal ?? undefined });
-      req.once('response', (res) => {
-        // aborted while the body streams: the body fails with the signal's reason (a timeout stays
-        // a TimeoutError), as fetch's does, not with the socket's ECONNRESET
-        if (signal) {
-          const onAbort = () => res.destroy(signal.reason instanceof Error ? signal.reason : Object.assign(new Error('This operation was aborted'), { name: 'AbortError' }));
-          signal.addEventListener('abort', onAbort, { once: true });
-          res.once('close', () => signal.removeEventListener('abort', onAbort));
-        }
-        const out = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) {
-          if (Array.isArray(v)) v.forEach((x) => out.append(k, x));
-          else if (v !== undefined) out.set(k, v);
-        }
-        const status = res.statusCode ?? 0;
-        const nullBody = method === 'HEAD' || status === 204 || status === 304;
-        if (nullBody) res.resume();
-        resolve(new Response(nullBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, statusText: res.statusMessage, headers: out }));
-      });
-      req.once('error', (e) => reject(Object.assign(new TypeError(e.message), { cause: e })));
-      req.end(body);
+      const start = (again: boolean): void => {
+        const req = (isHttps ? https : http).request(url, { method, headers: plain, agent: isHttps ? agents.https : agents.http, signal: signal ?? undefined });
+        let answered = false;
+        req.once('response', (res) => {
+          answered = true;
+          // aborted while the body streams: the body fails with the signal's reason (a timeout stays
+          // a TimeoutError), as fetch's does, not with the socket's ECONNRESET
+          if (signal) {
+            const onAbort = () => res.destroy(signal.reason instanceof Error ? signal.reason : Object.assign(new Error('This operation was aborted'), { name: 'AbortError' }));
+            signal.addEventListener('abort', onAbort, { once: true });
+            res.once('close', () => signal.removeEventListener('abort', onAbort));
+          }
+          const out = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) {
+            if (Array.isArray(v)) v.forEach((x) => out.append(k, x));
+            else if (v !== undefined) out.set(k, v);
+          }
+          const status = res.statusCode ?? 0;
+          const nullBody = method === 'HEAD' || status === 204 || status === 304;
+          if (nullBody) res.resume();
+          resolve(new Response(nullBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, statusText: res.statusMessage, headers: out }));
+        });
+        req.once('error', (e) => {
+          // a kept-alive connection reset as it was reused, before any answer: the server closed it
+          // while idle as this request went out (Node's `request.reusedSocket` race; Node 20's agent
+          // keeps no idle timeout of its own). Sent once more, on a new connection.
+          if (!again && !answered && req.reusedSocket && (e as NodeJS.ErrnoException).code === 'ECONNRESET' && !signal?.aborted) return start(true);
+          reject(Object.assign(new TypeError(e.message), { cause: e }));
+        });
+        req.end(body);
+      };
+      start(false);
     });
   }) as typeof fetch;
 }
