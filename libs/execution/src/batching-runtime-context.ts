@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { endOfTurn } from '#libs/common';
 import { isTerminal, type RuntimeOperations, type RuntimeOp } from '#libs/runs';
 import type {
   AgentMessageInput,
@@ -71,8 +72,11 @@ export class BatchingRuntimeContext implements RuntimeContext {
   private failure: unknown = undefined;
   /** The last flush, settled or not: the next one starts after it (one append in flight, in order). */
   private flushed: Promise<void> = Promise.resolve();
-  /** A flush at the end of this turn is scheduled. */
-  private turnFlush = false;
+  /**
+   * A flush at the end of this turn; its failure is kept (this.failure): the runtime's next call,
+   * or the final flush, rejects with it.
+   */
+  private readonly flushSoon = endOfTurn(() => void this.flush().catch(() => undefined));
 
   private historyRead?: Promise<CanonicalMessage[]>;
 
@@ -233,14 +237,7 @@ export class BatchingRuntimeContext implements RuntimeContext {
     if (this.failure !== undefined) throw this.failure;
     this.pending.push(op);
     if (flushNow) await this.flush();
-    else if (!this.turnFlush) {
-      this.turnFlush = true;
-      setImmediate(() => {
-        this.turnFlush = false;
-        // its failure is kept (this.failure): the runtime's next call, or the final flush, rejects with it
-        this.flush().catch(() => undefined);
-      });
-    }
+    else this.flushSoon();
   }
 }
 

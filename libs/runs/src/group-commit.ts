@@ -1,3 +1,5 @@
+import { endOfTurn } from '#libs/common';
+
 /**
  * Group commit for one kind of write: the items submitted in one event-loop turn go out together
  * at the end of that turn (`setImmediate`: no timer), and items submitted while `maxInFlight`
@@ -17,7 +19,8 @@
 export class GroupCommit<T, R> {
   private queue: Array<{ item: T; key: string | undefined; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
   private inFlight = 0;
-  private pumpScheduled = false;
+  /** `pump` at the end of this turn. */
+  private readonly pumpSoon = endOfTurn(() => this.pump());
 
   constructor(
     private readonly write: (batch: readonly T[]) => Promise<ReadonlyArray<PromiseSettledResult<R>>>,
@@ -27,12 +30,7 @@ export class GroupCommit<T, R> {
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.queue.push({ item, key: this.opts.key?.(item), resolve, reject });
-      if (this.pumpScheduled) return;
-      this.pumpScheduled = true;
-      setImmediate(() => {
-        this.pumpScheduled = false;
-        this.pump();
-      });
+      this.pumpSoon();
     });
   }
 

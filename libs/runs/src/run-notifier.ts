@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { Redis } from 'ioredis';
+import { endOfTurn } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { BlockedReasonSchema, RunStatusSchema, type BlockedReason, type RunEvent, type RunStatus, type SequencedOutputEnvelope } from '#libs/contracts';
 
@@ -162,7 +163,8 @@ export class RunNotifier implements OnApplicationShutdown {
   private readonly pushChannel: string;
   private readonly pushListeners = new Set<(runId: string) => void>();
   private pendingWakeups = new Map<string, PendingWakeup>();
-  private wakeupsScheduled = false;
+  /** The wake-ups of this turn go out at its end, in one publish. */
+  private readonly flushWakeupsSoon = endOfTurn(() => this.flushWakeups());
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.prefix = `${config.REDIS_PREFIX}:run:`;
@@ -296,13 +298,10 @@ export class RunNotifier implements OnApplicationShutdown {
         committed: joined,
       });
     }
-    if (this.wakeupsScheduled) return;
-    this.wakeupsScheduled = true;
-    setImmediate(() => this.flushWakeups());
+    this.flushWakeupsSoon();
   }
 
   private flushWakeups(): void {
-    this.wakeupsScheduled = false;
     const batch = this.pendingWakeups;
     this.pendingWakeups = new Map();
     // one PUBLISH for the whole turn (one line per run), at most WAKEUP_BATCH_MAX_BYTES each

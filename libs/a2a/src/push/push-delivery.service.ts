@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { TtlLruCache } from '#libs/common';
+import { TtlLruCache, endOfTurn } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { SequencedOutputEnvelope } from '#libs/contracts';
 import { Metrics } from '#libs/metrics';
@@ -125,8 +125,13 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   private readonly sending = new Map<string, { runId: string; cursor: number; list: SequencedOutputEnvelope[] }>();
   private claims = 0;
   private records = 0;
-  /** Claims / records to start at the end of this turn (schedule). */
-  private readonly scheduled = new Set<'pump' | 'flushRecords'>();
+  /**
+   * Claims (`pump`) and records (`flushRecords`) start at the end of the turn that asked for them,
+   * once per turn: the configs one wake-up message wakes share a claim, and the outcomes of one
+   * turn a record, instead of the first going out alone.
+   */
+  private readonly pumpSoon = endOfTurn(() => this.pump());
+  private readonly flushRecordsSoon = endOfTurn(() => this.flushRecords());
   private pending: PendingRecord[] = [];
   private timer?: NodeJS.Timeout;
   private stopPushSignal?: () => void;
@@ -330,21 +335,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
     if (this.stopped) return;
     if (this.inFlight.has(id)) this.dirty.add(id);
     else this.queued.add(id);
-    this.schedule('pump');
-  }
-
-  /**
-   * Start claims (`pump`) or records (`flushRecords`) at the end of this event-loop turn
-   * (`setImmediate`, no timer), once per turn: the configs one wake-up message wakes share a
-   * claim, and the outcomes of one turn a record, instead of the first going out alone.
-   */
-  private schedule(what: 'pump' | 'flushRecords'): void {
-    if (this.scheduled.has(what)) return;
-    this.scheduled.add(what);
-    setImmediate(() => {
-      this.scheduled.delete(what);
-      this[what]();
-    });
+    this.pumpSoon();
   }
 
   /** Start claims while configs wait, claim slots are free and fewer than PUSH_CONCURRENCY are in flight. */
@@ -495,7 +486,7 @@ export class PushDeliveryService implements OnApplicationBootstrap, OnModuleDest
   private record(outcome: PushOutcome, attempts: Attempt[]): Promise<{ status: string | null; at: number }> {
     return new Promise((resolve) => {
       this.pending.push({ outcome, attempts, resolve });
-      this.schedule('flushRecords');
+      this.flushRecordsSoon();
     });
   }
 
