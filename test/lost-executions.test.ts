@@ -75,10 +75,10 @@ describe('lost executions', () => {
     const ops = stack.api.get(RuntimeOperations);
     const orgId = (await stack.api.get(DatabaseService).query<{ org_id: string }>('SELECT org_id FROM runs WHERE id = $1', [id]))[0]!.org_id;
     const lease = async () => (await stack.api.get(DatabaseService).query<{ lease_owner: string; lease_trigger: number }>('SELECT lease_owner, lease_trigger FROM runs WHERE id = $1', [id]))[0]!;
-    expect(await ops.heartbeat(orgId, id, 'follower', 1, 400)).toBe('submitted');
+    expect(await ops.heartbeat(orgId, id, 'follower', 1, 400)).toEqual({ status: 'submitted', epoch: 0 });
     // another execution (a forwarded message) beats while the follower's lease lives: unchanged,
     // and it still reads the run's status
-    expect(await ops.heartbeat(orgId, id, 'forwarder', 2, 60_000)).toBe('submitted');
+    expect(await ops.heartbeat(orgId, id, 'forwarder', 2, 60_000)).toEqual({ status: 'submitted', epoch: 0 });
     expect(await lease()).toEqual({ lease_owner: 'follower', lease_trigger: 1 });
     // the follower renews its own
     await ops.heartbeat(orgId, id, 'follower', 1, 400);
@@ -105,20 +105,56 @@ describe('lost executions', () => {
     expect(payloads).toEqual([true, true, true, true, false, false, false, true]);
   });
 
-  it('an execution a resumption replaced (slow, not dead) records nothing more: its next append is refused', async () => {
+  it('an execution a resumption replaced (slow, not dead) writes nothing more: each write is refused in its statement (run.fenced)', async () => {
     const id = await send('hold the slow one');
     const db = stack.api.get(DatabaseService);
-    const at = async () => (await db.query<{ last_sequence: number; org_id: string }>('SELECT last_sequence, org_id FROM runs WHERE id = $1', [id]))[0]!;
-    const { last_sequence: started, org_id: orgId } = await at();
+    const at = async () =>
+      (await db.query<{ last_sequence: number; org_id: string; execution_epoch: number; lease_owner: string | null }>('SELECT last_sequence, org_id, execution_epoch, lease_owner FROM runs WHERE id = $1', [id]))[0]!;
+    const { last_sequence: started, org_id: orgId, execution_epoch: epoch } = await at();
     const ops = stack.api.get(RuntimeOperations);
-    const slow = await ops.apply(orgId, id, [{ op: 'status', status: 'working' }], { expectedSequence: started, yieldToResumption: true });
+    const slow = await ops.apply(orgId, id, [{ op: 'status', status: 'working' }], { expectedSequence: started, epoch });
     expect(await ops.resumeExecution(orgId, id, 'the execution was lost (its lease expired)', 3)).toEqual({ outcome: 'resumed', attempt: 1 });
-    const resumedAt = (await at()).last_sequence;
-    await expect(ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'late' }] } }], { expectedSequence: slow.lastSequence, yieldToResumption: true })).rejects.toMatchObject({ code: 'run.conflict' });
-    expect((await at()).last_sequence).toBe(resumedAt);
-    // the resumed execution (expecting the run at its resumption) appends
-    await ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'resumed' }] } }], { expectedSequence: resumedAt, yieldToResumption: true });
-    expect((await at()).last_sequence).toBe(resumedAt + 1);
+    const taken = await at();
+    expect(taken.execution_epoch).toBe(epoch + 1);
+    const late = [{ op: 'message' as const, message: { parts: [{ text: 'late' }] } }];
+    // at the sequence it expects, and at the run's current one (as after an attempt whose answer was lost): refused either way
+    await expect(ops.apply(orgId, id, late, { expectedSequence: slow.lastSequence, epoch })).rejects.toMatchObject({ code: 'run.fenced' });
+    await expect(ops.apply(orgId, id, late, { expectedSequence: taken.last_sequence, epoch, retryForMs: 1_000 })).rejects.toMatchObject({ code: 'run.fenced' });
+    await expect(ops.apply(orgId, id, late, { epoch })).rejects.toMatchObject({ code: 'run.fenced' });
+    // its heartbeat learns the newer epoch and takes no lease; failing or handing on the run does nothing
+    expect(await ops.heartbeat(orgId, id, 'the-slow-one', started, 10_000, epoch)).toEqual({ status: 'working', epoch: epoch + 1 });
+    expect((await at()).lease_owner).toBeNull();
+    expect(await ops.failRun(orgId, id, 'the agent runtime failed', { epoch })).toBeNull();
+    expect(await ops.resumeExecution(orgId, id, 'the worker executing it stopped', 3, { handedOn: true, epoch })).toBeNull();
+    await expect(ops.delegate(orgId, id, { agent: 'nobody-here', message: { parts: [{ text: 'x' }] }, key: 'k' }, { epoch })).rejects.toMatchObject({ code: expect.stringMatching(/^(run\.fenced|agent\.not_published)$/) });
+    expect((await at()).last_sequence).toBe(taken.last_sequence);
+    // the resumed execution (the new epoch) appends and takes the lease
+    await ops.apply(orgId, id, [{ op: 'message', message: { parts: [{ text: 'resumed' }] } }], { expectedSequence: taken.last_sequence, epoch: epoch + 1 });
+    expect((await at()).last_sequence).toBe(taken.last_sequence + 1);
+    expect(await ops.heartbeat(orgId, id, 'the-new-one', taken.last_sequence, 10_000, epoch + 1)).toEqual({ status: 'working', epoch: epoch + 1 });
+    expect((await at()).lease_owner).toBe('the-new-one');
+  });
+
+  it('an operation id is recorded once per run, enforced by PostgreSQL: a replayed operation is dropped, the rest of its batch appended', async () => {
+    const id = await send('hold the ops');
+    const db = stack.api.get(DatabaseService);
+    const { org_id: orgId } = (await db.query<{ org_id: string }>('SELECT org_id FROM runs WHERE id = $1', [id]))[0]!;
+    const ops = stack.api.get(RuntimeOperations);
+    const msg = (text: string, opId: string) => ({ op: 'message' as const, message: { parts: [{ text }] }, opId });
+    const logged = async () =>
+      (await db.query<{ op: string }>(`SELECT payload->>'opId' AS op FROM run_events WHERE run_id = $1 AND payload ? 'opId' ORDER BY sequence`, [id])).map((r) => r.op);
+    await ops.apply(orgId, id, [msg('one', 'op-1')]);
+    // the same operation again (no resumed execution's check in front of it): nothing appended
+    const before = (await db.query<{ last_sequence: number }>('SELECT last_sequence FROM runs WHERE id = $1', [id]))[0]!.last_sequence;
+    const again = await ops.apply(orgId, id, [msg('one', 'op-1')]);
+    expect(again.lastSequence).toBe(before);
+    // a batch holding it and a new one: the new one only
+    await ops.apply(orgId, id, [msg('one', 'op-1'), msg('two', 'op-2')]);
+    // ten appends of one new operation at once: one is recorded
+    await Promise.all(Array.from({ length: 10 }, () => ops.apply(orgId, id, [msg('three', 'op-3')]).catch(() => undefined)));
+    expect(await logged()).toEqual(['op-1', 'op-2', 'op-3']);
+    // and PostgreSQL itself refuses a second row, whoever writes it
+    await expect(db.query(`INSERT INTO run_events (run_id, sequence, org_id, type, payload) VALUES ($1, 10000, $2, 'message.added', '{"opId":"op-1"}')`, [id, orgId])).rejects.toMatchObject({ code: '23505' });
   });
 
   it('a verdict on a run that moved since, or now waits on its caller, fails nothing (found by npm run faults)', async () => {

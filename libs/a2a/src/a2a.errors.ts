@@ -189,6 +189,9 @@ export const A2A_ERROR_FOR_CODE: Record<ErrorCode, A2AErrorType> = {
   'run.invalid_transition': 'InvalidRequest',
   'run.conflict': 'InvalidParams',
   'run.duplicate_message': 'InvalidParams',
+  // raised inside executions only (a worker's own appends), never on an A2A path
+  'run.duplicate_operation': 'InternalError',
+  'run.fenced': 'InternalError',
   // no A2A error names a quota: the request is refused as such, its message and metadata say why
   'org.storage_quota_exceeded': 'InvalidRequest',
   // §3.4.2: MUST reject messages containing a mismatching contextId

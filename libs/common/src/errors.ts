@@ -52,6 +52,8 @@ export const ERROR_CODES = {
   'run.conflict': { httpStatus: 409, when: 'a retried write does not match the original (e.g. a messageId reused on another run)' },
   'org.storage_quota_exceeded': { httpStatus: 403, when: 'a new task or message would take the organization past its storage quota (bytes of messages and artifacts; organizations.storage_quota_bytes or ORG_STORAGE_QUOTA_BYTES)' },
   'run.duplicate_message': { httpStatus: 409, when: 'the append path found the messageId already recorded for the agent (command handlers resolve it to a replay or run.conflict)' },
+  'run.duplicate_operation': { httpStatus: 409, when: 'the append path found a runtime operation id already in the run\'s log (RuntimeOperations drops the operation instead of recording it twice)' },
+  'run.fenced': { httpStatus: 409, when: 'an execution wrote to a run a newer execution took over (its fencing token, runs.execution_epoch, is older): it stops with no further effect' },
   'run.thread_mismatch': { httpStatus: 422, when: 'the message names a thread that is not the run\'s thread' },
   'run.awaiting_interaction': { httpStatus: 409, when: 'input that is not an answer was sent to a run blocked on an InteractionRequest' },
   'interaction.not_found': { httpStatus: 404, when: 'the run has no InteractionRequest with that id' },

@@ -7,7 +7,7 @@ import { RunStatusListSchema } from './admin.schema.js';
  *
  *   { "cursor": <opaque: resume after this run>, "v": 1,
  *     "agent": { "slug", "revision": <revision number> },
- *     "run": <runs row, snake_case columns, without org_id / agent_id / revision_id / the execution lease>,
+ *     "run": <runs row, snake_case columns, without org_id / agent_id / revision_id / the execution lease and fencing token>,
  *     "events": [{ sequence, type, payload, created_at }]   // the whole log, sequence 1..last_sequence
  *     "messages" | "artifacts" | "interactions": [<projection rows, without org_id / agent_id / run_id>],
  *     "links": [<run_links rows where this run is the child, without org_id>] }

@@ -35,8 +35,14 @@ export interface RuntimeContextWrites {
   expectedSequence?: number;
   /** How long (ms) a write the database could not take is retried (0: not retried). */
   retryForMs: number;
-  /** Refuse to append once a resumption replaced this execution (RuntimeOperations ApplyOptions.yieldToResumption). */
-  yieldToResumption?: boolean;
+  /**
+   * The execution's fencing token (its run's `execution_epoch` when its dispatch was claimed):
+   * every append and delegation carries it and is refused once a newer execution took the run over
+   * (RuntimeOperations ApplyOptions.epoch). Absent: unfenced (an execution with no claimed dispatch).
+   */
+  epoch?: number;
+  /** Called when a write learns that this execution was fenced (`run.fenced`): the executor aborts it. */
+  onFenced?: () => void;
 }
 
 /**
@@ -62,6 +68,10 @@ export interface RuntimeContextWrites {
  * database could not take (unreachable) is retried for `writes.retryForMs` first, each append carrying the sequence this execution
  * expects the run at (the last append's result), so a retried append is never recorded twice
  * (RuntimeOperations.apply); a delegation is retried the same way (idempotent by its key).
+ *
+ * Every write carries the execution's fencing token (`writes.epoch`): once a newer execution took
+ * the run over, the next one is refused (`run.fenced`, kept as the failure like any other) and
+ * `writes.onFenced` is told, so the executor aborts this execution (docs/architecture.md "The fence").
  *
  * A resumed execution (trigger `resumed`) reads the operation ids the log holds once, before its
  * first write, and drops every operation whose id is among them (or was given twice by this
@@ -116,7 +126,10 @@ export class BatchingRuntimeContext implements RuntimeContext {
   async delegate(input: DelegationInput): Promise<{ linkId: string; childRunId: string; childContextId: string }> {
     await this.flush();
     const key = `${this.reads.triggerKey}:${this.delegations++}`;
-    const d = await retryWhileUnavailable(() => this.runs.delegate(this.run.orgId, this.run.runId, { ...input, key }), this.writes.retryForMs);
+    const d = await retryWhileUnavailable(() => this.runs.delegate(this.run.orgId, this.run.runId, { ...input, key }, { epoch: this.writes.epoch }), this.writes.retryForMs).catch((e: unknown) => {
+      if (isFenced(e)) this.writes.onFenced?.();
+      throw e;
+    });
     // the delegation appended to this run (run.linked): the next append reads where the log is
     this.expected = undefined;
     return { linkId: d.linkId, childRunId: d.childRunId, childContextId: d.childThreadId };
@@ -225,10 +238,11 @@ export class BatchingRuntimeContext implements RuntimeContext {
     const ops = this.pending;
     this.pending = [];
     try {
-      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs, yieldToResumption: this.writes.yieldToResumption });
+      const run = await this.runs.apply(this.run.orgId, this.run.runId, ops, { expectedSequence: this.expected, retryForMs: this.writes.retryForMs, epoch: this.writes.epoch });
       this.expected = run.lastSequence;
     } catch (e) {
       this.failure = e;
+      if (isFenced(e)) this.writes.onFenced?.();
       throw e;
     }
   }
@@ -239,6 +253,11 @@ export class BatchingRuntimeContext implements RuntimeContext {
     if (flushNow) await this.flush();
     else this.flushSoon();
   }
+}
+
+/** `run.fenced`: a newer execution took the run over (RuntimeOperations). */
+function isFenced(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'run.fenced';
 }
 
 function idOf(op: OperationOptions | undefined): { opId?: string } {

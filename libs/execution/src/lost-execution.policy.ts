@@ -34,8 +34,11 @@ export class LostExecutionPolicy {
    * `handedOn`: the execution's worker is stopping gracefully and hands the run on (not a loss).
    * `lastSequence`: the verdict was made on the run at this sequence; if the run has moved since, or
    * waits on its caller, nothing happens (null) — failing is then guarded by that sequence.
+   * `epoch`: the caller is the execution itself (handing its run on), with this fencing token; if a
+   * newer execution holds the run, nothing happens (null). A resumption takes the run over
+   * (RuntimeOperations.resumeExecution: the fencing token grows in the same statement).
    */
-  async handle(orgId: string, runId: string, why: string, opts: { handedOn?: boolean; lastSequence?: number } = {}): Promise<'resumed' | 'failed' | null> {
+  async handle(orgId: string, runId: string, why: string, opts: { handedOn?: boolean; lastSequence?: number; epoch?: number } = {}): Promise<'resumed' | 'failed' | null> {
     const run = await this.reads.run(orgId, runId);
     if (!run || run.blockedReason || isTerminal(run.status)) return null;
     // judged at `lastSequence` (the sweeper's candidate): a run that moved since is not lost
@@ -52,7 +55,7 @@ export class LostExecutionPolicy {
       why = `${why} (after ${this.maxResumptions} resumptions)`;
       outcome = 'exhausted';
     }
-    const failed = await this.ops.failRun(orgId, runId, why, { expectedSequence: opts.lastSequence });
+    const failed = await this.ops.failRun(orgId, runId, why, { expectedSequence: opts.lastSequence, epoch: opts.epoch });
     if (!failed) return null;
     this.metrics.resumptions.inc({ outcome });
     return 'failed';

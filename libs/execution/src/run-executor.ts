@@ -5,7 +5,7 @@ import { AppError, isDependencyUnavailable } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { DispatchRelay, ExecutionReads, RunNotifier, RuntimeOperations, isTerminal, type RunExecutionJob } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
-import { RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type ParsedRuntime, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
+import { ExecutionAborted, RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type ParsedRuntime, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotGrants, type SlotRequest, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
@@ -33,6 +33,11 @@ interface Prepared {
    * handed on keeps its member and changes holders) and when its expiry was last set (ms).
    */
   slot: { id: string; at: number };
+  /**
+   * Its fencing token, set by its claim (the run's `execution_epoch` then): every write of its
+   * execution carries it. Undefined for a dispatch with no outbox row (nothing to claim).
+   */
+  epoch?: number;
 }
 
 /** A dispatch parked until it gets a slot, and how to settle its batch's wait. */
@@ -147,6 +152,15 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly concurrency: number;
   /** Executions admitted and not ended (a slot held), in this process. */
   private admitted = 0;
+  /**
+   * Outbox ids of the dispatches parked or running here: a copy of one that arrives (the relay
+   * sent it again, or two copies came in one job) is dropped, the one here claims it.
+   */
+  private readonly holding = new Set<string>();
+  /** When the outbox rows of the parked dispatches were last marked held (ms; see holdParked). */
+  private heldAt = 0;
+  /** OUTBOX_REDELIVER_MS: the relay re-sends a row nobody marked for this long. */
+  private readonly redeliverMs: number;
   /** Dispatches waiting here for a slot (their batch job stays active meanwhile), in enqueue order (park). */
   private parked: ParkedEntry[] = [];
   private parkTimer?: NodeJS.Timeout;
@@ -193,6 +207,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.outageMs = config.EXECUTION_OUTAGE_RETRY_MS;
     this.concurrency = config.WORKER_CONCURRENCY;
     this.spareMs = config.EXECUTION_SPARE_SLOT_MS;
+    this.redeliverMs = config.OUTBOX_REDELIVER_MS;
   }
 
   /** A read (or idempotent write) of an execution, retried while the database is unreachable. */
@@ -202,7 +217,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
 
   async onApplicationBootstrap(): Promise<void> {
     // one subscription for every cancellation, instead of one per executing run
-    this.stopCancelListener = await this.notifier.onCanceled((runId) => this.inFlight.get(runId)?.forEach((c) => c.abort()));
+    this.stopCancelListener = await this.notifier.onCanceled((runId) => this.inFlight.get(runId)?.forEach((c) => c.abort(new ExecutionAborted('canceled'))));
   }
 
   onModuleDestroy(): void {
@@ -217,7 +232,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.stopping = true;
     this.stopCancelListener?.();
     this.stopCancelListener = undefined;
-    for (const set of this.inFlight.values()) for (const c of set) c.abort();
+    for (const set of this.inFlight.values()) for (const c of set) c.abort(new ExecutionAborted('stopping'));
     // parked dispatches go back to the queue (another worker takes them), spare slots back to the slot sets
     if (this.parked.length > 0) this.retryParkedSoon();
     if (this.spare.length > 0) this.expireSpare(true);
@@ -263,11 +278,25 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const now = Date.now();
     const invalid: ExecutionError[] = [];
     const drop: string[] = [];
+    // 0. a copy of a dispatch parked or running here (the relay sent it again, or it came twice in
+    // one job) is dropped: the one here claims it (one claim per dispatch, RunDispatchRepository.claim)
+    const fresh = items.filter((item) => {
+      if (!item.id) return true;
+      if (this.holding.has(item.id)) {
+        this.metrics.executions.inc({ outcome: 'duplicate' });
+        return false;
+      }
+      this.holding.add(item.id);
+      return true;
+    });
     // 1. parse; the job usually carries the run's identity and input, otherwise read them (one query)
-    const prepared = (await Promise.all(items.map((item) => this.prepare(item, now, opts.enqueuedAt, opts.around, invalid, drop))))
+    const prepared = (await Promise.all(fresh.map((item) => this.prepare(item, now, opts.enqueuedAt, opts.around, invalid, drop))))
       .filter((p): p is Prepared => p !== null)
       // enqueue order: the order of each organization's line
       .sort((a, b) => a.ticket.enqueuedAt - b.ticket.enqueuedAt);
+    // the ones with nothing to run leave at once (their rows are dropped with the claim below)
+    const kept = new Set(prepared.map((p) => p.item));
+    for (const item of fresh) if (item.id && !kept.has(item)) this.holding.delete(item.id);
 
     // 2. admission: this worker's room, then the fair share (one round trip for the batch). An
     // organization with dispatches parked here already: its new ones queue behind them (parked, and
@@ -303,6 +332,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     // slots free (a local execution ending, or every PARK_RETRY_MS for the others'), all parked
     // ones in one round trip (a stopping worker hands them all back)
     const parked = this.stopping ? [] : waiting.map((p) => this.park(p, slotTtl, opts.around));
+    if (parked.length > 0) this.holdRows(waiting);
     if (this.stopping && waiting.length > 0) await this.handBack(waiting);
     this.checkIntake();
     // 4. claim what runs (and what was dropped, in the same statement), then run the admitted ones together
@@ -365,10 +395,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async claimAndRun(admitted: readonly Prepared[], drop: readonly string[], slotTtl: number, around?: ExecutionWrapper): Promise<void> {
     if (admitted.length === 0 && drop.length === 0) return;
-    let claimed: Set<string>;
+    let claimed: Map<string, number>;
     try {
       const ids = [...admitted.flatMap((p) => (p.item.id ? [p.item.id] : [])), ...drop];
-      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Set<string>();
+      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Map<string, number>();
     } catch (e) {
       for (const p of admitted) this.giveBack(p);
       throw e;
@@ -376,16 +406,38 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const runs: Prepared[] = [];
     for (const p of admitted) {
       // delivered twice: the other delivery claimed it
-      if (p.item.id && !claimed.has(p.item.id)) this.giveBack(p);
-      else runs.push(p);
+      if (this.wonClaim(p, claimed)) runs.push(p);
+      else this.giveBack(p);
     }
     await Promise.all(runs.map((p) => this.runOne(p, slotTtl, around)));
+  }
+
+  /**
+   * Whether `p` runs after the claim that returned `claimed` (dispatch id → its run's fencing
+   * token): its id was claimed by this statement, and no other dispatch of the same claim took it
+   * first (two copies of one dispatch admitted together: only the first runs). The winner gets its
+   * epoch. A dispatch with no outbox row (nothing to claim) runs, unfenced.
+   */
+  private wonClaim(p: Prepared, claimed: Map<string, number>): boolean {
+    const id = p.item.id;
+    if (!id) return true;
+    const epoch = claimed.get(id);
+    if (epoch === undefined) return false;
+    claimed.delete(id);
+    p.epoch = epoch;
+    return true;
   }
 
   /** An admitted dispatch that will not run here: its slot back. */
   private giveBack(p: Prepared): void {
     this.admitted--;
+    this.leave(p);
     this.releaseSlot(p);
+  }
+
+  /** The dispatch leaves this process (ran, lost its claim, or was handed back): a copy of it is no longer dropped here. */
+  private leave(p: Prepared): void {
+    if (p.item.id) this.holding.delete(p.item.id);
   }
 
   private releaseSlot(p: Prepared): void {
@@ -582,10 +634,26 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async handBack(ps: readonly Prepared[], delayMs = 200 + Math.floor(Math.random() * 300)): Promise<void> {
     this.metrics.executions.inc({ outcome: 'deferred' }, ps.length);
+    for (const p of ps) this.leave(p);
     this.slots.leaveLines(ps.map((p) => ({ orgId: p.job.orgId, member: p.ticket.member })));
     await this.relay.requeue(ps.map((p) => ({ ...p.item, enqueuedAt: p.ticket.enqueuedAt })), delayMs).catch((e: unknown) => {
       this.log.warn(`handing ${ps.length} dispatch(es) back failed (the outbox relay enqueues them again): ${e instanceof Error ? e.message : String(e)}`);
     });
+  }
+
+  /**
+   * Mark the outbox rows of parked dispatches as held here (`relayed_at` = now, one statement), so
+   * the relay's safety net does not send them again while they wait for a slot (their jobs are
+   * active, so an otherwise idle queue would look as if their jobs were gone): done when they park
+   * and every third of OUTBOX_REDELIVER_MS while they wait. A copy sent all the same is harmless
+   * (dropped here, or its claim lost elsewhere); if this process dies, the marks age and the relay
+   * sends the rows again. Best effort: a failure only means a copy may be sent.
+   */
+  private holdRows(ps: readonly Prepared[]): void {
+    const ids = ps.flatMap((p) => (p.item.id ? [p.item.id] : []));
+    if (ids.length === 0) return;
+    if (ps.length === this.parked.length) this.heldAt = Date.now();
+    void this.relay.hold(ids).catch(() => undefined);
   }
 
   /**
@@ -613,6 +681,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     try {
       if (this.parked.length === 0 || this.stopping) for (const { p } of this.freed.splice(0)) this.slots.release(p.job.orgId, p.run.agentId, p.slot.id);
       if (this.parked.length === 0) return;
+      if (!this.stopping && Date.now() - this.heldAt >= this.redeliverMs / 3) this.holdRows(this.parked.map((e) => e.p));
       if (this.stopping) {
         const entries = this.parked.splice(0);
         // hand them back to the queue: another worker takes them (their rows are unclaimed)
@@ -677,10 +746,10 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private async claimAndRunEach(go: readonly ParkedEntry[]): Promise<void> {
-    let claimed: Set<string>;
+    let claimed: Map<string, number>;
     try {
       const ids = go.flatMap((e) => (e.p.item.id ? [e.p.item.id] : []));
-      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Set<string>();
+      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Map<string, number>();
     } catch (err) {
       for (const e of go) {
         this.giveBack(e.p);
@@ -689,7 +758,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       return;
     }
     for (const e of go) {
-      if (e.p.item.id && !claimed.has(e.p.item.id)) {
+      if (!this.wonClaim(e.p, claimed)) {
         this.giveBack(e.p);
         e.resolve();
       } else {
@@ -703,7 +772,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     const t0 = process.hrtime.bigint();
     let outcome = 'ok';
     try {
-      const run = () => this.executeHolding(p.job, p.run, p.input, p.item.triggerSequence, p.slot, slotTtl);
+      const run = () => this.executeHolding(p.job, p.run, p.input, p.item.triggerSequence, p.slot, slotTtl, p.epoch);
       await (around ? around(p.job, p.item.triggerSequence, run) : run());
     } catch (e) {
       outcome = e instanceof ExecutionError && !e.retryable ? 'invalid' : 'failed';
@@ -711,6 +780,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       if (!(e instanceof ExecutionError)) void this.lost(p.job, e instanceof Error ? e.message : String(e));
     } finally {
       this.admitted--;
+      this.leave(p);
       this.endSlot(p, slotTtl);
       this.metrics.executions.inc({ outcome });
       this.metrics.executionDuration.observe(Metrics.since(t0));
@@ -729,15 +799,16 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     triggerSequence: number | null,
     slot: { id: string; at: number },
     slotTtl: number,
+    epoch: number | undefined,
   ): Promise<void> {
     const trigger = await this.durable(() => this.triggerOf(job, triggerSequence));
     if (!trigger) return;
-    const entry = await this.runtimeOf(job, run.revisionId);
+    const entry = await this.runtimeOf(job, run.revisionId, epoch);
     const abort = this.track(job.runId);
-    const stopHeartbeat = this.heartbeat(job, run.agentId, triggerSequence, slot, slotTtl, abort);
+    const stopHeartbeat = this.heartbeat(job, run.agentId, triggerSequence, slot, slotTtl, abort, epoch);
     try {
-      const ctx = this.contextFor(job, run, input, trigger, triggerSequence, entry, abort.signal);
-      await this.runRuntime(job, entry, ctx, trigger, abort.signal);
+      const ctx = this.contextFor(job, run, input, trigger, triggerSequence, entry, abort, epoch);
+      await this.runRuntime(job, entry, ctx, trigger, abort.signal, epoch);
     } finally {
       stopHeartbeat();
       this.untrack(job.runId, abort);
@@ -749,7 +820,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * revision). A config that does not parse fails the run ("the agent revision has an invalid
    * runtime") and is an `ExecutionError`, not retryable.
    */
-  private async runtimeOf(job: RunExecuteJob, revisionId: string): Promise<ParsedRuntime> {
+  private async runtimeOf(job: RunExecuteJob, revisionId: string, epoch: number | undefined): Promise<ParsedRuntime> {
     let loaded = false;
     try {
       return await this.registry.parseRevision(revisionId, async () => {
@@ -760,7 +831,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     } catch (e) {
       // a read that failed is not an invalid config: it goes to the caller as it is
       if (!loaded) throw e;
-      await this.durable(() => this.ops.failRun(job.orgId, job.runId, 'the agent revision has an invalid runtime'));
+      await this.durable(() => this.ops.failRun(job.orgId, job.runId, 'the agent revision has an invalid runtime', { epoch }));
       throw new ExecutionError(`run ${job.runId}: ${e instanceof Error ? e.message : String(e)}`, false, { cause: e });
     }
   }
@@ -772,7 +843,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     running.add(abort);
     this.inFlight.set(runId, running);
     // the process began stopping while this execution was getting ready: do not start holding
-    if (this.stopping) abort.abort();
+    if (this.stopping) abort.abort(new ExecutionAborted('stopping'));
     return abort;
   }
 
@@ -790,9 +861,20 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * safety net for a lost cancellation signal (a terminal or gone run aborts `abort`). Short
    * executions (most) never write a lease. A renewal the database could not take is tried again
    * every second (not a heartbeat later): a short outage must not let the lease expire and the
-   * sweeper declare this live execution lost.
+   * sweeper declare this live execution lost. A heartbeat that finds a newer fencing token than
+   * `epoch` (a takeover: docs/architecture.md "The fence") takes no lease and aborts the execution
+   * as fenced: its backend request is aborted, its upstream call released, and its next write
+   * would be refused anyway.
    */
-  private heartbeat(job: RunExecuteJob, agentId: string, triggerSequence: number | null, slot: { id: string; at: number }, slotTtl: number, abort: AbortController): () => void {
+  private heartbeat(
+    job: RunExecuteJob,
+    agentId: string,
+    triggerSequence: number | null,
+    slot: { id: string; at: number },
+    slotTtl: number,
+    abort: AbortController,
+    epoch: number | undefined,
+  ): () => void {
     const { orgId, runId } = job;
     let ended = false;
     let again: NodeJS.Timeout | undefined;
@@ -800,8 +882,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       clearTimeout(again);
       again = undefined;
       void this.ops
-        .heartbeat(orgId, runId, this.owner, triggerSequence, this.heartbeatMs * 1.5)
-        .then((status) => (!status || isTerminal(status)) && abort.abort())
+        .heartbeat(orgId, runId, this.owner, triggerSequence, this.heartbeatMs * 1.5, epoch)
+        .then((r) => {
+          if (!r || isTerminal(r.status)) abort.abort(new ExecutionAborted('canceled'));
+          else if (epoch !== undefined && r.epoch !== epoch) this.fenced(runId, abort, `its heartbeat found epoch ${r.epoch}, it holds ${epoch}`);
+        })
         .catch((e: unknown) => {
           if (!ended && isDependencyUnavailable(e)) again = setTimeout(renew, Math.min(1_000, this.heartbeatMs / 4));
         });
@@ -832,9 +917,11 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     trigger: RuntimeTrigger,
     triggerSequence: number | null,
     entry: ParsedRuntime,
-    signal: AbortSignal,
+    abort: AbortController,
+    epoch: number | undefined,
   ): BatchingRuntimeContext {
     const { orgId, runId } = job;
+    const signal = abort.signal;
     const carried = job.context?.extensions;
     const view = { orgId, runId, threadId: run.threadId, agentId: run.agentId, revisionId: run.revisionId };
     return new BatchingRuntimeContext(
@@ -855,9 +942,9 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
         triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? job.inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
-      // an execution that a resumption replaced (it was only slow, not dead) stops recording; more
-      // input forwarded to a working run (trigger continued) is not what a resumption replays
-      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, yieldToResumption: isResumable(entry.runtime, entry.config) && trigger.kind !== 'continued' },
+      // every write carries the execution's fencing token: one that a takeover replaced (it was
+      // only slow, not dead) is refused at its next write, and aborted
+      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, epoch, onFenced: () => this.fenced(runId, abort, 'a write was refused') },
     );
   }
 
@@ -865,37 +952,61 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
    * Run the runtime and settle what it leaves: what it produced is flushed; a stopping worker that
    * cut a resumable runtime short hands the run on; a run that ended meanwhile (`run.terminal`), or
    * whose output a resumed execution recorded already (`run.conflict`, resumable runtimes), just
-   * stops; any other failure keeps what was produced, fails the run ("the agent runtime failed")
-   * and is an `ExecutionError` (retryable as the runtime's error says).
+   * stops; an execution a takeover fenced (`run.fenced`, or aborted as fenced) stops with no
+   * further effect; a resumable runtime cut short by a database outage that outlasted
+   * EXECUTION_OUTAGE_RETRY_MS lets the run go — nothing is written, its lease (if any) lapses and a
+   * sweeper resumes the run once the database is back; any other failure keeps what was produced,
+   * fails the run ("the agent runtime failed") and is an `ExecutionError` (retryable as the
+   * runtime's error says). Every write here carries the execution's `epoch`.
    */
-  private async runRuntime(job: RunExecuteJob, entry: ParsedRuntime, ctx: BatchingRuntimeContext, trigger: RuntimeTrigger, signal: AbortSignal): Promise<void> {
+  private async runRuntime(job: RunExecuteJob, entry: ParsedRuntime, ctx: BatchingRuntimeContext, trigger: RuntimeTrigger, signal: AbortSignal, epoch: number | undefined): Promise<void> {
     const { orgId, runId } = job;
     const resumable = isResumable(entry.runtime, entry.config);
     try {
       await entry.runtime.execute(entry.config, ctx);
       await ctx.flush();
       // the worker is stopping and cut a resumable runtime short: hand the run on now instead of
-      // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile).
-      // Not for more input on a working run: that execution only hands the input to the one
-      // following the run, which goes on elsewhere (resuming beside it would record twice)
+      // waiting for the sweeper (LostExecutionPolicy: resumed, or nothing if it ended meanwhile or
+      // a newer execution holds it). Not for more input on a working run: that execution only hands
+      // the input to the one following the run, which goes on elsewhere
       if (this.stopping && signal.aborted && resumable && trigger.kind !== 'continued') {
-        await this.lostPolicy.handle(orgId, runId, 'the worker executing it stopped', { handedOn: true }).catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
+        await this.lostPolicy
+          .handle(orgId, runId, 'the worker executing it stopped', { handedOn: true, epoch })
+          .catch((e: unknown) => this.log.warn(`run ${runId}: handing it on failed: ${e instanceof Error ? e.message : String(e)}`));
       }
     } catch (e) {
       if (e instanceof AppError && e.code === 'run.terminal') return;
-      // a resumable runtime whose output another execution of the run already recorded (a resumed
-      // one, while this one was only slow): that execution carries on, this one just stops
+      if ((e instanceof AppError && e.code === 'run.fenced') || (signal.reason instanceof ExecutionAborted && signal.reason.why === 'fenced')) return;
+      // a resumable runtime whose output another execution of the run already recorded: that
+      // execution carries on, this one just stops
       if (e instanceof AppError && e.code === 'run.conflict' && resumable) {
         this.log.warn(`run ${runId}: another execution recorded this one's output; stopping`);
+        return;
+      }
+      if (resumable && isDependencyUnavailable(e)) {
+        this.log.warn(`run ${runId}: the database did not take its writes for ${this.outageMs} ms; letting it go (resumed once the database is back)`);
+        this.metrics.executionsStopped.inc({ reason: 'let_go' });
         return;
       }
       // keep what the runtime produced before it failed
       await ctx.flush().catch(() => undefined);
       const reason = e instanceof Error ? e.message : String(e);
       this.log.error(`run ${runId}: runtime failed: ${reason}`);
-      await this.durable(() => this.ops.failRun(orgId, runId, 'the agent runtime failed'));
+      await this.durable(() => this.ops.failRun(orgId, runId, 'the agent runtime failed', { epoch }));
       throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
     }
+  }
+
+  /**
+   * A takeover fenced this execution (docs/architecture.md "The fence"): it is aborted (reason
+   * `fenced`: its backend request and upstream call are released, nothing is told to cancel) and
+   * counted, once.
+   */
+  private fenced(runId: string, abort: AbortController, how: string): void {
+    if (abort.signal.aborted) return;
+    this.log.warn(`run ${runId}: a newer execution took it over (${how}); this one stops`);
+    this.metrics.executionsStopped.inc({ reason: 'fenced' });
+    abort.abort(new ExecutionAborted('fenced'));
   }
 
   /**

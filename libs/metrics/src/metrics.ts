@@ -148,6 +148,17 @@ export class Metrics {
     help: 'Execution slots handed from an ended execution to the next parked one of its organization and agent in this worker, without a round trip to the slot sets',
     registers: [this.registry],
   });
+  readonly executionsStopped = new Counter({
+    name: 'aaas_executions_stopped_total',
+    help: 'Executions that stopped without finishing, by why: fenced (a newer execution took the run over; nothing more was written) | let_go (a database outage outlasted EXECUTION_OUTAGE_RETRY_MS; a resumable run is resumed once it is back)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly operationsDropped = new Counter({
+    name: 'aaas_runtime_operations_dropped_total',
+    help: 'Runtime operations not appended because the run\'s log holds their operation id already (PostgreSQL refused them: run_events_op_id_key)',
+    registers: [this.registry],
+  });
   readonly resumptions = new Counter({
     name: 'aaas_run_resumptions_total',
     help: 'Lost or handed-on executions, by what became of their run (resumed | handed_on | exhausted: failed past EXECUTION_MAX_RESUMPTIONS | failed: not resumable)',

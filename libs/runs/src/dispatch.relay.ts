@@ -187,10 +187,19 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /**
    * A worker claims the dispatches it is about to execute (deletes their outbox rows, one
-   * statement): the ids returned are its to run; the others ran or run elsewhere.
+   * statement): the ids returned are its to run, each with its run's fencing token (the
+   * execution's epoch); the others ran or run elsewhere.
    */
-  claim(ids: readonly string[]): Promise<Set<string>> {
+  claim(ids: readonly string[]): Promise<Map<string, number>> {
     return this.outbox.claim(ids);
+  }
+
+  /**
+   * A worker holds these dispatches (parked, waiting for a slot): their rows are marked relayed
+   * now, so the safety net does not send them again before OUTBOX_REDELIVER_MS (one statement).
+   */
+  hold(ids: readonly string[]): Promise<void> {
+    return this.outbox.hold(ids);
   }
 
   /** Which of `ids` nobody has claimed yet (their executions have not started). */

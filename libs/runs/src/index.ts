@@ -36,7 +36,8 @@ export { RunCountsRepository } from './run-counts.repository.js';
 export { nextPeriod, periodStart, planPartitions, type EventPartition, type PartitionInterval } from './run-event-periods.js';
 export { newRunId, runIdBound } from './run-id.js';
 export { STORAGE_USAGE_TTL_MS, StorageQuotas, type StorageUsage } from './storage-quotas.service.js';
-export { APPEND_SQL, appendParts, appendSql, type AppendParts, type RunRecord } from './event-log.repository.js';
+export { APPEND_SQL, appendParts, appendSql, type AppendParts } from './append-sql.js';
+export type { RunRecord } from './run-record.js';
 
 // state machine
 export { ACTIVE_STATUSES, TERMINAL_STATUSES, canTransition, foldState, isSettled, isStatusEvent, isTerminal, statusUpdateSources, statusesLeadingTo } from './run-state.js';

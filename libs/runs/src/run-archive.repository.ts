@@ -23,7 +23,7 @@ export interface ArchiveRow extends ArchivePosition {
   line: string;
 }
 
-const STRIP_RUN = `- 'org_id' - 'agent_id' - 'revision_id' - 'lease_owner' - 'lease_trigger' - 'lease_expires_at'`;
+const STRIP_RUN = `- 'org_id' - 'agent_id' - 'revision_id' - 'lease_owner' - 'lease_trigger' - 'lease_expires_at' - 'execution_epoch'`;
 
 /** The select list of one archive line per run `r` of organization `$1` (its agent `a`, revision `rv`). */
 const LINE_SELECT = `

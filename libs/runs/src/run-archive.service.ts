@@ -118,7 +118,7 @@ function addLine(b: RestoreBatch, line: RunArchiveLine, orgId: string, target: {
   if (line.events.length !== last || line.events.some((e, i) => e.sequence !== i + 1)) {
     throw invalidLine(n, `the log must hold sequences 1..${last} in order`);
   }
-  b.runs.push({ ...line.run, org_id: orgId, agent_id: target.agentId, revision_id: target.revisionId, lease_owner: null, lease_trigger: null, lease_expires_at: null });
+  b.runs.push({ ...line.run, org_id: orgId, agent_id: target.agentId, revision_id: target.revisionId, lease_owner: null, lease_trigger: null, lease_expires_at: null, execution_epoch: 0 });
   for (const e of line.events) b.events.push({ ...e, run_id: runId, org_id: orgId });
   for (const m of line.messages) b.messages.push({ ...m, org_id: orgId, agent_id: target.agentId, run_id: runId });
   for (const a of line.artifacts) b.artifacts.push({ ...a, org_id: orgId, run_id: runId });

@@ -22,6 +22,14 @@ export const RELAYABLE_SQL = `UPDATE run_dispatches SET relayed_at = now()
             (extract(epoch FROM created_at) * 1000)::float8 AS "enqueuedAt"`;
 
 /**
+ * The claim (RunDispatchRepository.claim): the dispatches' rows deleted, each with its run's
+ * fencing token. The run is read in the statement's snapshot: a takeover committed after it fences
+ * the execution at its first write, as one committed later would.
+ */
+export const CLAIM_SQL = `WITH d AS (DELETE FROM run_dispatches WHERE id = ANY($1::bigint[]) RETURNING id, org_id, run_id)
+  SELECT d.id::text AS id, r.execution_epoch AS epoch FROM d LEFT JOIN runs r ON r.id = d.run_id AND r.org_id = d.org_id`;
+
+/**
  * The outbox table `run_dispatches` (rows are written only by the append path, in the statement
  * that creates or continues a run; deleted by the worker that claims them for execution). Across
  * orgs by design: the relay and the workers are platform processes.
@@ -53,13 +61,25 @@ export class RunDispatchRepository {
 
   /**
    * A worker claims dispatches it is about to execute (or has found nothing to do for) by deleting
-   * their rows: the ids returned are its to run; an id not returned was claimed already (the same
-   * dispatch enqueued twice) or never existed. One statement for a whole batch.
+   * their rows: the ids returned are its to run, each with its run's fencing token now
+   * (`runs.execution_epoch`: the execution's epoch, carried by every write it makes); an id not
+   * returned was claimed already (the same dispatch enqueued twice) or never existed. One statement
+   * for a whole batch; the ids are distinct (a dispatch is claimed once, whatever the batch holds).
+   * A run that is gone reads as epoch 0 (its execution finds nothing to do).
    */
-  async claim(ids: readonly string[]): Promise<Set<string>> {
-    if (ids.length === 0) return new Set();
-    const rows = await this.db.query<{ id: string }>('DELETE FROM run_dispatches WHERE id = ANY($1::bigint[]) RETURNING id::text AS id', [ids], 'outbox.claim');
-    return new Set(rows.map((r) => r.id));
+  async claim(ids: readonly string[]): Promise<Map<string, number>> {
+    if (ids.length === 0) return new Map();
+    const rows = await this.db.query<{ id: string; epoch: number | null }>(CLAIM_SQL, [[...new Set(ids)]], 'outbox.claim');
+    return new Map(rows.map((r) => [r.id, r.epoch ?? 0]));
+  }
+
+  /**
+   * Mark unclaimed dispatches as held by a worker that parked them (`relayed_at` = now): the
+   * safety net leaves a row alone for OUTBOX_REDELIVER_MS after it was last relayed or held.
+   */
+  async hold(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.db.query('UPDATE run_dispatches SET relayed_at = now() WHERE id = ANY($1::bigint[])', [ids], 'outbox.hold');
   }
 
   /** Which of `ids` are still unclaimed (their execution has not started). */

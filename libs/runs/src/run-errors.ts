@@ -52,6 +52,24 @@ export function duplicateMessage(cause: unknown): AppError {
   return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause });
 }
 
+/**
+ * `run.duplicate_operation`: the append path found an operation id (`payload.opId`) of the batch in
+ * the run's log already (the unique index `run_events_op_id_key`); RuntimeOperations drops the
+ * recorded operations and appends the rest.
+ */
+export function duplicateOperation(cause: unknown): AppError {
+  return new AppError('run.duplicate_operation', 'an operation with this id is already recorded on the run', { cause });
+}
+
+/**
+ * `run.fenced`: an execution's write was refused because a newer execution took the run over (its
+ * fencing token `epoch` is older than the run's `current`, docs/architecture.md "The fence"). The
+ * execution stops with no further effect.
+ */
+export function executionFenced(runId: string, epoch: number, current: number | undefined): AppError {
+  return new AppError('run.fenced', `run ${runId}: a newer execution took it over (epoch ${epoch}, the run's ${current ?? 'unknown'})`, { details: { runId, epoch, current: current ?? null } });
+}
+
 /** `run.thread_mismatch`: the input names a thread that is not the run's. */
 export function threadMismatch(run: { id: string; threadId: string }, requestedThreadId: string): AppError {
   return new AppError('run.thread_mismatch', `thread ${requestedThreadId} is not the thread of run ${run.id}`, {

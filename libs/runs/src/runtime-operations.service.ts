@@ -19,11 +19,12 @@ import {
   type RunStatus,
 } from '#libs/contracts';
 import { cancelOpenInteractions, publish } from './commands/command-support.js';
-import { invalidTransition, linkTooDeep, refusedByState, runConflict, runNotFound, runTerminal, runtimeStateTooLarge } from './run-errors.js';
+import { executionFenced, invalidTransition, linkTooDeep, refusedByState, runConflict, runNotFound, runTerminal, runtimeStateTooLarge } from './run-errors.js';
 import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from './dispatch.relay.js';
-import { EventLogRepository, type AppendGuard, type RunRecord } from './event-log.repository.js';
-import { RunLeaseRepository } from './run-lease.repository.js';
+import { EventLogRepository, type AppendGuard } from './event-log.repository.js';
+import type { RunRecord } from './run-record.js';
+import { RunLeaseRepository, type LeaseRenewal } from './run-lease.repository.js';
 import { RunNotifier } from './run-notifier.js';
 import { CommandReads } from './reads/command-reads.repository.js';
 import type { RunState } from './reads/run-rows.repository.js';
@@ -78,18 +79,18 @@ export interface Delegation {
   created: boolean;
 }
 
-/** How `apply` retries (see there): both optional. */
+/** How `apply` retries and which execution it writes for (see there): all optional. */
 export interface ApplyOptions {
   /** The run's last sequence as the caller expects it before this append (its last append's, or its trigger's). */
   expectedSequence?: number;
   /** Retry an append the database could not take for up to this many ms (0 or absent: no retry). */
   retryForMs?: number;
   /**
-   * The caller is an execution that a resumption replaces (with `expectedSequence`): when the log
-   * moved past it and holds a `run.execution_resumed` after that sequence, the append is refused
-   * with `run.conflict` (another execution carries the run on) instead of being appended after it.
+   * The fencing token of the execution writing (the run's `execution_epoch` when its dispatch was
+   * claimed): every attempt is refused, in its statement, once a newer execution took the run over,
+   * and `apply` then rejects with `run.fenced` (docs/architecture.md "The fence").
    */
-  yieldToResumption?: boolean;
+  epoch?: number;
 }
 
 /** Times `apply` re-reads a log that other writers keep moving before it gives up (`run.conflict`). */
@@ -141,11 +142,12 @@ export class RuntimeOperations {
 
   /**
    * An execution's heartbeat: take or renew its lease on the run for `triggerSequence` until
-   * now + `ttlMs` (ms), and return the run's status (terminal: the execution should stop). Null
-   * when the run is gone. Writes no event (a lease is not run state).
+   * now + `ttlMs` (ms), and return the run's status (terminal: the execution should stop) and
+   * fencing token (not `epoch`: a takeover fenced the execution, which takes no lease and should
+   * stop). Null when the run is gone. Writes no event (a lease is not run state).
    */
-  heartbeat(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number): Promise<RunStatus | null> {
-    return this.leases.renew(orgId, runId, owner, triggerSequence, ttlMs);
+  heartbeat(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number, epoch?: number): Promise<LeaseRenewal | null> {
+    return this.leases.renew(orgId, runId, owner, triggerSequence, ttlMs, epoch);
   }
 
   /** Move a run to `status` (runtimes never cancel). */
@@ -187,15 +189,40 @@ export class RuntimeOperations {
    * sequence is read and this batch found in it: done, nothing appended twice — or can never
    * commit after it. A log that moved for another reason is re-read and the batch appended after
    * it. Without `retryForMs` and `expectedSequence`, one attempt, unguarded by sequence.
+   *
+   * With `opts.epoch` every attempt carries the execution's fencing token: once a newer execution
+   * took the run over the statement refuses it and `apply` rejects with `run.fenced` (whatever an
+   * earlier attempt whose answer was lost did: the newer execution replays from the log).
+   * An operation whose id (`opId`) the run's log holds already is dropped, not appended again
+   * (PostgreSQL refuses it by the unique index `run_events_op_id_key`; the rest of the batch goes
+   * on); a batch left with nothing resolves to the run as it is.
    */
   async apply(orgId: string, runId: string, ops: readonly RuntimeOp[], opts: ApplyOptions = {}): Promise<RunRecord> {
     if (ops.length === 0) throw new Error('apply needs at least one op');
-    const { events, guard } = batchOf(runId, ops);
-    // a terminal status closes the run's open interactions (`interaction.canceled` each, same
-    // append); optimistic: assume none are open, and on refusal read them and try again
-    const terminal = guard.status !== undefined && isTerminal(guard.status);
-    if (terminal) guard.openInteractions = 0;
-    return this.appendBatch(orgId, runId, events, guard, terminal, opts);
+    for (let left = ops; ; ) {
+      const { events, guard } = batchOf(runId, left);
+      // a terminal status closes the run's open interactions (`interaction.canceled` each, same
+      // append); optimistic: assume none are open, and on refusal read them and try again
+      const terminal = guard.status !== undefined && isTerminal(guard.status);
+      if (terminal) guard.openInteractions = 0;
+      if (opts.epoch !== undefined) guard.epoch = opts.epoch;
+      try {
+        return await this.appendBatch(orgId, runId, events, guard, terminal, opts);
+      } catch (e) {
+        if (!(e instanceof AppError && e.code === 'run.duplicate_operation')) throw e;
+        // PostgreSQL refused an operation id the log holds (run_events_op_id_key): the recorded
+        // operations are dropped, the rest appended — a replayed operation is never recorded twice
+        const recorded = await this.runs.recordedOperations(orgId, runId, left.flatMap((o) => (o.opId ? [o.opId] : [])));
+        const rest = left.filter((o) => !(o.opId && recorded.has(o.opId)));
+        if (rest.length === left.length) throw e;
+        if (rest.length === 0) {
+          const run = await this.runs.get(orgId, runId);
+          if (!run) throw runNotFound(runId);
+          return run;
+        }
+        left = rest;
+      }
+    }
   }
 
   /**
@@ -221,6 +248,8 @@ export class RuntimeOperations {
         sent = undefined;
         run = await this.runs.get(orgId, runId);
         if (!run) throw runNotFound(runId);
+        // a newer execution took the run over: this one stops, whatever it recorded before
+        if (guard.epoch !== undefined && run.executionEpoch !== undefined && run.executionEpoch !== guard.epoch) throw executionFenced(runId, guard.epoch, run.executionEpoch);
         if (expected !== undefined && run.lastSequence !== expected) {
           // the log moved: an earlier attempt of ours whose answer was lost, or another writer
           if (unsure !== undefined && (await this.recorded(orgId, runId, unsure, events))) {
@@ -230,10 +259,6 @@ export class RuntimeOperations {
           // any attempt still in flight expected less than the run is at now: it cannot commit
           unsure = undefined;
           if (isTerminal(run.status)) throw refusal(run, guard);
-          // this execution was declared lost and a resumed one replaces it: it must not record beside it
-          if (opts.yieldToResumption && (await this.events.readAfter(orgId, runId, expected)).some((e) => e.event.type === 'run.execution_resumed')) {
-            throw runConflict(`run ${runId}: its execution was resumed elsewhere`, { runId });
-          }
           if (++moves > MAX_SEQUENCE_MOVES) throw runConflict(`run ${runId}: its log kept moving while an execution appended to it`, { runId });
           expected = run.lastSequence;
           continue;
@@ -331,9 +356,10 @@ export class RuntimeOperations {
    * awaits it, the child's settlement dispatches the parent (trigger `link_settled`).
    * Idempotent per (parent, key). Errors: `agent.not_published` (no such published agent),
    * `run.link_too_deep` (more than MAX_LINK_DEPTH levels), `run.terminal` /
-   * `run.invalid_transition` (the parent cannot act), `run.not_found`.
+   * `run.invalid_transition` (the parent cannot act), `run.not_found`, `run.fenced` (`opts.epoch`:
+   * the delegating execution's fencing token, and a newer execution took the parent over).
    */
-  async delegate(orgId: string, parentRunId: string, draft: DelegationDraft): Promise<Delegation> {
+  async delegate(orgId: string, parentRunId: string, draft: DelegationDraft, opts: { epoch?: number } = {}): Promise<Delegation> {
     const [target, depth, parent] = await Promise.all([this.runs.publishedAgent(orgId, draft.agent), this.runs.linkDepth(orgId, parentRunId, MAX_LINK_DEPTH), this.runs.get(orgId, parentRunId)]);
     if (!parent) throw runNotFound(parentRunId);
     if (!target) throw new AppError('agent.not_published', `no published agent ${draft.agent} in this organization`, { details: { agent: draft.agent } });
@@ -380,7 +406,7 @@ export class RuntimeOperations {
       {
         orgId,
         runId: parentRunId,
-        guard: { from: ACTIVE_STATUSES, blocked: false },
+        guard: { from: ACTIVE_STATUSES, blocked: false, ...(opts.epoch !== undefined && { epoch: opts.epoch }) },
         events: [
           {
             type: 'run.linked',
@@ -392,6 +418,7 @@ export class RuntimeOperations {
     if (!outcome) {
       const run = await this.runs.get(orgId, parentRunId);
       if (!run) throw runNotFound(parentRunId);
+      if (opts.epoch !== undefined && run.executionEpoch !== opts.epoch) throw executionFenced(parentRunId, opts.epoch, run.executionEpoch);
       throw refusal(run, { from: ACTIVE_STATUSES, blocked: false });
     }
     if (!outcome.child) {
@@ -407,10 +434,6 @@ export class RuntimeOperations {
   }
 
   /**
-   * Fail a run for a platform reason (lost worker, runtime crash, expiry). Its open interactions
-   * are canceled in the same append. Null when already terminal or gone.
-   */
-  /**
    * A lost execution (its worker died) of a run whose runtime is resumable: instead of failing the
    * run, append `run.execution_resumed` and dispatch a new execution (trigger `resumed`, outbox,
    * same statement). Guarded by the run's last sequence, so concurrent sweepers resume it once.
@@ -418,10 +441,21 @@ export class RuntimeOperations {
    * resumed already (the caller fails the run; `handedOn` ones — a worker that stopped
    * gracefully — do not count and are never refused), or null when the run ended, is blocked on its caller
    * (needs no execution) or changed meanwhile (whoever changed it carries on).
+   * The resumption takes the run's executions over (docs/architecture.md "The fence"): the same
+   * statement adds one to the run's fencing token and clears its lease, so every write of the
+   * execution it replaces is refused from then on. `opts.epoch`: the caller is an execution handing
+   * its run on (a stopping worker), which may do so only while it still holds the run.
    */
-  async resumeExecution(orgId: string, runId: string, reason: string, maxAttempts: number, opts: { handedOn?: boolean } = {}): Promise<{ outcome: 'resumed'; attempt: number } | { outcome: 'exhausted' } | null> {
+  async resumeExecution(
+    orgId: string,
+    runId: string,
+    reason: string,
+    maxAttempts: number,
+    opts: { handedOn?: boolean; epoch?: number } = {},
+  ): Promise<{ outcome: 'resumed'; attempt: number } | { outcome: 'exhausted' } | null> {
     const run = await this.runs.get(orgId, runId);
     if (!run || isTerminal(run.status) || run.blockedReason) return null;
+    if (opts.epoch !== undefined && run.executionEpoch !== opts.epoch) return null;
     // only lost executions use up the budget: a worker stopping gracefully (a deploy) hands on
     const previous = await this.runs.resumptions(orgId, runId);
     if (!opts.handedOn && previous.lost + 1 > maxAttempts) return { outcome: 'exhausted' };
@@ -429,7 +463,7 @@ export class RuntimeOperations {
     const result = await this.events.append(
       orgId,
       runId,
-      { from: ACTIVE_STATUSES, blocked: false, lastSequence: run.lastSequence },
+      { from: ACTIVE_STATUSES, blocked: false, lastSequence: run.lastSequence, takeOver: true, ...(opts.epoch !== undefined && { epoch: opts.epoch }) },
       [{ type: 'run.execution_resumed', payload: { reason, attempt, ...(opts.handedOn && { handedOn: true }) } }],
       { orgId, runId, trigger: 'resumed', attempt },
     );
@@ -438,10 +472,18 @@ export class RuntimeOperations {
     return { outcome: 'resumed', attempt };
   }
 
-  async failRun(orgId: string, runId: string, reason: string, opts: { expectedSequence?: number } = {}): Promise<RunRecord | null> {
+  /**
+   * Fail a run for a platform reason (lost worker, runtime crash, expiry). Its open interactions
+   * are canceled in the same append. Null when already terminal or gone, or — `expectedSequence`:
+   * a sweeper's verdict on the run at that sequence — when it moved or waits on its caller, or —
+   * `epoch`: an execution failing its own run — when a newer execution took the run over.
+   */
+  async failRun(orgId: string, runId: string, reason: string, opts: { expectedSequence?: number; epoch?: number } = {}): Promise<RunRecord | null> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const run = await this.runs.get(orgId, runId);
       if (!run || isTerminal(run.status)) return null;
+      // an execution's verdict about its own run: a newer execution took it over, which carries on
+      if (opts.epoch !== undefined && run.executionEpoch !== opts.epoch) return null;
       // a verdict about the run as it was at `expectedSequence` (the sweeper's): if the run moved or
       // now waits on its caller, the verdict is stale and the run is left alone
       const judged = opts.expectedSequence !== undefined;
@@ -457,6 +499,7 @@ export class RuntimeOperations {
         status: 'failed',
         blockedReason: null,
         ...(judged && { lastSequence: opts.expectedSequence, blocked: false }),
+        ...(opts.epoch !== undefined && { epoch: opts.epoch }),
       }, events);
       if (result) {
         publish(result, this.notifier, this.relay);

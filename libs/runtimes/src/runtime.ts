@@ -19,6 +19,29 @@ export function isRunTerminal(e: unknown): boolean {
   return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'run.terminal';
 }
 
+/**
+ * Why an execution's `RuntimeContext.signal` aborted (its `reason`): `canceled` — the run was
+ * canceled or ended (tell an upstream or backend so, if it has a way); `stopping` — the worker
+ * is shutting down (the run is handed on and resumed elsewhere: do not cancel upstream work);
+ * `fenced` — a newer execution took the run over (docs/architecture.md "The fence"): stop at once,
+ * with no further effect, and leave upstream work to the newer execution.
+ */
+export class ExecutionAborted extends Error {
+  constructor(readonly why: 'canceled' | 'stopping' | 'fenced') {
+    super(`the execution was aborted (${why})`);
+    this.name = 'ExecutionAborted';
+  }
+}
+
+/**
+ * True when `signal` aborted because the run was canceled or ended (not because the worker is
+ * stopping or the execution was fenced): what a runtime should pass on to its backend or upstream.
+ * A signal aborted without an ExecutionAborted reason counts as a cancellation.
+ */
+export function abortedByCancel(signal: AbortSignal): boolean {
+  return signal.aborted && !(signal.reason instanceof ExecutionAborted && signal.reason.why !== 'canceled');
+}
+
 /** Statuses a runtime may move its run to (canceled is the caller's, never the runtime's). */
 export type RuntimeSettableStatus = 'working' | 'completed' | 'failed' | 'rejected';
 
@@ -159,7 +182,10 @@ export interface RuntimeContext {
    * Read from the log on first call.
    */
   history(): Promise<CanonicalMessage[]>;
-  /** Aborted when the run is canceled or the worker shuts down. */
+  /**
+   * Aborted when the run is canceled, the worker shuts down, or a newer execution took the run
+   * over; `signal.reason` (an ExecutionAborted) says which (`abortedByCancel`).
+   */
   readonly signal: AbortSignal;
   /** Move the run to `status`, optionally with an agent message explaining it. */
   setStatus(status: RuntimeSettableStatus, message?: AgentMessageInput, op?: OperationOptions): Promise<void>;

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { RunEvent } from '#libs/contracts';
-import { EventLogRepository, type RunRecord } from '../event-log.repository.js';
+import { EventLogRepository } from '../event-log.repository.js';
+import type { RunRecord } from '../run-record.js';
 import { RunNotifier } from '../run-notifier.js';
 import { CommandReads } from '../reads/command-reads.repository.js';
 import { isTerminal, statusUpdateSources } from '../run-state.js';

@@ -17,6 +17,20 @@ export class CommandReads {
     return selectRun(this.db, orgId, runId);
   }
 
+  /**
+   * Which of the operation ids `ids` the run's log holds (`payload.opId`; served by the unique
+   * index run_events_op_id_key). Read only when an append met one (RuntimeOperations.apply).
+   */
+  async recordedOperations(orgId: string, runId: string, ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.db.query<{ id: string }>(
+      `SELECT payload->>'opId' AS id FROM run_events WHERE org_id = $2 AND run_id = $1 AND payload ? 'opId' AND payload->>'opId' = ANY($3::text[])`,
+      [runId, orgId, [...ids]],
+      'runs.recorded_operations',
+    );
+    return new Set(rows.map((r) => r.id));
+  }
+
   /** The read model of a run (whole history, artifacts), or null when it is not in the org. */
   async view(orgId: string, runId: string): Promise<RunView | null> {
     return (await selectViews(this.db, orgId, [runId]))[0] ?? null;

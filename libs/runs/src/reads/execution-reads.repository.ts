@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { CanonicalMessage, Part } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
-import { orgMatches, RUN_COLUMNS, RUN_FENCE_SQL, type RunRecord } from '../event-log.repository.js';
+import { orgMatches, RUN_COLUMNS, RUN_FENCE_SQL, type RunRecord } from '../run-record.js';
 import { runNotFound } from '../run-errors.js';
 import { cleanMessage, selectInteractions, selectLinks, selectRun, selectViews, type InteractionRecord, type RunLinkRecord, type RunState, type RunView } from './run-rows.repository.js';
 

@@ -1,5 +1,5 @@
 import type { CanonicalMessage, SequencedOutputEnvelope } from '#libs/contracts';
-import type { RunRecord } from '../event-log.repository.js';
+import type { RunRecord } from '../run-record.js';
 import { foldState } from '../run-state.js';
 import { cleanArtifact, cleanMessage, type RunView, type StoredArtifact } from './run-rows.repository.js';
 

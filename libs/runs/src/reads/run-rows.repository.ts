@@ -1,6 +1,6 @@
 import type { BlockedReason, CanonicalMessage, Part, RunKind, RunStatus } from '#libs/contracts';
 import type { DatabaseService } from '#libs/db';
-import { orgMatches, RUN_COLUMNS, type RunRecord } from '../event-log.repository.js';
+import { orgMatches, RUN_COLUMNS, type RunRecord } from '../run-record.js';
 
 /*
  * The read side's shared part: the shapes its readers return and the statements more than one
@@ -17,6 +17,8 @@ export interface RunState extends RunRecord {
   openInteractionId: string | null;
   /** Every open InteractionRequest (blocking or not); `get` reads them, lists leave this empty. */
   openInteractionIds?: string[];
+  /** The fencing token of its executions (`runs.execution_epoch`, docs/architecture.md "The fence"); `get` reads it. */
+  executionEpoch?: number;
 }
 
 /** An InteractionRequest as its readers see it (the admin API, runtimes, adapters). */
@@ -169,7 +171,8 @@ export async function selectRun(db: DatabaseService, orgId: string, runId: strin
             (SELECT ir.id FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open' AND ir.blocking
               ORDER BY ir.sequence DESC LIMIT 1) AS "openInteractionId",
             ARRAY(SELECT ir.id::text FROM interaction_requests ir WHERE ir.run_id = runs.id AND ir.org_id = runs.org_id AND ir.status = 'open'
-              ORDER BY ir.sequence) AS "openInteractionIds"
+              ORDER BY ir.sequence) AS "openInteractionIds",
+            execution_epoch AS "executionEpoch"
        FROM runs WHERE id = $1 AND ${orgMatches(2)}`,
     [runId, orgId],
     'runs.get',

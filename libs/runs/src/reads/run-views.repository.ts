@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import type { BlockedReason, RunKind, RunStatus, SequencedOutputEnvelope } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
-import { EventLogRepository, RUN_COLUMNS } from '../event-log.repository.js';
+import { EventLogRepository } from '../event-log.repository.js';
+import { RUN_COLUMNS } from '../run-record.js';
 import { runNotFound } from '../run-errors.js';
 import { foldState } from '../run-state.js';
 import {

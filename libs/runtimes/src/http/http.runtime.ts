@@ -12,7 +12,7 @@ import {
 import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { backendFrames, CHUNK_END, FrameLimitError } from './backend-frames.js';
-import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type OperationOptions, type RuntimeContext } from '../runtime.js';
+import { abortedByCancel, isRunTerminal, type AgentMessageInput, type AgentRuntime, type OperationOptions, type RuntimeContext } from '../runtime.js';
 import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
 
 /** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
@@ -20,6 +20,26 @@ const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 /** A backend answer the runtime cannot use: the run fails with this reason. */
 class BackendError extends Error {}
+
+/**
+ * A RuntimeContext call failed while an answer was applied (the run ended, the database did not
+ * take it, a newer execution took the run over): the platform's failure, not the backend's, so
+ * never a reason to POST the backend again. `execute` rethrows its cause (or stops, for a run that ended).
+ */
+class ContextFailure extends Error {
+  constructor(readonly failure: unknown) {
+    super('a runtime operation failed', { cause: failure });
+  }
+}
+
+/** `fn`, a rejection of the RuntimeContext's wrapped as a ContextFailure (the backend's own, BackendError, as it is). */
+async function onContext<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    throw e instanceof BackendError ? e : new ContextFailure(e);
+  }
+}
 
 /**
  * The `http` runtime: any backend, in any language, behind an agent. Each execution POSTs an
@@ -104,8 +124,14 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
         break;
       } catch (e) {
         if (ctx.signal.aborted) {
-          if (config.cancelUrl) this.notifyCancel(config.cancelUrl, secret, ctx.run.runId);
+          // the run was canceled: tell the backend (a stopping worker or a fenced execution does not:
+          // the run goes on in another execution)
+          if (config.cancelUrl && abortedByCancel(ctx.signal)) this.notifyCancel(config.cancelUrl, secret, ctx.run.runId);
           return;
+        }
+        if (e instanceof ContextFailure) {
+          if (isRunTerminal(e.failure)) return;
+          throw e.failure;
         }
         if (isRunTerminal(e)) return;
         const network = !(e instanceof BackendError);
@@ -133,7 +159,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       }
       const op = HttpRuntimeOperationSchema.safeParse(parsed);
       if (!op.success) throw new BackendError(`${where} is not a runtime operation: ${op.error.issues.map((i) => `${i.path.join('.') || '(op)'}: ${i.message}`).join('; ')}`);
-      await applyOperation(op.data, ctx, state);
+      await onContext(() => applyOperation(op.data, ctx, state));
     };
     if (type === 'application/json') {
       const text = await readAll(body);
@@ -145,14 +171,14 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       }
       const result = HttpRuntimeResultSchema.safeParse(parsed);
       if (!result.success) throw new BackendError(`the JSON answer is not { operations: [...] }: ${result.error.issues[0]?.message ?? ''}`);
-      for (const op of result.data.operations) await applyOperation(op, ctx, state);
+      for (const op of result.data.operations) await onContext(() => applyOperation(op, ctx, state));
       return;
     }
     if (type !== 'application/x-ndjson' && type !== 'text/event-stream') throw new BackendError(`the backend answered with Content-Type ${type || '(none)'}`);
     try {
       for await (const frame of backendFrames(body, type === 'text/event-stream' ? 'sse' : 'ndjson', MAX_FRAME_BYTES)) {
         // what arrived is committed before waiting for more: readers follow the backend live
-        if (frame === CHUNK_END) await ctx.flush?.();
+        if (frame === CHUNK_END) await onContext(async () => ctx.flush?.());
         else await apply(frame.text, frame.where);
       }
     } catch (e) {
