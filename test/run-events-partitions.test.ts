@@ -154,14 +154,21 @@ const databaseBefore = databaseBeforeJs as (url: string, migration: string, opts
 const dropDatabase = dropDatabaseJs as (url: string) => Promise<void>;
 
 /**
- * Today's append path writes `message_keys` (migration 20261127140000_messages_partitioned), which a
- * schema from before that migration lacks. The conversion tests populate such schemas through the
- * application, so a stand-in (the columns and key the migration makes) takes those rows meanwhile;
- * they drop it before the migration under test, which then runs on the schema as it was.
+ * Today's append path writes `message_keys` (migration 20261127140000_messages_partitioned) and
+ * reads and writes `runs.execution_epoch` (20261128120000_execution_fence), which a schema from
+ * before those migrations lacks. The conversion tests populate such schemas through the
+ * application, so stand-ins (the columns and key the migrations make) take those rows meanwhile;
+ * they drop them (dropStandIns) before the migration under test, which then runs on the schema as it was.
  */
 async function standInMessageKeys(c: pg.Client): Promise<void> {
   await c.query(`CREATE TABLE message_keys (org_id uuid NOT NULL, agent_id uuid NOT NULL, sent_by text NOT NULL, message_id text NOT NULL,
                                              run_id uuid NOT NULL, message_row_id uuid NOT NULL, PRIMARY KEY (org_id, agent_id, sent_by, message_id))`);
+  await c.query(`ALTER TABLE runs ADD COLUMN execution_epoch integer NOT NULL DEFAULT 0`);
+}
+
+async function dropStandIns(c: pg.Client): Promise<void> {
+  await c.query(`DROP TABLE message_keys`);
+  await c.query(`ALTER TABLE runs DROP COLUMN execution_epoch`);
 }
 
 /** Apply every migration after `migration`, in order: the schema of today, for today's application. */
@@ -369,7 +376,7 @@ describe('the conversion migration', () => {
     );
     await conv.close();
     conv = undefined;
-    await client.query(`DROP TABLE message_keys`);
+    await dropStandIns(client);
     const before = (await client.query(`SELECT count(*)::int AS n, sum(hashtext(run_id::text || sequence || type || payload::text))::bigint AS h FROM run_events`)).rows[0];
     expect(before.n).toBe(302 * 5);
 
@@ -442,7 +449,7 @@ describe('the projections conversion migration', () => {
     await convRuns.setStatus(s.orgId, template.id, 'completed');
     await conv.close();
     conv = undefined;
-    await c.query(`DROP TABLE message_keys`);
+    await dropStandIns(c);
     const cfg = randomUUID();
     await c.query(
       `INSERT INTO push_configs (id, org_id, run_id, agent_id, config_id, protocol_version, url, webhook_secret) VALUES ($1, $2, $3, $4, 'c1', '1.0', 'https://example.com/hook', 'x')`,
@@ -574,7 +581,7 @@ describe('the messages conversion migration', () => {
     await convRuns.setStatus(s.orgId, template.id, 'completed');
     await conv.close();
     conv = undefined;
-    await c.query(`DROP TABLE message_keys`);
+    await dropStandIns(c);
     // a period ~5 years ahead (maintenance made it, say), then 300 copies with v4 ids outside the
     // legacy window (a leading f), and two runs in the window that no period covers (their period
     // dropped before retention removed them): ~3 years ahead (between two periods) and ~6 years
@@ -645,6 +652,8 @@ describe('the messages conversion migration', () => {
       'messages_run_id_sequence_idx: btree (run_id, sequence)',
     ]);
     const legacyId = (await c.query(`SELECT run_id FROM messages_legacy LIMIT 1`)).rows[0].run_id as string;
+    // today's application needs today's schema (the migrations after this one)
+    await migrateAfter(c, MESSAGES_MIGRATION);
     await c.end();
     client = undefined;
 
