@@ -1,4 +1,4 @@
-import { AppError, isDependencyUnavailable, serviceUnavailable, type ErrorCode } from '#libs/common';
+import { AppError, isDependencyUnavailable, RETRY_AFTER_SECONDS, serviceUnavailable, type ErrorCode } from '#libs/common';
 import { ZodError } from 'zod';
 
 /** gRPC status codes by `google.rpc.Code` name (the numbers of grpc-js `status`). */
@@ -56,8 +56,8 @@ export interface A2AErrorRow {
  *   InvalidParams), `404 NOT_FOUND` (MethodNotFound: no such method / route), `500 INTERNAL`;
  * - the §3.3.2 authentication / authorization errors: an implementation-defined JSON-RPC code
  *   (-32000) sent with HTTP 401 / 403, `UNAUTHENTICATED` / `PERMISSION_DENIED`.
- * An InternalError marked `unavailable` (the database did not answer) is 503 / `UNAVAILABLE` on
- * every binding instead of its row (see `A2AError.unavailable`).
+ * An InternalError marked `unavailable` (a dependency cannot serve the request now) is 503 /
+ * `UNAVAILABLE` on every binding instead of its row (see `A2AError.unavailable`).
  *
  * `@a2a-js/sdk` reads the JSON-RPC `code` (its JSON-RPC client) or the ErrorInfo `reason` (its
  * REST and gRPC clients); both are given so either works.
@@ -104,8 +104,12 @@ export interface ErrorInfo {
 export class A2AError extends Error {
   readonly metadata?: Record<string, string>;
   /**
-   * An InternalError that is not a bug: the database could not be reached or did not answer in
-   * time. The edges send it with HTTP 503 and `Retry-After` (RETRY_AFTER_SECONDS, libs/common).
+   * An InternalError that is not a bug: a dependency cannot serve the request now (the database is
+   * unreachable, silent, out of space or read-only: `isDependencyUnavailable`; a JWT issuer's keys
+   * cannot be read; a signed card cannot be signed here). The edges send it with HTTP 503 and
+   * `Retry-After`, gRPC as UNAVAILABLE with a `retry-after` trailer; its ErrorInfo carries
+   * `retryAfterSeconds` (RETRY_AFTER_SECONDS, libs/common), as a rate-limited refusal's does, so
+   * the hint survives where no status or header can say it (an SSE `event: error` frame, JSON-RPC).
    */
   readonly unavailable: boolean;
 
@@ -116,8 +120,8 @@ export class A2AError extends Error {
   ) {
     super(message, { cause: options.cause });
     this.name = 'A2AError';
-    this.metadata = options.metadata;
     this.unavailable = options.unavailable ?? false;
+    this.metadata = this.unavailable ? { ...options.metadata, retryAfterSeconds: String(RETRY_AFTER_SECONDS) } : options.metadata;
   }
 
   get code(): number {
@@ -262,8 +266,9 @@ function a2aMessage(e: AppError): string {
 /**
  * Any error thrown while serving an A2A call, as the A2A error to answer with:
  * - `A2AError`: as is;
- * - the database unreachable or silent (`isDependencyUnavailable`, `service.unavailable`): an
- *   InternalError marked `unavailable`, answered with 503 and `Retry-After`; so is `signing.unavailable`
+ * - a dependency that cannot serve the request now (`isDependencyUnavailable`: the database
+ *   unreachable, silent, out of space, read-only…; `service.unavailable`): an InternalError marked
+ *   `unavailable`, answered with 503 and `Retry-After`; so is `signing.unavailable`
  *   (a signed card this process cannot sign), with its own message;
  * - `AppError`: through `A2A_ERROR_FOR_CODE`, worded in A2A terms; `internal` keeps a generic
  *   message only;

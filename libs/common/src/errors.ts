@@ -76,7 +76,7 @@ export const ERROR_CODES = {
   'a2a.version_not_supported': { httpStatus: 400, when: 'the A2A-Version header names a version we do not serve' },
   'a2a.unsupported_operation': { httpStatus: 400, when: 'the operation exists in A2A but this agent or binding does not offer it' },
   'a2a.content_type_not_supported': { httpStatus: 415, when: 'a message part uses a media type the agent does not accept' },
-  'service.unavailable': { httpStatus: 503, when: 'PostgreSQL could not be reached or did not answer in time (the answer carries Retry-After)' },
+  'service.unavailable': { httpStatus: 503, when: 'PostgreSQL (or Redis) could not be reached, did not answer in time, or cannot do the work now — disk full, out of memory, read-only, shutting down (isDependencyUnavailable); the answer carries Retry-After' },
   'internal': { httpStatus: 500, when: 'anything unexpected; details are logged, never returned' },
 } as const satisfies Record<string, { httpStatus: number; when: string }>;
 

@@ -109,7 +109,7 @@ export class A2AJsonRpcRoute implements OnModuleInit {
     });
     if (!isJsonRpcStream(result)) {
       if (ac) reply.raw.off('close', onClose);
-      // the database did not answer: 503 with Retry-After (the body is the JSON-RPC error)
+      // a dependency cannot serve the request now: 503 with Retry-After (the body is the JSON-RPC error)
       if (isUnavailableResponse(result)) return sendJson(reply, 503, result, { 'retry-after': String(RETRY_AFTER_SECONDS) });
       return sendJson(reply, 200, result);
     }

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res, UseGuards, UseInterceptors, UsePipes } from '@nestjs/common';
 import { ApiHeader, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '#libs/common';
+import { AppError, RETRY_AFTER_SECONDS, isDependencyUnavailable } from '#libs/common';
 import { CancelRunBodySchema, ErrorResponseSchema, RunDetailSchema, RunEventsStreamQuerySchema, type CancelRunBody, type RunDetailResponse, type RunEventsStreamQuery } from '#libs/contracts';
 import type { Principal } from '#libs/registry';
 import { CancelRunHandler, RunStreamHub, RunViews, isTerminal } from '#libs/runs';
@@ -41,7 +41,8 @@ export class RunLiveController {
    * duplicates). Once the run is terminal and every event of it was sent, a last `event: end`
    * frame (`{ status, lastSequence }`) and the stream closes. Errors before the stream opens are
    * the admin API's JSON errors: 404 `run.not_found`, 422, 429 `rate_limited` when the key holds
-   * MAX_STREAMS_PER_CALLER streams in this process already.
+   * MAX_STREAMS_PER_CALLER streams in this process already, 503 `service.unavailable`. An error
+   * after it is one `event: error` frame: `service.unavailable` (resume shortly) or `internal`.
    */
   @Get(':runId/events/stream')
   @ApiOperation({ summary: "Follow a run's event log live over SSE (resume with Last-Event-ID); ends with `event: end` once the run is terminal" })
@@ -88,8 +89,13 @@ export class RunLiveController {
         const now = await this.runs.get(principal.orgId, runId);
         if (now && isTerminal(now.status) && cursor >= now.lastSequence) return await finished(now.status, now.lastSequence);
       }
-    } catch {
-      await sse.send({ event: 'error', data: JSON.stringify({ error: { code: 'internal', message: 'the stream failed; resume with Last-Event-ID' } }) });
+    } catch (e) {
+      // the status is sent already: the frame says whether resuming shortly will do (the database came and went)
+      const unavailable = e instanceof AppError ? e.code === 'service.unavailable' : isDependencyUnavailable(e);
+      const error = unavailable
+        ? { code: 'service.unavailable', message: 'the stream failed: the service is temporarily unavailable; resume with Last-Event-ID shortly', details: { retryAfterSeconds: RETRY_AFTER_SECONDS } }
+        : { code: 'internal', message: 'the stream failed; resume with Last-Event-ID' };
+      await sse.send({ event: 'error', data: JSON.stringify({ error }) });
     } finally {
       ac.abort();
       release();

@@ -18,6 +18,7 @@ import {
   type A2AGrpcMethodKey,
   type GrpcCodeName,
 } from '#libs/a2a';
+import { RETRY_AFTER_SECONDS } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics } from '#libs/metrics';
 import type { ResolvedA2AAgent } from '#libs/registry';
@@ -48,7 +49,8 @@ const SHUTDOWN_GRACE_MS = 5_000;
  *    answered in the `a2a-extensions` response header);
  * 4. hands the decoded request to A2AGrpcBinding (the same v1.0 method table as JSON-RPC).
  * Errors are the §5.4 status with `google.rpc.ErrorInfo` in `grpc-status-details-bin`
- * (`toGrpcError`). Streams: one per caller slot of MAX_STREAMS_PER_CALLER (shared with SSE),
+ * (`toGrpcError`); a dependency that cannot serve the call now is UNAVAILABLE with `retry-after`
+ * (seconds) in the trailers, as a refusal over a limit is RESOURCE_EXHAUSTED with it. Streams: one per caller slot of MAX_STREAMS_PER_CALLER (shared with SSE),
  * written with backpressure (`drain`), ended when the client cancels; SubscribeToTask resumes
  * after request metadata `last-event-id` (or `a2a-cursor`), each streamed event carrying its id
  * in `metadata.eventId`. Metrics: aaas_grpc_requests_total{method,code},
@@ -273,6 +275,8 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     const g = toGrpcError(err);
     const metadata = new grpc.Metadata();
     metadata.set(GRPC_STATUS_DETAILS_KEY, g.statusDetails);
+    // UNAVAILABLE says "retry"; `retry-after` says when, as on RESOURCE_EXHAUSTED and the HTTP bindings' 503
+    if (err.unavailable) metadata.set('retry-after', String(RETRY_AFTER_SECONDS));
     return { status: Object.assign(new Error(g.message), { code: g.code, details: g.message, metadata }), codeName: g.codeName };
   }
 

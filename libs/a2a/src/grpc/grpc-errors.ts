@@ -19,8 +19,8 @@ export interface GrpcErrorStatus {
  * The gRPC answer to an A2A error (A2A v1.0 §5.4 / §10.6): the gRPC status of its row in the one
  * error table (`A2A_ERRORS`, also read by the JSON-RPC and HTTP+JSON edges), and the same ErrorInfo
  * (`reason` as the SDK's error classes read it, `metadata` as the other bindings send it) in
- * `grpc-status-details-bin`. An `unavailable` InternalError (the database did not answer) is
- * UNAVAILABLE, so gRPC clients retry it as they would a 503.
+ * `grpc-status-details-bin`. An `unavailable` InternalError (a dependency cannot serve the request
+ * now) is UNAVAILABLE, so gRPC clients retry it as they would a 503 (the edge adds `retry-after`).
  */
 export function toGrpcError(error: A2AError): GrpcErrorStatus {
   const row: A2AErrorRow = A2A_ERRORS[error.type];

@@ -8,8 +8,8 @@ import { A2A_ERROR_DOMAIN, A2A_ERRORS, ERROR_INFO_TYPE, type A2AError, type A2AE
  * HTTP status, status name and reason per A2A error come from the one error table `A2A_ERRORS`
  * (A2A v1.0 §5.4, shared with the JSON-RPC and gRPC edges); the reason is the one the official
  * SDK's REST client reads (`details[].reason` picks its typed error, the HTTP status is its
- * `statusCode`). An InternalError marked `unavailable` (the database did not answer) is
- * 503 UNAVAILABLE, reason INTERNAL_ERROR.
+ * `statusCode`). An InternalError marked `unavailable` (a dependency cannot serve the
+ * request now) is 503 UNAVAILABLE, reason INTERNAL_ERROR (the edge adds `Retry-After`).
  */
 export interface RestErrorMapping {
   /** HTTP status of the response (also `error.code`). */
