@@ -4,6 +4,7 @@ import { RunsModule } from '#libs/runs';
 import { ExecutionSlots } from './execution-slots.js';
 import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
+import { TriggerReads } from './trigger-reads.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 
 /**
@@ -23,7 +24,7 @@ export class SweeperModule {}
  */
 @Module({
   imports: [RunsModule, MetricsModule, SweeperModule],
-  providers: [RunExecutor, ExecutionSlots],
+  providers: [RunExecutor, ExecutionSlots, TriggerReads],
   exports: [RunExecutor, SweeperModule],
 })
 export class ExecutionModule {}

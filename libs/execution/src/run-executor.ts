@@ -5,11 +5,12 @@ import { AppError, isDependencyUnavailable } from '#libs/common';
 import { RunExecuteJobSchema, type CanonicalMessage, type RunExecuteJob } from '#libs/contracts';
 import { DispatchRelay, ExecutionReads, RunNotifier, RuntimeOperations, isTerminal, type RunExecutionJob } from '#libs/runs';
 import { Metrics } from '#libs/metrics';
-import { ExecutionAborted, RuntimeRegistry, isResumable, type ChildRunResult, type ClosedInteraction, type ParsedRuntime, type RecordedRun, type RuntimeTrigger } from '#libs/runtimes';
+import { ExecutionAborted, RuntimeRegistry, isResumable, type ParsedRuntime, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
 import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotGrants, type SlotRequest, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
+import { TriggerReads } from './trigger-reads.js';
 import { randomUUID } from 'node:crypto';
 
 /** Messages of the thread a runtime sees at most (RuntimeContext.history). */
@@ -130,8 +131,6 @@ export class ExecutionError extends Error {
 @Injectable()
 export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(RunExecutor.name);
-  /** A resumed trigger → the sequence of the lost execution's trigger (its delegations' key). */
-  private readonly lostSequences = new WeakMap<RuntimeTrigger, number>();
   /** Executions in progress, by run id (a run may have more than one): a cancellation aborts them. */
   private readonly inFlight = new Map<string, Set<AbortController>>();
   private stopCancelListener?: () => void;
@@ -202,6 +201,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly slots: ExecutionSlots,
     private readonly lostPolicy: LostExecutionPolicy,
     private readonly relay: DispatchRelay,
+    private readonly triggers: TriggerReads,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
     this.outageMs = config.EXECUTION_OUTAGE_RETRY_MS;
@@ -801,7 +801,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     slotTtl: number,
     epoch: number | undefined,
   ): Promise<void> {
-    const trigger = await this.durable(() => this.triggerOf(job, triggerSequence));
+    const trigger = await this.durable(() => this.triggers.triggerOf(job, triggerSequence));
     if (!trigger) return;
     const entry = await this.runtimeOf(job, run.revisionId, epoch);
     const abort = this.track(job.runId);
@@ -932,14 +932,14 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       {
         history: () =>
           this.durable(() => this.reads.threadHistory(orgId, run.agentId, run.threadId, HISTORY_LIMIT)).then((msgs) => msgs.map(({ runId: _r, sequence: _s, ...m }) => m)),
-        childResult: (childRunId) => this.durable(() => this.childResult(orgId, runId, childRunId)),
+        childResult: (childRunId) => this.durable(() => this.triggers.childResult(orgId, runId, childRunId)),
         savedState: () => this.durable(() => this.reads.savedState(orgId, runId)),
-        recorded: () => this.durable(() => this.recorded(orgId, runId)),
+        recorded: () => this.durable(() => this.triggers.recorded(orgId, runId)),
         operationIds: () => this.durable(() => this.reads.operationIds(orgId, runId)),
         // carried by a created run's job (JOB_INLINE_EXTENSIONS_MAX), else read from `run.created`
         extensions: carried ? () => Promise.resolve([...carried]) : () => this.durable(() => this.reads.extensions(orgId, runId)),
         // a resumed execution delegates under its lost predecessor's key: a replayed delegation is the same child
-        triggerKey: String(this.lostSequences.get(trigger) ?? triggerSequence ?? job.inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
+        triggerKey: String(this.triggers.lostSequenceOf(trigger) ?? triggerSequence ?? job.inputMessageId ?? job.linkId ?? job.interactionId ?? randomUUID()),
       },
       trigger,
       // every write carries the execution's fencing token: one that a takeover replaced (it was
@@ -1007,92 +1007,6 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     this.log.warn(`run ${runId}: a newer execution took it over (${how}); this one stops`);
     this.metrics.executionsStopped.inc({ reason: 'fenced' });
     abort.abort(new ExecutionAborted('fenced'));
-  }
-
-  /**
-   * The RuntimeTrigger of a job: for an answer or an expiry the closed interaction (with the
-   * runtime's state), for a settled child the link and the child's status (with the state given
-   * at delegation, read from the parent's `run.linked` event). Null when that is gone.
-   */
-  private async triggerOf(job: RunExecuteJob, triggerSequence: number | null): Promise<RuntimeTrigger | null> {
-    const { orgId, runId } = job;
-    if (job.trigger === 'created') return { kind: 'created' };
-    if (job.trigger === 'resumed') {
-      const lost = triggerSequence !== null ? await this.lostTrigger(job, triggerSequence) : null;
-      const t: RuntimeTrigger = { kind: 'resumed', attempt: job.attempt ?? 1, ...(lost && { lost: lost.trigger }) };
-      if (lost) this.lostSequences.set(t, lost.sequence);
-      return t;
-    }
-    if ((job.trigger === 'continued' || job.trigger === 'interaction_expired') && job.interactionId) {
-      const ir = await this.reads.interaction(orgId, runId, job.interactionId);
-      if (!ir) return null;
-      const response = (ir.response ?? {}) as { decision?: ClosedInteraction['decision']; optionId?: string };
-      const interaction: ClosedInteraction = {
-        id: ir.id,
-        kind: ir.kind,
-        blocking: ir.blocking,
-        status: ir.status,
-        ...(response.decision && { decision: response.decision }),
-        ...(response.optionId && { optionId: response.optionId }),
-        ...(ir.request.state !== undefined && { state: ir.request.state }),
-      };
-      return { kind: job.trigger === 'continued' ? 'interaction_responded' : 'interaction_expired', interaction };
-    }
-    if (job.trigger === 'link_settled' && job.linkId) {
-      const found = await this.reads.childLink(orgId, runId, job.linkId);
-      if (!found) return null;
-      const { link, state } = found;
-      return { kind: 'link_settled', link: { linkId: link.id, childRunId: link.childRunId, kind: link.kind, status: link.other.status, ...(state !== undefined && { state }) } };
-    }
-    return { kind: 'continued' };
-  }
-
-  /**
-   * The trigger of the execution a resumption (at `resumedAt`) replaces, rebuilt from the log: the
-   * newest trigger event before it (a user message: `created` for the run's first, else
-   * `continued`; an answer; an expiry that continues; a settled child it awaits). Null when none
-   * (or it is gone).
-   */
-  private async lostTrigger(job: RunExecuteJob, resumedAt: number): Promise<{ trigger: Exclude<RuntimeTrigger, { kind: 'resumed' }>; sequence: number } | null> {
-    const e = await this.reads.triggerBefore(job.orgId, job.runId, resumedAt);
-    if (!e) return null;
-    const { orgId, runId } = job;
-    const p = e.payload as { interactionId?: string; linkId?: string };
-    let t: RuntimeTrigger | null;
-    if (e.type === 'message.added') t = e.first ? { kind: 'created' } : { kind: 'continued' };
-    else if (e.type === 'interaction.responded' && p.interactionId) t = await this.triggerOf({ orgId, runId, trigger: 'continued', interactionId: p.interactionId }, null);
-    else if (e.type === 'interaction.expired' && p.interactionId) t = await this.triggerOf({ orgId, runId, trigger: 'interaction_expired', interactionId: p.interactionId }, null);
-    else if (e.type === 'run.link_updated' && p.linkId) t = await this.triggerOf({ orgId, runId, trigger: 'link_settled', linkId: p.linkId }, null);
-    else t = null;
-    return t && t.kind !== 'resumed' ? { trigger: t, sequence: e.sequence } : null;
-  }
-
-  /** What the log holds of the run now (RuntimeContext.recorded). */
-  private async recorded(orgId: string, runId: string): Promise<RecordedRun> {
-    const [view, operationIds] = await Promise.all([this.reads.view(orgId, runId), this.reads.operationIds(orgId, runId)]);
-    return {
-      status: view.run.status,
-      blockedReason: view.run.blockedReason,
-      messageIds: view.history.map((m) => m.messageId),
-      artifacts: view.artifacts.map((a) => ({ artifactId: a.artifactId, parts: a.parts, complete: a.complete })),
-      operationIds,
-      lastSequence: view.run.lastSequence,
-    };
-  }
-
-  /** What a child of `runId` produced (null when `childRunId` is not its child). */
-  private async childResult(orgId: string, runId: string, childRunId: string): Promise<ChildRunResult | null> {
-    const children = await this.reads.children(orgId, runId);
-    if (!children.some((l) => l.childRunId === childRunId)) return null;
-    const view = await this.reads.view(orgId, childRunId);
-    return {
-      runId: childRunId,
-      status: view.run.status,
-      blockedReason: view.run.blockedReason,
-      statusMessage: view.statusMessage,
-      messages: view.history.filter((m) => m.role === 'agent'),
-      artifacts: view.artifacts.map(({ complete: _c, extensions: _e, ...a }) => a),
-    };
   }
 
   /**
