@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { MetricsModule } from '#libs/metrics';
 import { RunsModule } from '#libs/runs';
+import { ExecutionLease } from './execution-lease.js';
 import { ExecutionSlots } from './execution-slots.js';
 import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
@@ -24,7 +25,7 @@ export class SweeperModule {}
  */
 @Module({
   imports: [RunsModule, MetricsModule, SweeperModule],
-  providers: [RunExecutor, ExecutionSlots, TriggerReads],
+  providers: [RunExecutor, ExecutionSlots, ExecutionLease, TriggerReads],
   exports: [RunExecutor, SweeperModule],
 })
 export class ExecutionModule {}

@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { AppError, isDependencyUnavailable } from '#libs/common';
@@ -7,6 +6,7 @@ import { DispatchRelay, ExecutionReads, RunNotifier, RuntimeOperations, isTermin
 import { Metrics } from '#libs/metrics';
 import { ExecutionAborted, RuntimeRegistry, isResumable, type ParsedRuntime, type RuntimeTrigger } from '#libs/runtimes';
 import { BatchingRuntimeContext } from './batching-runtime-context.js';
+import { ExecutionLease } from './execution-lease.js';
 import { ExecutionSlots, PARKED_PRESENCE_MS, RELEASE_WINDOW_MS, type SlotGrants, type SlotRequest, type SlotTicket } from './execution-slots.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 import { retryWhileUnavailable } from './outage-retry.js';
@@ -136,7 +136,6 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
   private stopCancelListener?: () => void;
   /** Set once the process stops: executions that start after that are aborted at once. */
   private stopping = false;
-  private readonly owner = `${hostname()}:${process.pid}`;
   private readonly heartbeatMs: number;
   /** EXECUTION_OUTAGE_RETRY_MS: how long a database call of an execution is retried while the database is unreachable. */
   private readonly outageMs: number;
@@ -202,6 +201,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly lostPolicy: LostExecutionPolicy,
     private readonly relay: DispatchRelay,
     private readonly triggers: TriggerReads,
+    private readonly lease: ExecutionLease,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
     this.outageMs = config.EXECUTION_OUTAGE_RETRY_MS;
@@ -805,7 +805,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (!trigger) return;
     const entry = await this.runtimeOf(job, run.revisionId, epoch);
     const abort = this.track(job.runId);
-    const stopHeartbeat = this.heartbeat(job, run.agentId, triggerSequence, slot, slotTtl, abort, epoch);
+    const stopHeartbeat = this.lease.heartbeat(job, run.agentId, triggerSequence, slot, slotTtl, abort, epoch);
     try {
       const ctx = this.contextFor(job, run, input, trigger, triggerSequence, entry, abort, epoch);
       await this.runRuntime(job, entry, ctx, trigger, abort.signal, epoch);
@@ -854,61 +854,6 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     if (running.size === 0) this.inFlight.delete(runId);
   }
 
-  /**
-   * Start the execution's heartbeat; returns its stop. Long executions hold a lease, renewed every
-   * heartbeat (the first a quarter in): if this process dies the lease expires and a sweeper fails
-   * the run within 2 heartbeats. The heartbeat also keeps the slot and reads the run's status: the
-   * safety net for a lost cancellation signal (a terminal or gone run aborts `abort`). Short
-   * executions (most) never write a lease. A renewal the database could not take is tried again
-   * every second (not a heartbeat later): a short outage must not let the lease expire and the
-   * sweeper declare this live execution lost. A heartbeat that finds a newer fencing token than
-   * `epoch` (a takeover: docs/architecture.md "The fence") takes no lease and aborts the execution
-   * as fenced: its backend request is aborted, its upstream call released, and its next write
-   * would be refused anyway.
-   */
-  private heartbeat(
-    job: RunExecuteJob,
-    agentId: string,
-    triggerSequence: number | null,
-    slot: { id: string; at: number },
-    slotTtl: number,
-    abort: AbortController,
-    epoch: number | undefined,
-  ): () => void {
-    const { orgId, runId } = job;
-    let ended = false;
-    let again: NodeJS.Timeout | undefined;
-    const renew = () => {
-      clearTimeout(again);
-      again = undefined;
-      void this.ops
-        .heartbeat(orgId, runId, this.owner, triggerSequence, this.heartbeatMs * 1.5, epoch)
-        .then((r) => {
-          if (!r || isTerminal(r.status)) abort.abort(new ExecutionAborted('canceled'));
-          else if (epoch !== undefined && r.epoch !== epoch) this.fenced(runId, abort, `its heartbeat found epoch ${r.epoch}, it holds ${epoch}`);
-        })
-        .catch((e: unknown) => {
-          if (!ended && isDependencyUnavailable(e)) again = setTimeout(renew, Math.min(1_000, this.heartbeatMs / 4));
-        });
-    };
-    const beat = () => {
-      slot.at = Date.now();
-      void this.slots.acquire(orgId, agentId, slot.id, slotTtl);
-      renew();
-    };
-    let poll: NodeJS.Timeout | undefined;
-    const first = setTimeout(() => {
-      beat();
-      poll = setInterval(beat, this.heartbeatMs);
-    }, Math.max(1, Math.floor(this.heartbeatMs / 4)));
-    return () => {
-      ended = true;
-      clearTimeout(again);
-      clearTimeout(first);
-      clearInterval(poll);
-    };
-  }
-
   /** The RuntimeContext of an execution: every read through ExecutionReads (retried through outages), every write through RuntimeOperations (batched). */
   private contextFor(
     job: RunExecuteJob,
@@ -944,7 +889,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       trigger,
       // every write carries the execution's fencing token: one that a takeover replaced (it was
       // only slow, not dead) is refused at its next write, and aborted
-      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, epoch, onFenced: () => this.fenced(runId, abort, 'a write was refused') },
+      { expectedSequence: triggerSequence ?? undefined, retryForMs: this.outageMs, epoch, onFenced: () => this.lease.fenced(runId, abort, 'a write was refused') },
     );
   }
 
@@ -995,18 +940,6 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
       await this.durable(() => this.ops.failRun(orgId, runId, 'the agent runtime failed', { epoch }));
       throw new ExecutionError(reason, e instanceof AppError ? e.retryable : true, { cause: e });
     }
-  }
-
-  /**
-   * A takeover fenced this execution (docs/architecture.md "The fence"): it is aborted (reason
-   * `fenced`: its backend request and upstream call are released, nothing is told to cancel) and
-   * counted, once.
-   */
-  private fenced(runId: string, abort: AbortController, how: string): void {
-    if (abort.signal.aborted) return;
-    this.log.warn(`run ${runId}: a newer execution took it over (${how}); this one stops`);
-    this.metrics.executionsStopped.inc({ reason: 'fenced' });
-    abort.abort(new ExecutionAborted('fenced'));
   }
 
   /**
