@@ -20,8 +20,10 @@ import { LostExecutionPolicy } from './lost-execution.policy.js';
 export class SweeperModule {}
 
 /**
- * Execution: runs runtimes against runs (RunExecutor) and fails runs whose execution was lost
- * (RunSweeper). Needs ConfigModule, DbModule and RuntimesModule (global).
+ * Execution: runs runtimes against runs (RunExecutor, with an execution's lease in ExecutionLease
+ * and its trigger's reads in TriggerReads; RunExecutor constructs its ExecutionAdmission, which
+ * calls back into it) and fails runs whose execution was lost (RunSweeper). Needs ConfigModule,
+ * DbModule and RuntimesModule (global).
  */
 @Module({
   imports: [RunsModule, MetricsModule, SweeperModule],
