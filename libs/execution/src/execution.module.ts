@@ -1,9 +1,11 @@
 import { Module } from '@nestjs/common';
 import { MetricsModule } from '#libs/metrics';
 import { RunsModule } from '#libs/runs';
+import { ExecutionLease } from './execution-lease.js';
 import { ExecutionSlots } from './execution-slots.js';
 import { RunExecutor } from './run-executor.js';
 import { RunSweeper } from './run-sweeper.js';
+import { TriggerReads } from './trigger-reads.js';
 import { LostExecutionPolicy } from './lost-execution.policy.js';
 
 /**
@@ -18,12 +20,14 @@ import { LostExecutionPolicy } from './lost-execution.policy.js';
 export class SweeperModule {}
 
 /**
- * Execution: runs runtimes against runs (RunExecutor) and fails runs whose execution was lost
- * (RunSweeper). Needs ConfigModule, DbModule and RuntimesModule (global).
+ * Execution: runs runtimes against runs (RunExecutor, with an execution's lease in ExecutionLease
+ * and its trigger's reads in TriggerReads; RunExecutor constructs its ExecutionAdmission, which
+ * calls back into it) and fails runs whose execution was lost (RunSweeper). Needs ConfigModule,
+ * DbModule and RuntimesModule (global).
  */
 @Module({
   imports: [RunsModule, MetricsModule, SweeperModule],
-  providers: [RunExecutor, ExecutionSlots],
+  providers: [RunExecutor, ExecutionSlots, ExecutionLease, TriggerReads],
   exports: [RunExecutor, SweeperModule],
 })
 export class ExecutionModule {}

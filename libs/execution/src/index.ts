@@ -4,7 +4,9 @@
  * cache, cancellation, the batching RuntimeContext, the lost-run policy) and the sweeper.
  */
 export { ExecutionModule, SweeperModule } from './execution.module.js';
-export { RunExecutor, ExecutionError, type ExecutionWrapper, type JobIntake } from './run-executor.js';
+export { RunExecutor, ExecutionError } from './run-executor.js';
+export { type ExecutionWrapper } from './prepared-dispatch.js';
+export { type JobIntake } from './execution-admission.js';
 export { RunSweeper } from './run-sweeper.js';
 export { LostExecutionPolicy } from './lost-execution.policy.js';
 export { ExecutionSlots, type SlotRequest } from './execution-slots.js';
