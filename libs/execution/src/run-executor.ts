@@ -20,7 +20,7 @@ const HISTORY_LIMIT = 100;
 
 /**
  * Why an execution did not complete, for the transport to map (BullMQ: `UnrecoverableError`
- * when not retryable). The run has been failed already when `runFailed` is true.
+ * when not retryable). The executor has failed the run already (or found it invalid) when it throws one.
  */
 export class ExecutionError extends Error {
   constructor(
@@ -43,7 +43,7 @@ export class ExecutionError extends Error {
  * Policy when things go wrong: a runtime that throws fails its run ("the agent runtime failed")
  * after what it produced is kept; a run that ended meanwhile (`run.terminal`) just stops; an
  * invalid payload or runtime config is not retryable. Transport-agnostic: apps/worker wires
- * BullMQ to `execute`.
+ * BullMQ to `executeBatch`.
  *
  * Its parts: when a prepared dispatch starts is ExecutionAdmission's (slots, the parking, hand-ons,
  * the intake); an execution's lease, and the fence's check at its heartbeat, ExecutionLease's; the
