@@ -67,10 +67,11 @@ export class DatabaseService implements OnApplicationShutdown {
     });
     // A dropped idle connection must not crash the process; the pool replaces it.
     this.pool.on('error', () => undefined);
-    // Nor a second 'error' a connection emits while it is checked out (pg-pool's query() listens
-    // once): seen as an uncaught "terminating connection due to administrator command" that killed
-    // a worker during `pg_ctl stop -m fast` (npm run bench:exactly-once). A client that errs is not
-    // queryable; its next use fails and the pool drops it.
+    // Nor an 'error' a connection emits while no one of ours listens (between or after the
+    // statements of a checkout): seen once as an uncaught "terminating connection due to
+    // administrator command" that killed a worker during `pg_ctl stop -m fast` (npm run
+    // bench:exactly-once; the emitting path was not pinned down). A client that errs is not
+    // queryable: its next use fails and the pool drops it.
     this.pool.on('connect', (client) => client.on('error', () => undefined));
     this.prisma = new PrismaClient({ adapter: new PrismaPg(this.pool) });
     this.readPool = config.DATABASE_READ_URL
