@@ -15,7 +15,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { HttpBackend, UpstreamAgent } from './backends.js';
-import { check, formatReport } from './checker.js';
+import { check, formatReport, type AgentModel } from './checker.js';
 import { AGENTS, BACKEND_SCRIPT, FAULTS_RUNTIME, UPSTREAM_SCRIPT, Workload, type AgentSlug } from './clients.js';
 import type { DbSnapshot, FaultRecord, History } from './history.js';
 import { formatPlan, planFaults, prng, type PlannedFault } from './schedule.js';
@@ -33,6 +33,13 @@ const AGENT_CAP = 4;
 /** The Standard Webhooks key the `http` agent's backend checks (a worker variable in the org's namespace). */
 const BACKEND_SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 const BACKEND_SECRET_ENV = 'AAAS_RUNTIME_SECRET_FAULTS_BACKEND';
+
+/** What each agent's runs must produce (checker output-is-script). */
+const AGENT_MODELS: Record<AgentSlug, AgentModel> = {
+  [AGENTS.scripted]: { runtime: 'scripted', config: FAULTS_RUNTIME },
+  [AGENTS.http]: { runtime: 'http', steps: BACKEND_SCRIPT },
+  [AGENTS.a2a]: { runtime: 'a2a', steps: UPSTREAM_SCRIPT },
+};
 
 /** RUN_STALE_AFTER_MS of the processes (the checker's lost-only-when-lost uses it). */
 const STALE_AFTER_MS = 15_000;
@@ -373,7 +380,7 @@ async function main(): Promise<number> {
     faults,
   };
   if (process.env.FAULTS_OUT) writeFileSync(process.env.FAULTS_OUT, JSON.stringify({ seed: SEED, loadStartedAt: new Date(loadStart).toISOString(), plan, history, db }, null, 1));
-  const result = check(history, db, { staleAfterMs: STALE_AFTER_MS });
+  const result = check(history, db, { staleAfterMs: STALE_AFTER_MS, agents: AGENT_MODELS });
   const byKind = new Map<string, number>();
   for (const f of faults) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
   console.log(`\n[faults] seed ${SEED}: operations by kind and outcome\n${workload.summary()}`);
