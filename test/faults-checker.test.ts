@@ -5,7 +5,7 @@ import { check, formatReport, isProjected, type AgentModel } from '../bench/faul
 import { BACKEND_SCRIPT, FAULTS_RUNTIME, UPSTREAM_SCRIPT } from '../bench/faults/clients.js';
 import type { DbSnapshot, History } from '../bench/faults/history.js';
 import { eventDigests, expectedBackend, expectedScripted, frameDigest, logOutput } from '../bench/faults/output.js';
-import { formatPlan, planFaults } from '../bench/faults/schedule.js';
+import { formatPlan, planFaults, planPgStops } from '../bench/faults/schedule.js';
 
 /**
  * The fault suite's checker (bench/faults/checker.ts) on hand-made histories, no world: a correct
@@ -552,6 +552,17 @@ describe('fault schedule', () => {
       const mine = plan.filter((f) => f.target === target);
       for (let i = 1; i < mine.length; i++) expect(mine[i]!.at).toBeGreaterThanOrEqual(mine[i - 1]!.at + mine[i - 1]!.durationMs);
     }
+  });
+
+  it('FAULTS_PG_STOPS: exactly the stops given, spread over the load, never overlapping', () => {
+    expect(planPgStops([30, 30], 120_000)).toEqual([
+      { at: 16_000, kind: 'pg-stop', target: 'pg', durationMs: 30_000 },
+      { at: 72_000, kind: 'pg-stop', target: 'pg', durationMs: 30_000 },
+    ]);
+    expect(planPgStops([8], 30_000)).toEqual([{ at: 10_000, kind: 'pg-stop', target: 'pg', durationMs: 8_000 }]);
+    // stops longer than their slot follow each other, 3 s apart
+    const tight = planPgStops([30, 30], 30_000);
+    expect(tight.map((f) => f.at)).toEqual([3_000, 36_000]);
   });
 
   it('a 30 s smoke schedule kills a process and hits PostgreSQL and Redis, whatever the seed', () => {

@@ -7,7 +7,9 @@
  *
  * Environment: FAULTS_SEED (default 1), FAULTS_DURATION_S (default 300; 30 for a smoke run),
  * FAULTS_CLIENTS (default 4), FAULTS_QUIET_S (longest wait for the system to settle, default 90),
- * FAULTS_OUT (a file to write the history and the database snapshot to, as JSON).
+ * FAULTS_OUT (a file to write the history and the database snapshot to, as JSON), FAULTS_PG_STOPS
+ * (e.g. `30,30`: the schedule is exactly these PostgreSQL stops, seconds each, spread over the
+ * load — schedule.ts planPgStops — instead of the seeded nemesis).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -18,7 +20,7 @@ import { HttpBackend, UpstreamAgent } from './backends.js';
 import { check, formatReport, type AgentModel } from './checker.js';
 import { AGENTS, BACKEND_SCRIPT, FAULTS_RUNTIME, UPSTREAM_SCRIPT, Workload, type AgentSlug } from './clients.js';
 import type { DbSnapshot, FaultRecord, History } from './history.js';
-import { formatPlan, planFaults, prng, type PlannedFault } from './schedule.js';
+import { formatPlan, planFaults, planPgStops, prng, type PlannedFault } from './schedule.js';
 import { AppProcess, PgCluster, PushReceiver, RedisServer, TcpProxy, cleanupNow, freePort, installSignalCleanup, onCleanup, tempDir } from './world.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -28,6 +30,8 @@ const SEED = int(process.env.FAULTS_SEED, 1);
 const DURATION_MS = int(process.env.FAULTS_DURATION_S, 300) * 1000;
 const CLIENTS = int(process.env.FAULTS_CLIENTS, 4);
 const QUIET_MS = int(process.env.FAULTS_QUIET_S, 90) * 1000;
+/** FAULTS_PG_STOPS=`30,30`: seconds of each PostgreSQL stop (null: the seeded schedule). */
+const PG_STOPS = process.env.FAULTS_PG_STOPS ? process.env.FAULTS_PG_STOPS.split(',').map((x) => Number(x.trim())) : null;
 /** Executions of one agent at once (EXECUTION_MAX_PER_AGENT): low, so runs wait behind the cap (#42). */
 const AGENT_CAP = 4;
 /** The Standard Webhooks key the `http` agent's backend checks (a worker variable in the org's namespace). */
@@ -40,7 +44,6 @@ const AGENT_MODELS: Record<AgentSlug, AgentModel> = {
   [AGENTS.http]: { runtime: 'http', steps: BACKEND_SCRIPT },
   [AGENTS.a2a]: { runtime: 'a2a', steps: UPSTREAM_SCRIPT },
 };
-
 /** RUN_STALE_AFTER_MS of the processes (the checker's lost-only-when-lost uses it). */
 const STALE_AFTER_MS = 15_000;
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -309,8 +312,14 @@ async function main(): Promise<number> {
     return 2;
   }
   installSignalCleanup();
-  const plan = planFaults(SEED, DURATION_MS);
-  log(`seed ${SEED}, duration ${DURATION_MS / 1000} s, ${CLIENTS} clients; schedule (${plan.length} faults):\n${formatPlan(plan)}`);
+  if (PG_STOPS && (PG_STOPS.length === 0 || PG_STOPS.some((x) => !(x > 0)))) {
+    console.error(`[faults] FAULTS_PG_STOPS must be seconds separated by commas, e.g. 30,30 (got ${process.env.FAULTS_PG_STOPS})`);
+    return 2;
+  }
+  const plan = PG_STOPS ? planPgStops(PG_STOPS, DURATION_MS) : planFaults(SEED, DURATION_MS);
+  // a stop that does not fit the load stretches it (every planned stop happens)
+  const durationMs = Math.max(DURATION_MS, ...plan.map((f) => f.at + f.durationMs + 5_000));
+  log(`seed ${SEED}, duration ${durationMs / 1000} s, ${CLIENTS} clients; ${PG_STOPS ? `FAULTS_PG_STOPS=${PG_STOPS.join(',')}: ` : ''}schedule (${plan.length} faults):\n${formatPlan(plan)}`);
   const dir = tempDir();
   const w = await startWorld(dir, Date.now());
   const agents = {} as Record<AgentSlug, string>;
@@ -346,7 +355,7 @@ async function main(): Promise<number> {
   const seeds = prng(SEED ^ 0x5eed);
   const clients = Array.from({ length: CLIENTS }, (_, i) => workload.loop(i, Math.floor(seeds() * 2 ** 31)));
   const progress = setInterval(() => log(`${stamp()} ${workload.operations.length + workload.streams.length} operations, ${faults.length} faults done`), 30_000);
-  await sleep(DURATION_MS);
+  await sleep(durationMs);
   clearInterval(progress);
   for (const t of timers) clearTimeout(t);
 
