@@ -509,9 +509,20 @@ describe('fault suite checker', () => {
       `push config /push/1 was shown sequences [6,7] of run ${R1}, which the log does not hold (last sequence 5, 5 events)`,
     ]);
     // the digests the checker derives from a log are those of what libs/a2a projects from it, interactions included
-    for (const runId of [R1, R2]) {
-      const log = logOf(world().db, runId);
-      expect(eventDigests(log.map((e, i) => ({ sequence: i + 1, ...e })))).toEqual(new Map([...framesOf(runId, log)].map(([q, f]) => [q, frameDigest(f)])));
+    const prompt = (text: string) => ({ messageId: text, role: 'agent', parts: [{ text }] });
+    const interactions = [
+      { type: 'run.created', payload: {} },
+      user('m9'),
+      { type: 'interaction.requested', payload: { interactionId: 'i1', kind: 'input', blocking: false, blockedReason: null, message: prompt('fyi') } },
+      { type: 'interaction.requested', payload: { interactionId: 'i2', kind: 'auth', blocking: true, blockedReason: 'auth_required', message: prompt('sign in') } },
+      { type: 'interaction.expired', payload: { interactionId: 'i2', blocking: true, outcome: 'continue' } },
+      { type: 'interaction.responded', payload: { interactionId: 'i1', blocking: false, message: user('m10').payload.message } },
+      { type: 'interaction.requested', payload: { interactionId: 'i3', kind: 'confirmation', blocking: true, blockedReason: 'confirmation_required', message: prompt('sure?') } },
+      { type: 'interaction.expired', payload: { interactionId: 'i3', blocking: true, outcome: 'fail' } },
+      { type: 'run.status_changed', payload: { status: 'failed', blockedReason: null, reason: 'interaction i3 expired', message: prompt('Failed: nobody answered in time') } },
+    ];
+    for (const log of [logOf(world().db, R1), logOf(world().db, R2), interactions]) {
+      expect(eventDigests(log.map((e, i) => ({ sequence: i + 1, ...e })))).toEqual(new Map([...framesOf(R1, log)].map(([q, f]) => [q, frameDigest(f)])));
     }
   });
 

@@ -64,18 +64,20 @@ export function frameDigest(frame: unknown): string | null {
   return null;
 }
 
-/** The state a status-affecting event leaves (libs/runs foldState), or null for other events. */
+/**
+ * The state a status-affecting event leaves (libs/runs isStatusEvent and foldState, restated), or
+ * null for an event that leaves the state alone.
+ */
 function stateAfter(e: LogEvent): { status: string; blockedReason: string | null } | null {
-  const p = e.payload as { status?: string; blockedReason?: string | null; blocking?: boolean; outcome?: string };
+  const p = e.payload as { status?: string; blockedReason?: string | null; blocking?: boolean };
   switch (e.type) {
     case 'run.status_changed':
       return { status: p.status ?? '?', blockedReason: p.blockedReason ?? null };
     case 'interaction.requested':
-      return p.blocking === false ? null : { status: 'working', blockedReason: p.blockedReason ?? null };
+      return { status: 'working', blockedReason: p.blockedReason ?? null };
     case 'interaction.responded':
-      return p.blocking === false ? null : { status: 'working', blockedReason: null };
     case 'interaction.expired':
-      return p.blocking === false ? null : p.outcome === 'continue' ? { status: 'working', blockedReason: null } : null;
+      return p.blocking === false ? null : { status: 'working', blockedReason: null };
     default:
       return null;
   }
