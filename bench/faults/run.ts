@@ -317,8 +317,8 @@ async function main(): Promise<number> {
     return 2;
   }
   const plan = PG_STOPS ? planPgStops(PG_STOPS, DURATION_MS) : planFaults(SEED, DURATION_MS);
-  // a stop that does not fit the load stretches it (every planned stop happens)
-  const durationMs = Math.max(DURATION_MS, ...plan.map((f) => f.at + f.durationMs + 5_000));
+  // FAULTS_PG_STOPS: a stop that does not fit the load stretches it (every stop asked for happens)
+  const durationMs = PG_STOPS ? Math.max(DURATION_MS, ...plan.map((f) => f.at + f.durationMs + 5_000)) : DURATION_MS;
   log(`seed ${SEED}, duration ${durationMs / 1000} s, ${CLIENTS} clients; ${PG_STOPS ? `FAULTS_PG_STOPS=${PG_STOPS.join(',')}: ` : ''}schedule (${plan.length} faults):\n${formatPlan(plan)}`);
   const dir = tempDir();
   const w = await startWorld(dir, Date.now());
