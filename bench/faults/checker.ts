@@ -1,5 +1,6 @@
 import { foldState, isStatusEvent } from '#libs/runs';
-import type { DbSnapshot, History, Violation } from './history.js';
+import type { DbSnapshot, History, MessageSeen, TaskSeen, Violation } from './history.js';
+import { eventDigests, expectedBackend, expectedScripted, finalTask, logOutput, partsText, userInputs, type BackendStep, type ScriptedConfig } from './output.js';
 
 /**
  * The fault suite's checker: a pure function of the clients' history and the database at the
@@ -23,14 +24,54 @@ import type { DbSnapshot, History, Violation } from './history.js';
  *   the last one seen; to the log's last projected event when it saw the end).
  * - `push-delivered`: each push config set with SendMessage got every projected event of its run
  *   (at least once: repeats ignored), in sequence order of first arrival; one created later on a
- *   running task got a contiguous suffix of them (possibly empty: the task may have ended first);
- *   the config is done once its run ended.
+ *   running task got every projected event after the point it was created, and nothing but a
+ *   contiguous suffix of them; the config is done once its run ended. The creation point: the API
+ *   starts a new config's cursor at the run's last sequence as it reads it just before inserting
+ *   the config (libs/a2a push A2APushService.create → libs/push PushConfigService.set), so every
+ *   event whose append began after that insert began (run_events.created_at >
+ *   push_configs.created_at: both the transaction's start, database clock, ms) is owed, and so is
+ *   every projected event after it in the log. An event appended within the few ms between that
+ *   read and that insert may or may not be owed (it is accepted either way); a snapshot without
+ *   the config's createdAt owes a possibly empty suffix, as before.
  * - `outbox-empty`: no run_dispatches row is left.
  * - `no-expired-lease`: no active run or active push config holds an expired lease.
  * - `lost-only-when-lost`: a run failed as lost ("the execution was lost ...") was not blocked on
  *   its caller at that point (a run waiting on its caller is never failed for it), and one failed
  *   for having "no live job" had not changed for RUN_STALE_AFTER_MS before (`staleAfterMs`; checked
  *   when the events carry their times).
+ * - `no-duplicate-operation`: per run, no two events carry the same `payload.opId` (a runtime
+ *   operation recorded twice), no two agent messages (in any event) have the same messageId, and
+ *   no two `artifact.updated` of one artifact have the same chunk index — the `#<n>` suffix of the
+ *   opId when it has one (scripted: `<frame>/<path>#<n>`; http: `<execution>:<artifactId>#<n>`),
+ *   else the chunk's place since the artifact's last chunk that does not append (an artifact is
+ *   written once per run in the suite). One violation per run, listing what is there twice.
+ * - `output-is-script`: each run of an agent given in `opts.agents` has exactly the output its
+ *   script defines (output.ts: status changes, blocking interactions, agent messages with their
+ *   text, artifact parts with their content, in order; bookkeeping left out) for the inputs its
+ *   log holds — nothing twice, nothing missing. A run ended by something else than its script
+ *   (canceled, failed by the platform) has a prefix of it, then that end; a run not ended has a
+ *   prefix (no-stuck-run judges it). Scripts using steps output.ts does not model are skipped and
+ *   counted.
+ * - `failed-only-when-declared`: no run ended `failed` except for a declared budget — its reason
+ *   says the resumptions were used up ("... (after N resumptions)") or an interaction expired
+ *   ("interaction <id> expired"); any other failure (the execution was lost, the agent runtime
+ *   failed, a backend's or upstream's error: the suite's agents never fail on their own) is a
+ *   violation showing the reason (the event's `reason`, else its message). A run `canceled` had a
+ *   cancel sent for it (a `cancel` operation on its task, whatever its outcome).
+ * - `acknowledged-tail`: an ok answer that was a terminal Task showed the run's final projection
+ *   (output.ts `finalTask`: the state, the status message, the agent messages of its history and
+ *   the artifacts' texts); a non-terminal one showed agent messages the log still begins with. A
+ *   stream whose opening snapshot was terminal is held to the same; one that saw its final
+ *   status update (terminal) saw the run's final state and status message.
+ * - `seen-is-logged`: every event a stream client or the push receiver was shown is in the log,
+ *   at the sequence it was shown under, with the same projection (output.ts digests: state,
+ *   message id and text, artifact id, flags and text) — a payload replaced afterwards, or a log
+ *   tail lost with its counter after clients saw it, shows here.
+ * - `one-call-per-execution`: the suite's `http` backend got at most 1 + (the run's
+ *   `run.execution_resumed` events) requests per `webhook-id` (stable per execution; a resumed
+ *   execution reuses its lost predecessor's; the suite configures `retries: 0`, so no retry of
+ *   the runtime's own is due), and its upstream A2A agent at most as many new tasks per run of
+ *   ours (keyed by the messageId it was sent: the run's originMessageId).
  */
 export interface PropertyReport {
   name: string;
@@ -79,7 +120,7 @@ export function isProjected(e: Pick<DbEvent, 'type' | 'payload'>): boolean {
   }
 }
 
-function eq(a: number[], b: number[]): boolean {
+function eq<T>(a: readonly T[], b: readonly T[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
@@ -87,9 +128,43 @@ function show(xs: number[], max = 24): string {
   return xs.length <= max ? `[${xs.join(',')}]` : `[${xs.slice(0, max).join(',')},… (${xs.length})]`;
 }
 
+/**
+ * What runs of one of the suite's agents must produce (`output-is-script`): a `scripted` runtime's
+ * config, or the steps of the suite's own `http` backend / upstream A2A agent.
+ */
+export type AgentModel = { runtime: 'scripted'; config: ScriptedConfig } | { runtime: 'http' | 'a2a'; steps: readonly BackendStep[] };
+
 export interface CheckOptions {
   /** RUN_STALE_AFTER_MS of the system under test (ms); unset: the stale-time rule is not checked. */
   staleAfterMs?: number;
+  /** Agent slug → what its runs must produce; agents not named are not checked by `output-is-script`. */
+  agents?: Record<string, AgentModel>;
+}
+
+/** Failure reasons that spend a declared budget (libs/execution lost-execution.policy, libs/runs expireInteraction). */
+const DECLARED_FAILURE = [/\(after \d+ resumptions\)$/, /^interaction \S+ expired$/];
+
+const seenText = (m: MessageSeen | null) => (m ? `${m.messageId} ${JSON.stringify(m.text)}` : 'none');
+const agentMessages = (t: TaskSeen) => t.messages.filter((m) => m.role === 'agent').map(seenText);
+const artifactTexts = (t: TaskSeen) => t.artifacts.map((a) => `${a.artifactId} ${JSON.stringify(a.text)}`);
+
+/**
+ * How `seen` (a terminal Task a client was shown) differs from `final` (the log's), one clause per
+ * field that differs; empty when they agree.
+ */
+function taskDiff(seen: TaskSeen, final: TaskSeen): string[] {
+  const out: string[] = [];
+  if (seen.state !== final.state) out.push(`state ${seen.state}, the log's ${final.state}`);
+  if (seenText(seen.statusMessage) !== seenText(final.statusMessage)) out.push(`status message ${seenText(seen.statusMessage)}, the log's ${seenText(final.statusMessage)}`);
+  const [a, b] = [agentMessages(seen), agentMessages(final)];
+  if (a.join('\n') !== b.join('\n')) out.push(`agent messages [${a.join('; ')}], the log's [${b.join('; ')}]`);
+  const [x, y] = [artifactTexts(seen), artifactTexts(final)];
+  if (x.join('\n') !== y.join('\n')) out.push(`artifacts [${x.join('; ')}], the log's [${y.join('; ')}]`);
+  return out;
+}
+
+function short(s: string, max = 90): string {
+  return s.length <= max ? s : `${s.slice(0, max)}…`;
 }
 
 /** The sweeper's reasons for failing a run whose execution it believes lost (libs/execution run-sweeper). */
@@ -263,13 +338,23 @@ export function check(history: History, db: DbSnapshot, opts: CheckOptions = {})
       const arrivals = byPath.get(c.path) ?? [];
       const firsts = arrivals.filter((q, i) => arrivals.indexOf(q) === i);
       const projected = projectedOf(c.taskId);
-      const want = c.createdWith === 'send' ? projected : projected.slice(projected.length - firsts.length);
+      const row = dbConfigs.get(`${c.taskId}|${c.path}`);
+      let want = projected;
+      let point = '';
+      if (c.createdWith === 'later') {
+        // owed for sure: from the first event whose append began after the config's insert began
+        const created = row?.createdAt ? Date.parse(row.createdAt) : NaN;
+        const after = (eventsByRun.get(c.taskId) ?? []).filter((e) => e.createdAt !== undefined && Date.parse(e.createdAt) > created).map((e) => e.sequence);
+        const from = after.length > 0 ? Math.min(...after) : Infinity;
+        const owed = projected.filter((q) => q >= from);
+        want = projected.slice(projected.length - Math.max(firsts.length, owed.length));
+        point = Number.isNaN(created) ? ', creation point unknown' : from === Infinity ? ', created after the log\'s last event' : `, created before sequence ${from}`;
+      }
       const where = `push config ${c.configId ?? c.path} of task ${c.taskId}`;
       if (!eq(firsts, want)) {
         const missing = want.filter((q) => !firsts.includes(q));
-        v.push({ property: '', runId: c.taskId, message: `${where} (${c.createdWith}) received ${show(firsts)}, owed ${show(want)}${missing.length ? `; never received ${show(missing)}` : ''}` });
+        v.push({ property: '', runId: c.taskId, message: `${where} (${c.createdWith}${point}) received ${show(firsts)}, owed ${show(want)}${missing.length ? `; never received ${show(missing)}` : ''}` });
       }
-      const row = dbConfigs.get(`${c.taskId}|${c.path}`);
       const run = runs.get(c.taskId);
       if (!row) v.push({ property: '', runId: c.taskId, message: `${where} is not in the database` });
       else if (run && TERMINAL.has(run.status) && row.status !== 'done') v.push({ property: '', runId: c.taskId, message: `${where} is ${row.status} (cursor ${row.cursor}) on a ${run.status} run` });
@@ -322,8 +407,222 @@ export function check(history: History, db: DbSnapshot, opts: CheckOptions = {})
     prop('lost-only-when-lost', `${n} runs failed as lost (${resumed} executions resumed)`, v);
   }
 
+  const slugOf = new Map((db.agents ?? []).map((a) => [a.id, a.slug]));
+  const resumptionsOf = (runId: string) => (eventsByRun.get(runId) ?? []).filter((e) => e.type === 'run.execution_resumed').length;
+  const inputOf = (runId: string) => userInputs(eventsByRun.get(runId) ?? [])[0]?.text ?? '';
+
+  // ------------------------------------------------------------------ no-duplicate-operation
+  {
+    const v: Violation[] = [];
+    let ops = 0;
+    for (const r of db.runs) {
+      const byOp = new Map<string, number[]>();
+      const byMessage = new Map<string, number[]>();
+      const byChunk = new Map<string, number[]>();
+      const place = new Map<string, number>();
+      const add = (m: Map<string, number[]>, k: string, q: number) => m.set(k, [...(m.get(k) ?? []), q]);
+      for (const e of eventsByRun.get(r.id) ?? []) {
+        const p = e.payload as { opId?: unknown; message?: { role?: string; messageId?: string }; artifactId?: string; append?: boolean };
+        if (typeof p.opId === 'string') {
+          ops++;
+          add(byOp, p.opId, e.sequence);
+        }
+        if (p.message?.role === 'agent' && p.message.messageId) add(byMessage, p.message.messageId, e.sequence);
+        if (e.type === 'artifact.updated') {
+          const id = String(p.artifactId);
+          const k = p.append ? (place.get(id) ?? -1) + 1 : 0;
+          place.set(id, k);
+          const suffix = typeof p.opId === 'string' ? /#(\d+)$/.exec(p.opId) : null;
+          add(byChunk, `${id}#${suffix ? Number(suffix[1]) : k}`, e.sequence);
+        }
+      }
+      const twice = (m: Map<string, number[]>) => [...m].filter(([, qs]) => qs.length > 1).map(([k, qs]) => `${k} at ${qs.join(', ')}`);
+      const parts = [
+        ['operation', twice(byOp)],
+        ['agent message', twice(byMessage)],
+        ['artifact chunk', twice(byChunk)],
+      ] as const;
+      const found = parts.filter(([, xs]) => xs.length > 0);
+      if (found.length === 0) continue;
+      const what = found.map(([name, xs]) => `${xs.length} ${name}${xs.length === 1 ? '' : 's'} more than once (${xs.slice(0, 3).join('; ')}${xs.length > 3 ? '; …' : ''})`).join(', ');
+      v.push({ property: '', runId: r.id, message: `run ${r.id} (${slugOf.get(r.agentId) ?? r.agentId}, ${r.status}, ${resumptionsOf(r.id)} resumptions): ${what}` });
+    }
+    prop('no-duplicate-operation', `${db.runs.length} runs, ${ops} operations`, v);
+  }
+
+  // ------------------------------------------------------------------ output-is-script
+  {
+    const v: Violation[] = [];
+    let n = 0;
+    let skipped = 0;
+    const models = opts.agents ?? {};
+    for (const r of db.runs) {
+      const slug = slugOf.get(r.agentId);
+      const model = slug !== undefined ? models[slug] : undefined;
+      if (!model) continue;
+      const list = eventsByRun.get(r.id) ?? [];
+      const inputs = userInputs(list);
+      const want = model.runtime === 'scripted' ? expectedScripted(model.config, inputs) : expectedBackend(model.steps, inputs[0]?.text ?? '');
+      if (want.end === 'unsupported') {
+        skipped++;
+        continue;
+      }
+      n++;
+      const out = logOutput(list);
+      const got = out.map((x) => x.item);
+      if (eq(got, want.items)) continue;
+      // ended by someone else (a cancel, the platform's failure): a prefix of the script, then that end
+      const scriptBody = want.end === 'terminal' ? want.items.slice(0, -1) : want.items;
+      const last = got.at(-1) ?? '';
+      const endedOtherwise = TERMINAL.has(r.status) && /^status (canceled|failed|rejected)\b/.test(last) && last.startsWith(`status ${r.status}`);
+      const body = endedOtherwise ? got.slice(0, -1) : got;
+      const prefixOk = (endedOtherwise || !TERMINAL.has(r.status)) && body.length <= (endedOtherwise ? scriptBody : want.items).length && body.every((x, i) => x === (endedOtherwise ? scriptBody : want.items)[i]);
+      if (prefixOk) continue;
+      const i = got.findIndex((x, k) => x !== want.items[k]);
+      const at = i === -1 ? got.length : i;
+      const here = got[at];
+      const repeat = here !== undefined && got.indexOf(here) < at ? ` (a repeat of sequence ${out[got.indexOf(here)]!.sequence})` : '';
+      const logSide = here !== undefined ? `${short(here)} at sequence ${out[at]!.sequence}${repeat}` : 'nothing more';
+      v.push({
+        property: '',
+        runId: r.id,
+        message: `run ${r.id} (${slug}, input ${JSON.stringify(short(inputs[0]?.text ?? '', 40))}, ${r.status}, ${resumptionsOf(r.id)} resumptions): output item ${at + 1} is ${logSide}, the script's is ${want.items[at] !== undefined ? short(want.items[at]!) : 'nothing more'} (log ${got.length} items, script ${want.items.length}${want.end === 'terminal' ? '' : `, ${want.end}`})`,
+      });
+    }
+    prop('output-is-script', `${n} runs${skipped ? ` (${skipped} with steps not modelled skipped)` : ''}`, v);
+  }
+
+  // ------------------------------------------------------------------ failed-only-when-declared
+  {
+    const v: Violation[] = [];
+    let failed = 0;
+    let declared = 0;
+    let canceled = 0;
+    const cancelSent = new Set(history.operations.filter((o) => o.kind === 'cancel' && o.taskId).map((o) => o.taskId!));
+    for (const r of db.runs) {
+      if (r.status !== 'failed' && r.status !== 'canceled') continue;
+      const end = [...(eventsByRun.get(r.id) ?? [])].reverse().find((e) => e.type === 'run.status_changed' && (e.payload as { status?: string }).status === r.status);
+      const p = (end?.payload ?? {}) as { reason?: string; message?: { parts?: unknown } };
+      const reason = p.reason ?? (p.message ? partsText(p.message.parts) : '(no reason)');
+      const where = `run ${r.id} (${slugOf.get(r.agentId) ?? r.agentId}, input ${JSON.stringify(short(inputOf(r.id), 40))})`;
+      if (r.status === 'failed') {
+        failed++;
+        if (DECLARED_FAILURE.some((re) => re.test(reason))) declared++;
+        else v.push({ property: '', runId: r.id, message: `${where} failed at sequence ${end?.sequence ?? '?'}: ${JSON.stringify(short(reason, 200))} (${resumptionsOf(r.id)} resumptions)` });
+      } else {
+        canceled++;
+        if (!cancelSent.has(r.id)) v.push({ property: '', runId: r.id, message: `${where} was canceled at sequence ${end?.sequence ?? '?'} (${JSON.stringify(short(reason, 120))}) but no cancel was sent for it` });
+      }
+    }
+    prop('failed-only-when-declared', `${failed} failed runs (${declared} on a declared budget), ${canceled} canceled`, v);
+  }
+
+  // ------------------------------------------------------------------ acknowledged-tail
+  {
+    const v: Violation[] = [];
+    let n = 0;
+    const finals = new Map<string, TaskSeen>();
+    const finalOf = (runId: string) => finals.get(runId) ?? finals.set(runId, finalTask(eventsByRun.get(runId) ?? [])).get(runId)!;
+    for (const op of history.operations) {
+      for (const a of op.attempts) {
+        if (a.outcome !== 'ok' || !a.task || !a.taskId || !runs.has(a.taskId)) continue;
+        n++;
+        const final = finalOf(a.taskId);
+        const what = `${op.kind} ${op.id}${op.note ? ` (${op.note})` : ''} on ${a.api} ${a.binding}`;
+        if (TERMINAL_A2A[a.task.state]) {
+          const diff = taskDiff(a.task, final);
+          if (diff.length > 0) v.push({ property: '', operationId: op.id, runId: a.taskId, message: `${what} was answered ${a.task.state} for task ${a.taskId} with ${diff.map((d) => short(d, 400)).join('; ')}` });
+        } else {
+          const [seen, logged] = [agentMessages(a.task), agentMessages(final)];
+          if (!seen.every((m, i) => m === logged[i])) v.push({ property: '', operationId: op.id, runId: a.taskId, message: `${what} was answered ${a.task.state} for task ${a.taskId} with agent messages [${short(seen.join('; '), 300)}], which the log's [${short(logged.join('; '), 300)}] does not begin with` });
+        }
+      }
+    }
+    for (const s of history.streams) {
+      if (s.taskId === null || !runs.has(s.taskId)) continue;
+      const final = finalOf(s.taskId);
+      if (s.snapshot && TERMINAL_A2A[s.snapshot.state]) {
+        n++;
+        const diff = taskDiff(s.snapshot, final);
+        if (diff.length > 0) v.push({ property: '', runId: s.taskId, message: `stream ${s.id} opened on a ${s.snapshot.state} snapshot of task ${s.taskId} with ${diff.map((d) => short(d, 400)).join('; ')}` });
+      }
+      if (s.final && s.finalSeen && TERMINAL_A2A[s.finalSeen.state]) {
+        n++;
+        const seen = { state: s.finalSeen.state, statusMessage: s.finalSeen.statusMessage };
+        if (seen.state !== final.state || seenText(seen.statusMessage) !== seenText(final.statusMessage)) {
+          v.push({ property: '', runId: s.taskId, message: `stream ${s.id} ended with ${seen.state} (status message ${seenText(seen.statusMessage)}) at sequence ${s.finalSeen.sequence} of task ${s.taskId}, the log ends ${final.state} (status message ${seenText(final.statusMessage)})` });
+        }
+      }
+    }
+    prop('acknowledged-tail', `${n} answers and stream ends`, v);
+  }
+
+  // ------------------------------------------------------------------ seen-is-logged
+  {
+    const v: Violation[] = [];
+    let frames = 0;
+    const digests = new Map<string, Map<number, string>>();
+    const digestsOf = (runId: string) => digests.get(runId) ?? digests.set(runId, eventDigests(eventsByRun.get(runId) ?? [])).get(runId)!;
+    const judge = (who: string, runId: string, shown: Array<{ sequence: number; digest?: string }>) => {
+      const run = runs.get(runId);
+      if (!run) return;
+      const logged = new Set((eventsByRun.get(runId) ?? []).map((e) => e.sequence));
+      const d = digestsOf(runId);
+      const gone = [...new Set(shown.filter((x) => !logged.has(x.sequence)).map((x) => x.sequence))];
+      const unprojected = [...new Set(shown.filter((x) => logged.has(x.sequence) && !d.has(x.sequence)).map((x) => x.sequence))];
+      const changed = shown.filter((x, i) => x.digest !== undefined && d.has(x.sequence) && d.get(x.sequence) !== x.digest && shown.findIndex((y) => y.sequence === x.sequence && y.digest === x.digest) === i);
+      if (gone.length > 0) v.push({ property: '', runId, message: `${who} was shown sequence${gone.length === 1 ? '' : 's'} ${show(gone)} of run ${runId}, which the log does not hold (last sequence ${run.lastSequence}, ${logged.size} events)` });
+      if (unprojected.length > 0) v.push({ property: '', runId, message: `${who} was shown sequence${unprojected.length === 1 ? '' : 's'} ${show(unprojected)} of run ${runId}, which the log holds as events no client is shown` });
+      for (const x of changed.slice(0, 3)) v.push({ property: '', runId, message: `${who} was shown at sequence ${x.sequence} of run ${runId}: ${short(x.digest!, 200)}; the log's event projects ${short(d.get(x.sequence)!, 200)}` });
+    };
+    for (const s of history.streams) {
+      if (s.taskId === null) continue;
+      frames += s.seen.length;
+      judge(`stream ${s.id}`, s.taskId, s.seen.map((sequence, i) => ({ sequence, digest: s.frames?.[i] === '?' ? undefined : s.frames?.[i] })));
+    }
+    const byPath = new Map<string, Array<{ sequence: number; digest?: string }>>();
+    const runOfPath = new Map(history.pushConfigs.map((c) => [c.path, c.taskId]));
+    for (const r of history.pushReceipts) {
+      if (!Number.isFinite(r.sequence)) continue;
+      byPath.set(r.path, [...(byPath.get(r.path) ?? []), { sequence: r.sequence, digest: r.digest }]);
+    }
+    for (const [path, shown] of byPath) {
+      const runId = runOfPath.get(path) ?? history.pushReceipts.find((r) => r.path === path)?.taskId;
+      if (runId) judge(`push config ${path}`, runId, shown);
+    }
+    prop('seen-is-logged', `${frames} stream events, ${history.pushReceipts.length} push bodies`, v);
+  }
+
+  // ------------------------------------------------------------------ one-call-per-execution
+  {
+    const v: Violation[] = [];
+    const calls = history.backendCalls ?? [];
+    const groups = new Map<string, typeof calls>();
+    for (const c of calls) {
+      if (c.backend === 'a2a' && c.trigger !== 'new') continue; // a follow-up on the upstream task is not a new execution
+      const k = `${c.backend}|${c.key}`;
+      groups.set(k, [...(groups.get(k) ?? []), c]);
+    }
+    const byOrigin = new Map(db.runs.map((r) => [r.originMessageId, r]));
+    for (const [k, list] of groups) {
+      const c = list[0]!;
+      const runId = c.backend === 'http' ? (c.runId ?? /^run_(.+)_[0-9a-f]+$/.exec(c.key)?.[1]) : byOrigin.get(c.key)?.id;
+      if (!runId || !runs.has(runId)) {
+        v.push({ property: '', runId, message: `the ${c.backend === 'http' ? 'http backend' : 'upstream A2A agent'} got ${list.length} request${list.length === 1 ? '' : 's'} for ${k.split('|')[1]}, which names no run in the database` });
+        continue;
+      }
+      const allowed = 1 + resumptionsOf(runId);
+      if (list.length <= allowed) continue;
+      const when = list.map((x) => `+${(x.at / 1000).toFixed(1)} s${x.trigger ? ` ${x.trigger}` : ''}${x.taskId ? ` (task ${x.taskId})` : ''}`).join(', ');
+      const what = c.backend === 'http' ? `the http backend got ${list.length} requests for execution ${c.key}` : `the upstream A2A agent started ${list.length} tasks for messageId ${c.key}`;
+      v.push({ property: '', runId, message: `${what} of run ${runId} (its log records ${allowed - 1} resumptions; ${runs.get(runId)!.status}): ${when}` });
+    }
+    prop('one-call-per-execution', `${groups.size} executions, ${calls.length} backend requests`, v);
+  }
+
   return { properties, violations: properties.flatMap((p) => p.violations) };
 }
+
 
 /** The checker's report, one line per property then each violation, and the closing count line. */
 export function formatReport(result: CheckResult, operations: number, faults: number): string {

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { SendMessageRequest, taskStateToJSON, type Task } from '@a2a-js/sdk';
+import { Role, SendMessageRequest, taskStateToJSON, type Message, type Part as SdkPart, type Task } from '@a2a-js/sdk';
 import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client';
-import type { Attempt, Operation, Outcome, PushConfigRecord, StreamRecord } from './history.js';
+import type { ScriptedStep } from '#libs/contracts';
+import type { Attempt, MessageSeen, Operation, Outcome, PushConfigRecord, StreamRecord, TaskSeen } from './history.js';
+import { frameDigest, messageSeen, taskSeenOfJson, type BackendStep, type ScriptedConfig } from './output.js';
 import { prng } from './schedule.js';
 
 /**
@@ -12,7 +14,7 @@ import { prng } from './schedule.js';
  */
 
 /** The scripted runtime the clients talk to (rules named by the first word of the text). */
-export const FAULTS_RUNTIME = {
+export const FAULTS_RUNTIME: { kind: 'scripted' } & ScriptedConfig = {
   kind: 'scripted',
   rules: [
     {
@@ -30,7 +32,7 @@ export const FAULTS_RUNTIME = {
       match: { text: '^slow' },
       steps: [
         { type: 'status', status: 'working' },
-        ...Array.from({ length: 8 }, (_, i) => [
+        ...Array.from({ length: 8 }, (_, i): ScriptedStep[] => [
           { type: 'wait', ms: 150 },
           i % 3 === 2 ? { type: 'artifact', artifactId: `a${i}`, content: { text: `part-${i}-abcdef` }, chunks: 2 } : { type: 'message', text: `step ${i}` },
         ]).flat(),
@@ -42,13 +44,46 @@ export const FAULTS_RUNTIME = {
   ],
 };
 
+/**
+ * The answer of the suite's `http` backend (backends.ts HttpBackend plays it as NDJSON operations,
+ * 40 ms apart): working, a `report` artifact in four chunks, a message, completed. Every step is
+ * named so a resumed execution's replay is dropped by id (status: its `id`; the message: its
+ * messageId; chunks: the runtime's `<execution>:report#<n>`).
+ */
+export const BACKEND_SCRIPT: BackendStep[] = [
+  { op: 'status', status: 'working' },
+  ...[0, 1, 2, 3].flatMap((i): BackendStep[] => [
+    { op: 'wait', ms: 40 },
+    { op: 'artifact', artifactId: 'report', text: `section ${i} of {{input}};` },
+  ]),
+  { op: 'message', text: 'Report on {{input}} written' },
+  { op: 'status', status: 'completed' },
+];
+
+/**
+ * What the suite's upstream A2A agent does with a new task (backends.ts UpstreamAgent, events 40 ms
+ * apart): working with a message, a `summary` artifact in four chunks, completed with a message.
+ */
+export const UPSTREAM_SCRIPT: BackendStep[] = [
+  { op: 'status', status: 'working', text: 'Working on {{input}}' },
+  ...[0, 1, 2, 3].flatMap((i): BackendStep[] => [
+    { op: 'wait', ms: 40 },
+    { op: 'artifact', artifactId: 'summary', text: `part ${i} of {{input}};` },
+  ]),
+  { op: 'status', status: 'completed', text: 'Done: {{input}}' },
+];
+
+/** The suite's agents by slug: the scripted one (FAULTS_RUNTIME), the `http` one, the `a2a` one. */
+export const AGENTS = { scripted: 'faults', http: 'faults-http', a2a: 'faults-a2a' } as const;
+export type AgentSlug = (typeof AGENTS)[keyof typeof AGENTS];
+
 export type Binding = 'JSONRPC' | 'HTTP+JSON';
 
 export interface ClientWorld {
   /** API name → base URL (`http://127.0.0.1:port`). */
   apis: Record<string, string>;
-  /** `/a2a/<org>/<agent>` */
-  basePath: string;
+  /** Agent slug → `/a2a/<org>/<agent>`. */
+  agents: Record<AgentSlug, string>;
   pushUrl: (path: string) => string;
   t0: number;
 }
@@ -73,6 +108,24 @@ function describeError(e: unknown): string {
 
 const timedFetch: typeof fetch = (input, init) => fetch(input, { ...init, signal: init?.signal ?? AbortSignal.timeout(ATTEMPT_TIMEOUT_MS) });
 
+function sdkText(parts: readonly SdkPart[] | undefined): string {
+  return (parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : null)).filter((t): t is string => t !== null).join('\n');
+}
+
+function sdkMessage(m: Message): MessageSeen {
+  return { messageId: m.messageId, role: m.role === Role.ROLE_AGENT ? 'agent' : 'user', text: sdkText(m.parts) };
+}
+
+/** What an SDK Task showed (history.ts TaskSeen). */
+function seenOfTask(t: Task): TaskSeen {
+  return {
+    state: t.status ? taskStateToJSON(t.status.state) : '?',
+    statusMessage: t.status?.message ? sdkMessage(t.status.message) : null,
+    messages: (t.history ?? []).map(sdkMessage),
+    artifacts: (t.artifacts ?? []).map((a) => ({ artifactId: a.artifactId, text: sdkText(a.parts) })),
+  };
+}
+
 /** The recorder and the clients' shared state. */
 export class Workload {
   readonly operations: Operation[] = [];
@@ -96,19 +149,21 @@ export class Workload {
     return Date.now() - this.w.t0;
   }
 
-  /** Resolve the SDK clients (the Agent Card of each API, each binding) before the faults start. */
+  /** Resolve the SDK clients (the Agent Card of each API, each binding, each agent) before the faults start. */
   async init(): Promise<void> {
-    for (const api of this.apiNames) {
-      for (const binding of ['JSONRPC', 'HTTP+JSON'] as const) {
-        const transports = binding === 'JSONRPC' ? [new JsonRpcTransportFactory({ fetchImpl: timedFetch })] : [new RestTransportFactory({ fetchImpl: timedFetch })];
-        const client = await new ClientFactory({ transports }).createFromUrl(`${this.w.apis[api]}${this.w.basePath}/`);
-        this.sdk.set(`${api}|${binding}`, client);
+    for (const [agent, basePath] of Object.entries(this.w.agents)) {
+      for (const api of this.apiNames) {
+        for (const binding of ['JSONRPC', 'HTTP+JSON'] as const) {
+          const transports = binding === 'JSONRPC' ? [new JsonRpcTransportFactory({ fetchImpl: timedFetch })] : [new RestTransportFactory({ fetchImpl: timedFetch })];
+          const client = await new ClientFactory({ transports }).createFromUrl(`${this.w.apis[api]}${basePath}/`);
+          this.sdk.set(`${api}|${binding}|${agent}`, client);
+        }
       }
     }
   }
 
-  private client(api: string, binding: Binding): Client {
-    return this.sdk.get(`${api}|${binding}`)!;
+  private client(api: string, binding: Binding, agent: AgentSlug = AGENTS.scripted): Client {
+    return this.sdk.get(`${api}|${binding}|${agent}`)!;
   }
 
   private other(api: string): string {
@@ -123,7 +178,7 @@ export class Workload {
   private async retried(
     op: Omit<Operation, 'id' | 'outcome' | 'attempts' | 'invokedAt' | 'completedAt'>,
     random: () => number,
-    attempt: (c: Client) => Promise<{ taskId?: string; state?: string }>,
+    attempt: (c: Client) => Promise<{ taskId?: string; state?: string; task?: TaskSeen }>,
     opts: { api?: string; binding?: Binding; budgetMs?: number; /** keep retrying after `stopping` (the quiet period's cancels) */ force?: boolean } = {},
   ): Promise<Operation> {
     const rec: Operation = { ...op, id: this.nextId++, outcome: 'unknown', attempts: [], invokedAt: this.now(), completedAt: 0 };
@@ -134,7 +189,7 @@ export class Workload {
     for (let n = 0; ; n++) {
       const at = this.now();
       try {
-        const r = await attempt(this.client(api, binding));
+        const r = await attempt(this.client(api, binding, (op.agent as AgentSlug | undefined) ?? AGENTS.scripted));
         rec.attempts.push({ api, binding, outcome: 'ok', at, ...r });
         rec.outcome = 'ok';
         if (r.taskId && !rec.taskId) rec.taskId = r.taskId;
@@ -153,10 +208,10 @@ export class Workload {
     return rec;
   }
 
-  private static taskOf(r: unknown): { taskId?: string; state?: string } {
+  private static taskOf(r: unknown): { taskId?: string; state?: string; task?: TaskSeen } {
     if (r && typeof r === 'object' && 'status' in r && 'id' in r) {
       const t = r as Task;
-      return { taskId: t.id, state: t.status ? taskStateToJSON(t.status.state) : undefined };
+      return { taskId: t.id, state: t.status ? taskStateToJSON(t.status.state) : undefined, task: seenOfTask(t) };
     }
     return {};
   }
@@ -178,6 +233,23 @@ export class Workload {
       Workload.taskOf(await c.sendMessage(Workload.request(`${kind} ${messageId.slice(0, 8)}`, messageId, { returnImmediately, pushUrl: push && this.w.pushUrl(push) }))),
     );
     if (push && op.taskId) this.pushConfigs.push({ taskId: op.taskId, configId: null, path: push, createdWith: 'send' });
+  }
+
+  /**
+   * SendMessage `job …` to the `http` or the `a2a` agent, blocking or not, maybe with a push config;
+   * `burst` sends three at once (returnImmediately), so runs wait behind the agent's cap.
+   */
+  async backendSend(client: number, random: () => number, agent: AgentSlug, burst = false): Promise<void> {
+    const one = async (returnImmediately: boolean) => {
+      const messageId = randomUUID();
+      const push = random() < 0.3 ? `/push/send-${messageId}` : undefined;
+      const op = await this.retried({ client, agent, kind: 'send', messageId, note: `job${returnImmediately ? ' returnImmediately' : ' blocking'}${push ? ' +push' : ''}${burst ? ' (burst)' : ''}` }, random, async (c) =>
+        Workload.taskOf(await c.sendMessage(Workload.request(`job ${messageId.slice(0, 8)}`, messageId, { returnImmediately, pushUrl: push && this.w.pushUrl(push) }))),
+      );
+      if (push && op.taskId) this.pushConfigs.push({ taskId: op.taskId, configId: null, path: push, createdWith: 'send' });
+    };
+    if (burst) await Promise.all([one(true), one(true), one(true)]);
+    else await one(random() < 0.5);
   }
 
   /** A slow task, then a push config created on it while it runs. */
@@ -249,9 +321,9 @@ export class Workload {
    * SendStreamingMessage on one API, cut after a few frames, resumed with `Last-Event-ID` on the
    * other API (alternating bindings), until the stream delivers its final event.
    */
-  async stream(client: number, random: () => number): Promise<void> {
+  async stream(client: number, random: () => number, agent: AgentSlug = AGENTS.scripted): Promise<void> {
     const messageId = randomUUID();
-    const rec: StreamRecord = { id: this.nextId++, client, messageId, taskId: null, snapshotSequence: null, seen: [], final: false, connections: 0, segments: [] };
+    const rec: StreamRecord = { id: this.nextId++, client, agent, messageId, taskId: null, snapshotSequence: null, seen: [], frames: [], final: false, connections: 0, segments: [] };
     this.streams.push(rec);
     let api = this.apiNames[Math.floor(random() * this.apiNames.length)]!;
     const deadline = Date.now() + 60_000;
@@ -274,14 +346,15 @@ export class Workload {
   }
 
   private async segment(rec: StreamRecord, api: string, binding: Binding, messageId: string, last: number | null, cutAfter: number): Promise<StreamRecord['segments'][number]> {
-    const base = `${this.w.apis[api]}${this.w.basePath}`;
+    const agent = (rec.agent as AgentSlug | undefined) ?? AGENTS.scripted;
+    const base = `${this.w.apis[api]}${this.w.agents[agent]}`;
     const headers: Record<string, string> = { 'content-type': 'application/json', 'a2a-version': '1.0', accept: 'text/event-stream' };
     let url: string;
     let body: string;
     const resuming = rec.taskId !== null && last !== null;
     if (!resuming) {
       // the opening request (or its retry with the same messageId: the same task comes back)
-      const params = { message: { messageId, role: 'ROLE_USER', parts: [{ text: `slow ${messageId.slice(0, 8)}` }] } };
+      const params = { message: { messageId, role: 'ROLE_USER', parts: [{ text: `${agent === AGENTS.scripted ? 'slow' : 'job'} ${messageId.slice(0, 8)}` }] } };
       url = binding === 'JSONRPC' ? base : `${base}/message:stream`;
       body = binding === 'JSONRPC' ? JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params }) : JSON.stringify(params);
     } else {
@@ -360,14 +433,20 @@ export class Workload {
       if (resuming || rec.snapshotSequence !== null) return 'error'; // a snapshot only opens a stream
       rec.taskId = r.task.id;
       rec.snapshotSequence = Number(id);
+      rec.snapshot = taskSeenOfJson(r.task);
       if (!['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'].includes(r.task.status?.state)) return null;
       rec.final = true;
       return 'final';
     }
-    if (id !== undefined) rec.seen.push(Number(id));
+    if (id !== undefined) {
+      rec.seen.push(Number(id));
+      (rec.frames ??= []).push(frameDigest(r) ?? '?');
+    }
     const state = r.statusUpdate?.status?.state;
     if (state && ['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED', 'TASK_STATE_INPUT_REQUIRED'].includes(state)) {
       rec.final = true;
+      const m = r.statusUpdate.status.message;
+      rec.finalSeen = { sequence: Number(id), state, statusMessage: m ? messageSeen(m) : null };
       return 'final';
     }
     return null;
@@ -378,12 +457,14 @@ export class Workload {
     const random = prng(seed);
     while (!this.stopping) {
       const x = random();
+      const backend = (): AgentSlug => (random() < 0.5 ? AGENTS.http : AGENTS.a2a);
       try {
-        if (x < 0.3) await this.send(client, random);
-        else if (x < 0.55) await this.stream(client, random);
-        else if (x < 0.72) await this.multiTurn(client, random);
-        else if (x < 0.85) await this.cancel(client, random);
-        else await this.laterPush(client, random);
+        if (x < 0.24) await this.send(client, random);
+        else if (x < 0.44) await this.stream(client, random, random() < 0.6 ? AGENTS.scripted : backend());
+        else if (x < 0.57) await this.multiTurn(client, random);
+        else if (x < 0.67) await this.cancel(client, random);
+        else if (x < 0.77) await this.laterPush(client, random);
+        else await this.backendSend(client, random, backend(), random() < 0.25);
       } catch (e) {
         process.stderr.write(`[faults] client ${client}: unexpected ${describeError(e)}\n`);
       }
@@ -391,11 +472,11 @@ export class Workload {
     }
   }
 
-  /** Outcomes by operation kind, for the report. */
+  /** Outcomes by operation kind (and agent, for the `http` and `a2a` ones), for the report. */
   summary(): string {
     const by = new Map<string, Record<Outcome, number>>();
     for (const op of this.operations) {
-      const k = op.kind;
+      const k = op.agent && op.agent !== AGENTS.scripted ? `${op.kind} ${op.agent.replace('faults-', '')}` : op.kind;
       const o = by.get(k) ?? { ok: 0, fail: 0, unknown: 0 };
       o[op.outcome]++;
       by.set(k, o);

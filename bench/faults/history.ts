@@ -17,6 +17,8 @@ export interface Attempt {
   taskId?: string;
   /** A2A task state in the answer (ok only), e.g. `TASK_STATE_COMPLETED`. */
   state?: string;
+  /** What the answer showed of the task (ok answers that were a Task). */
+  task?: TaskSeen;
   error?: string;
   /** ms since the start of the run. */
   at: number;
@@ -35,6 +37,8 @@ export interface Operation {
   id: number;
   client: number;
   kind: 'send' | 'followup' | 'cancel' | 'push-config';
+  /** The agent it talks to (`faults`, `faults-http`, `faults-a2a`); absent: `faults`. */
+  agent?: string;
   /** Client messageId (send, followup). */
   messageId?: string;
   /** The task it continues / cancels / configures; for `send`, the task the first ok answer named. */
@@ -56,6 +60,8 @@ export interface Operation {
 export interface StreamRecord {
   id: number;
   client: number;
+  /** The agent it talks to; absent: `faults`. */
+  agent?: string;
   messageId: string;
   /** Null when no stream ever returned the task. */
   taskId: string | null;
@@ -63,6 +69,12 @@ export interface StreamRecord {
   snapshotSequence: number | null;
   /** SSE ids of every event after the snapshot, in the order received, across all resumes. */
   seen: number[];
+  /** Per entry of `seen`, what the frame showed (output.ts `frameDigest`; '?' when it was no event). */
+  frames?: string[];
+  /** The opening Task snapshot as the stream showed it. */
+  snapshot?: TaskSeen;
+  /** The status update that ended the stream (final), as shown: its SSE id, state and message. */
+  finalSeen?: { sequence: number; state: string; statusMessage: MessageSeen | null };
   /** The stream delivered the event that ends it (terminal / input-required). */
   final: boolean;
   /** Number of connections used (1 = never cut). */
@@ -78,7 +90,7 @@ export interface PushConfigRecord {
   configId: string | null;
   /** Receiver path (unique per config). */
   path: string;
-  /** Set inside SendMessage (every event of the task is owed) or created later on a running task (a suffix is owed). */
+  /** Set inside SendMessage (every event of the task is owed) or created later on a running task (every event after its creation is owed). */
   createdWith: 'send' | 'later';
 }
 
@@ -90,6 +102,43 @@ export interface PushReceipt {
   webhookId: string;
   /** The receiver's answer (deliveries answered with a non-2xx do not count as received). */
   status: number;
+  at: number;
+  /** What the body showed (output.ts `frameDigest`), when it parsed. */
+  digest?: string;
+}
+
+/** A message as a client saw it: its id, role and the text of its text parts (joined with `\n`). */
+export interface MessageSeen {
+  messageId: string;
+  role: 'agent' | 'user';
+  text: string;
+}
+
+/** A Task as an answer (or a stream's snapshot) showed it: what `acknowledged-tail` compares with the log. */
+export interface TaskSeen {
+  /** A2A state, e.g. `TASK_STATE_COMPLETED`. */
+  state: string;
+  statusMessage: MessageSeen | null;
+  /** Its history, in order (every message of the task, the caller's included). */
+  messages: MessageSeen[];
+  /** Its artifacts in order, each as the text of its parts (joined with `\n`). */
+  artifacts: Array<{ artifactId: string; text: string }>;
+}
+
+/**
+ * One request the suite's own agents' backends received: the `http` backend (`key`: the
+ * `webhook-id` header, stable per execution; `runId` and `trigger` from the body) or the upstream
+ * A2A agent (`key`: the messageId it was sent, i.e. our run's originMessageId; `taskId`: its own
+ * task). `one-call-per-execution` counts them.
+ */
+export interface BackendCall {
+  backend: 'http' | 'a2a';
+  key: string;
+  runId?: string;
+  /** `created`, `resumed`, ... (http: the body's trigger.kind; a2a: `new` or `continued`). */
+  trigger?: string;
+  taskId?: string;
+  /** ms since the start of the load. */
   at: number;
 }
 
@@ -107,6 +156,8 @@ export interface History {
   streams: StreamRecord[];
   pushConfigs: PushConfigRecord[];
   pushReceipts: PushReceipt[];
+  /** Requests the suite's own backends received (absent: none recorded). */
+  backendCalls?: BackendCall[];
   faults: FaultRecord[];
 }
 
@@ -129,7 +180,23 @@ export interface DbSnapshot {
   messages: Array<{ runId: string; messageId: string; role: string; sequence: number }>;
   /** run_dispatches rows left (the outbox). */
   outbox: Array<{ runId: string; triggerSequence: number }>;
-  pushConfigs: Array<{ runId: string; configId: string; /** Path of its URL (matches PushConfigRecord.path). */ path: string; status: string; cursor: number; deletedAt: string | null; leaseExpired: boolean }>;
+  pushConfigs: Array<{
+    runId: string;
+    configId: string;
+    /** Path of its URL (matches PushConfigRecord.path). */
+    path: string;
+    status: string;
+    cursor: number;
+    deletedAt: string | null;
+    leaseExpired: boolean;
+    /**
+     * ISO time of its insert (database clock, ms, the transaction's start like run_events.created_at):
+     * where `push-delivered` places a config created on a running task in its run's log.
+     */
+    createdAt?: string;
+  }>;
+  /** The organization's agents (id → slug: which script a run follows). */
+  agents?: Array<{ id: string; slug: string }>;
 }
 
 /** One broken property, with enough to find it. */

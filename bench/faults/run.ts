@@ -7,17 +7,20 @@
  *
  * Environment: FAULTS_SEED (default 1), FAULTS_DURATION_S (default 300; 30 for a smoke run),
  * FAULTS_CLIENTS (default 4), FAULTS_QUIET_S (longest wait for the system to settle, default 90),
- * FAULTS_OUT (a file to write the history and the database snapshot to, as JSON).
+ * FAULTS_OUT (a file to write the history and the database snapshot to, as JSON), FAULTS_PG_STOPS
+ * (e.g. `30,30`: the schedule is exactly these PostgreSQL stops, seconds each, spread over the
+ * load — schedule.ts planPgStops — instead of the seeded nemesis).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { check, formatReport } from './checker.js';
-import { FAULTS_RUNTIME, Workload } from './clients.js';
+import { HttpBackend, UpstreamAgent } from './backends.js';
+import { check, formatReport, type AgentModel } from './checker.js';
+import { AGENTS, BACKEND_SCRIPT, FAULTS_RUNTIME, UPSTREAM_SCRIPT, Workload, type AgentSlug } from './clients.js';
 import type { DbSnapshot, FaultRecord, History } from './history.js';
-import { formatPlan, planFaults, prng, type PlannedFault } from './schedule.js';
+import { formatPlan, planFaults, planPgStops, prng, type PlannedFault } from './schedule.js';
 import { AppProcess, PgCluster, PushReceiver, RedisServer, TcpProxy, cleanupNow, freePort, installSignalCleanup, onCleanup, tempDir } from './world.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -27,6 +30,20 @@ const SEED = int(process.env.FAULTS_SEED, 1);
 const DURATION_MS = int(process.env.FAULTS_DURATION_S, 300) * 1000;
 const CLIENTS = int(process.env.FAULTS_CLIENTS, 4);
 const QUIET_MS = int(process.env.FAULTS_QUIET_S, 90) * 1000;
+/** FAULTS_PG_STOPS=`30,30`: seconds of each PostgreSQL stop (null: the seeded schedule). */
+const PG_STOPS = process.env.FAULTS_PG_STOPS ? process.env.FAULTS_PG_STOPS.split(',').map((x) => Number(x.trim())) : null;
+/** Executions of one agent at once (EXECUTION_MAX_PER_AGENT): low, so runs wait behind the cap (#42). */
+const AGENT_CAP = 4;
+/** The Standard Webhooks key the `http` agent's backend checks (a worker variable in the org's namespace). */
+const BACKEND_SECRET = `whsec_${randomBytes(24).toString('base64')}`;
+const BACKEND_SECRET_ENV = 'AAAS_RUNTIME_SECRET_FAULTS_BACKEND';
+
+/** What each agent's runs must produce (checker output-is-script). */
+const AGENT_MODELS: Record<AgentSlug, AgentModel> = {
+  [AGENTS.scripted]: { runtime: 'scripted', config: FAULTS_RUNTIME },
+  [AGENTS.http]: { runtime: 'http', steps: BACKEND_SCRIPT },
+  [AGENTS.a2a]: { runtime: 'a2a', steps: UPSTREAM_SCRIPT },
+};
 /** RUN_STALE_AFTER_MS of the processes (the checker's lost-only-when-lost uses it). */
 const STALE_AFTER_MS = 15_000;
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -45,6 +62,8 @@ interface World {
   apis: Record<string, AppProcess>;
   workers: Record<string, AppProcess>;
   receiver: PushReceiver;
+  backend: HttpBackend;
+  upstream: UpstreamAgent;
   db: pg.Pool;
   adminKey: string;
 }
@@ -73,6 +92,10 @@ async function startWorld(dir: string, loadStart: number): Promise<World> {
   log('schema applied (scripts/migrate.mjs)');
   const receiver = new PushReceiver(loadStart);
   await receiver.start();
+  const backend = new HttpBackend(BACKEND_SECRET, BACKEND_SCRIPT, () => Date.now() - t0);
+  await backend.start();
+  const upstream = new UpstreamAgent(UPSTREAM_SCRIPT, () => Date.now() - t0);
+  await upstream.start();
 
   const adminKey = `aaas_${alnum(8)}_${alnum(32)}`;
   const viaProxy = new URL(pgCluster.url);
@@ -103,6 +126,10 @@ async function startWorld(dir: string, loadStart: number): Promise<World> {
     OUTBOX_RELAY_INTERVAL_MS: '250',
     WORKER_SHUTDOWN_TIMEOUT_MS: '3000',
     WORKER_CONCURRENCY: '20',
+    EXECUTION_MAX_PER_AGENT: String(AGENT_CAP),
+    // the `http` backend and the upstream A2A agent live in this process, on loopback
+    HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8',
+    [BACKEND_SECRET_ENV]: BACKEND_SECRET,
     RATE_LIMIT_PER_KEY: '0',
     RATE_LIMIT_PER_IP: '0',
     RATE_LIMIT_AUTH_FAILURES_PER_IP: '0',
@@ -118,15 +145,28 @@ async function startWorld(dir: string, loadStart: number): Promise<World> {
   // A first (it bootstraps the org and key), then the others
   await apis.A!.start();
   await Promise.all([apis.B!.start(), workers.W1!.start(), workers.W2!.start()]);
-  log(`APIs ${Object.values(apis).map((a) => a.baseUrl).join(', ')}; workers W1, W2; push receiver ${receiver.port}`);
+  log(`APIs ${Object.values(apis).map((a) => a.baseUrl).join(', ')}; workers W1, W2; push receiver ${receiver.port}; http backend ${backend.port}; upstream A2A agent ${upstream.port}`);
   const db = new pg.Pool({ connectionString: pgCluster.url, max: 2, connectionTimeoutMillis: 5000 });
   db.on('error', () => undefined);
   onCleanup(() => void db.end().catch(() => undefined));
-  return { pg: pgCluster, redis, pgProxy, redisProxy, apis, workers, receiver, db, adminKey };
+  return { pg: pgCluster, redis, pgProxy, redisProxy, apis, workers, receiver, backend, upstream, db, adminKey };
 }
 
-/** Create the agent through the admin API (agent → revision → publish → activate → A2A binding). */
-async function publishAgent(w: World): Promise<string> {
+/**
+ * The runtime of each of the suite's agents: the scripted one; the `http` one on the suite's
+ * backend (`retries: 0`: every second request for one execution is a duplicate, not a retry);
+ * the `a2a` one in front of the suite's upstream agent.
+ */
+function runtimes(w: World): Record<AgentSlug, unknown> {
+  return {
+    [AGENTS.scripted]: FAULTS_RUNTIME,
+    [AGENTS.http]: { kind: 'http', url: w.backend.url, secretEnv: BACKEND_SECRET_ENV, retries: 0, timeoutMs: 30_000 },
+    [AGENTS.a2a]: { kind: 'a2a', cardUrl: w.upstream.cardUrl, timeoutMs: 60_000 },
+  };
+}
+
+/** Create an agent through the admin API (agent → revision → publish → activate → A2A binding); its base path. */
+async function publishAgent(w: World, slug: string, runtime: unknown): Promise<string> {
   const base = w.apis.A!.baseUrl!;
   const call = async (method: string, p: string, body?: unknown): Promise<any> => {
     const res = await fetch(base + p, { method, headers: { authorization: `Bearer ${w.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
@@ -135,10 +175,10 @@ async function publishAgent(w: World): Promise<string> {
     return text ? JSON.parse(text) : null;
   };
   const org = await call('GET', '/v1/organization');
-  const agent = await call('POST', '/v1/agents', { slug: 'faults', name: 'Faults', description: 'The fault suite agent' });
+  const agent = await call('POST', '/v1/agents', { slug, name: slug, description: `The fault suite agent ${slug}` });
   const rev = await call('POST', `/v1/agents/${agent.id}/revisions`, {
     protocolProfiles: { a2a: { skillsProjection: [{ id: 'faults', name: 'Faults', description: 'Scripted work', tags: ['faults'] }], capabilities: { streaming: true, pushNotifications: true, extendedAgentCard: false } } },
-    runtime: FAULTS_RUNTIME,
+    runtime,
   });
   await call('POST', `/v1/agents/${agent.id}/revisions/${rev.id}/publish`);
   await call('PUT', `/v1/agents/${agent.id}/active-revision`, { revisionId: rev.id });
@@ -233,14 +273,26 @@ async function snapshot(db: pg.Pool): Promise<DbSnapshot> {
   const messages = await db.query(`SELECT run_id AS "runId", message_id AS "messageId", role, sequence FROM messages`);
   const outbox = await db.query(`SELECT run_id AS "runId", trigger_sequence AS "triggerSequence" FROM run_dispatches`);
   const push = await db.query(
-    `SELECT run_id AS "runId", config_id AS "configId", url, status, cursor, deleted_at AS "deletedAt", COALESCE(lease_until < now(), false) AS "leaseExpired" FROM push_configs`,
+    `SELECT run_id AS "runId", config_id AS "configId", url, status, cursor, deleted_at AS "deletedAt", COALESCE(lease_until < now(), false) AS "leaseExpired",
+            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt" FROM push_configs`,
   );
+  const agents = await db.query(`SELECT id, slug FROM agents`);
   return {
     runs: runs.rows,
     events: events.rows,
     messages: messages.rows,
     outbox: outbox.rows,
-    pushConfigs: push.rows.map((r) => ({ runId: r.runId, configId: r.configId, path: new URL(r.url).pathname, status: r.status, cursor: r.cursor, deletedAt: r.deletedAt ? String(r.deletedAt) : null, leaseExpired: r.leaseExpired })),
+    pushConfigs: push.rows.map((r) => ({
+      runId: r.runId,
+      configId: r.configId,
+      path: new URL(r.url).pathname,
+      status: r.status,
+      cursor: r.cursor,
+      deletedAt: r.deletedAt ? String(r.deletedAt) : null,
+      leaseExpired: r.leaseExpired,
+      createdAt: r.createdAt,
+    })),
+    agents: agents.rows,
   };
 }
 
@@ -260,17 +312,24 @@ async function main(): Promise<number> {
     return 2;
   }
   installSignalCleanup();
-  const plan = planFaults(SEED, DURATION_MS);
-  log(`seed ${SEED}, duration ${DURATION_MS / 1000} s, ${CLIENTS} clients; schedule (${plan.length} faults):\n${formatPlan(plan)}`);
+  if (PG_STOPS && (PG_STOPS.length === 0 || PG_STOPS.some((x) => !(x > 0)))) {
+    console.error(`[faults] FAULTS_PG_STOPS must be seconds separated by commas, e.g. 30,30 (got ${process.env.FAULTS_PG_STOPS})`);
+    return 2;
+  }
+  const plan = PG_STOPS ? planPgStops(PG_STOPS, DURATION_MS) : planFaults(SEED, DURATION_MS);
+  // FAULTS_PG_STOPS: a stop that does not fit the load stretches it (every stop asked for happens)
+  const durationMs = PG_STOPS ? Math.max(DURATION_MS, ...plan.map((f) => f.at + f.durationMs + 5_000)) : DURATION_MS;
+  log(`seed ${SEED}, duration ${durationMs / 1000} s, ${CLIENTS} clients; ${PG_STOPS ? `FAULTS_PG_STOPS=${PG_STOPS.join(',')}: ` : ''}schedule (${plan.length} faults):\n${formatPlan(plan)}`);
   const dir = tempDir();
   const w = await startWorld(dir, Date.now());
-  const basePath = await publishAgent(w);
+  const agents = {} as Record<AgentSlug, string>;
+  for (const [slug, runtime] of Object.entries(runtimes(w)) as Array<[AgentSlug, unknown]>) agents[slug] = await publishAgent(w, slug, runtime);
   const apis = Object.fromEntries(Object.entries(w.apis).map(([k, p]) => [k, p.baseUrl!]));
   const loadStart = Date.now();
   t0 = loadStart;
-  const workload = new Workload({ apis, basePath, pushUrl: (p) => w.receiver.url(p), t0: loadStart });
+  const workload = new Workload({ apis, agents, pushUrl: (p) => w.receiver.url(p), t0: loadStart });
   await workload.init();
-  log(`agent ${basePath} published; load starts`);
+  log(`agents ${Object.values(agents).join(', ')} published; load starts`);
 
   // ---------------------------------------------------------------- load + nemesis
   const faults: FaultRecord[] = [];
@@ -296,7 +355,7 @@ async function main(): Promise<number> {
   const seeds = prng(SEED ^ 0x5eed);
   const clients = Array.from({ length: CLIENTS }, (_, i) => workload.loop(i, Math.floor(seeds() * 2 ** 31)));
   const progress = setInterval(() => log(`${stamp()} ${workload.operations.length + workload.streams.length} operations, ${faults.length} faults done`), 30_000);
-  await sleep(DURATION_MS);
+  await sleep(durationMs);
   clearInterval(progress);
   for (const t of timers) clearTimeout(t);
 
@@ -321,9 +380,16 @@ async function main(): Promise<number> {
 
   // ---------------------------------------------------------------- check
   const db = await snapshot(w.db);
-  const history: History = { operations: workload.operations, streams: workload.streams, pushConfigs: workload.pushConfigs, pushReceipts: w.receiver.receipts, faults };
+  const history: History = {
+    operations: workload.operations,
+    streams: workload.streams,
+    pushConfigs: workload.pushConfigs,
+    pushReceipts: w.receiver.receipts,
+    backendCalls: [...w.backend.calls, ...w.upstream.calls],
+    faults,
+  };
   if (process.env.FAULTS_OUT) writeFileSync(process.env.FAULTS_OUT, JSON.stringify({ seed: SEED, loadStartedAt: new Date(loadStart).toISOString(), plan, history, db }, null, 1));
-  const result = check(history, db, { staleAfterMs: STALE_AFTER_MS });
+  const result = check(history, db, { staleAfterMs: STALE_AFTER_MS, agents: AGENT_MODELS });
   const byKind = new Map<string, number>();
   for (const f of faults) byKind.set(f.kind, (byKind.get(f.kind) ?? 0) + 1);
   console.log(`\n[faults] seed ${SEED}: operations by kind and outcome\n${workload.summary()}`);
@@ -331,7 +397,11 @@ async function main(): Promise<number> {
   const crashes = [...Object.values(w.apis), ...Object.values(w.workers)].map((p) => `${p.name} ${p.crashes}`).join(', ');
   console.log(`[faults] unplanned exits restarted by the supervisor: ${crashes}`);
   for (const p of [...Object.values(w.apis), ...Object.values(w.workers)]) for (const note of p.crashNotes) console.log(`  ${p.name}: ${note}`);
-  console.log(`[faults] database: ${db.runs.length} runs, ${db.events.length} events, ${db.pushConfigs.length} push configs, ${w.receiver.receipts.length} push requests received`);
+  const runsBy = new Map<string, number>();
+  const slugs = new Map(db.agents?.map((a) => [a.id, a.slug]));
+  for (const r of db.runs) runsBy.set(slugs.get(r.agentId) ?? '?', (runsBy.get(slugs.get(r.agentId) ?? '?') ?? 0) + 1);
+  console.log(`[faults] database: ${db.runs.length} runs (${[...runsBy].map(([k, n]) => `${k} ${n}`).join(', ')}), ${db.events.length} events, ${db.pushConfigs.length} push configs, ${w.receiver.receipts.length} push requests received`);
+  console.log(`[faults] backends: http ${w.backend.calls.length} requests (${w.backend.refused} refused for their signature), upstream A2A agent ${w.upstream.calls.length} tasks started`);
   if (result.violations.length > 0) {
     for (const p of [...Object.values(w.apis), ...Object.values(w.workers)]) console.log(`\n[faults] last lines of ${p.name} (${p.starts} starts):\n${p.tail(12).split('\n').filter((l) => l.trim() !== '').join('\n')}`);
   }

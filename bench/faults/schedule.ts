@@ -103,3 +103,24 @@ export function planFaults(seed: number, durationMs: number): PlannedFault[] {
 export function formatPlan(plan: PlannedFault[]): string {
   return plan.map((f) => `  +${(f.at / 1000).toFixed(1).padStart(6)} s  ${f.kind.padEnd(16)} ${f.target.padEnd(6)} ${(f.durationMs / 1000).toFixed(1)} s`).join('\n');
 }
+
+/**
+ * The `FAULTS_PG_STOPS` schedule: exactly the PostgreSQL stops given (`stopsS`, seconds each), in
+ * that order, nothing else. The load is cut into as many equal slots as there are stops (from 3 s
+ * after the start to 5 s before `durationMs`), each stop centred in its slot; a stop longer than
+ * its slot starts 3 s after the previous one healed instead (the run then lasts past the load).
+ */
+export function planPgStops(stopsS: readonly number[], durationMs: number): PlannedFault[] {
+  const start = 3_000;
+  const slot = Math.max(0, durationMs - 5_000 - start) / Math.max(1, stopsS.length);
+  const plan: PlannedFault[] = [];
+  let free = start;
+  stopsS.forEach((s, i) => {
+    const durationMs = Math.round(s * 1000);
+    const centred = Math.round(start + i * slot + Math.max(0, slot - durationMs) / 2);
+    const at = Math.max(centred, free);
+    plan.push({ at, kind: 'pg-stop', target: 'pg', durationMs });
+    free = at + durationMs + 3_000;
+  });
+  return plan;
+}

@@ -5,6 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { PushReceipt } from './history.js';
+import { frameDigest } from './output.js';
 
 /**
  * The fault suite's own world: a PostgreSQL cluster (initdb + pg_ctl, on a free port, in a temp
@@ -432,7 +433,8 @@ export class AppProcess {
 // --------------------------------------------------------------------------- push receiver
 
 /**
- * The push receiver: records every request (path, task, sequence, webhook-id, its answer).
+ * The push receiver: records every request (path, task, sequence, webhook-id, its answer, what
+ * its body showed: output.ts frameDigest).
  * `flaky` makes it answer 500 (one in two) and 503 with Retry-After (the others).
  */
 export class PushReceiver {
@@ -446,6 +448,12 @@ export class PushReceiver {
     req.on('end', () => {
       let status = 200;
       if (this.flaky) status = this.n++ % 2 === 0 ? 500 : 503;
+      let digest: string | undefined;
+      try {
+        digest = frameDigest(JSON.parse(Buffer.concat(chunks).toString('utf8'))) ?? undefined;
+      } catch {
+        digest = undefined;
+      }
       this.receipts.push({
         path: req.url ?? '',
         taskId: String(req.headers['x-a2a-task-id'] ?? ''),
@@ -453,6 +461,7 @@ export class PushReceiver {
         webhookId: String(req.headers['webhook-id'] ?? ''),
         status,
         at: Date.now() - this.t0,
+        ...(digest !== undefined && { digest }),
       });
       res.writeHead(status, { 'content-type': 'text/plain', ...(status === 503 ? { 'retry-after': '1' } : {}) });
       res.end(status === 200 ? 'ok' : 'no');
