@@ -134,7 +134,8 @@ beforeAll(async () => {
       RUNTIME_SECRET_ENCRYPTION_SECRET: 'execution-fence-test-encryption',
       EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS),
       RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2),
-      RUN_STALE_AFTER_MS: '600000',
+      // short, so a run that waited in the queue longer is stale when it starts (see the parked case)
+      RUN_STALE_AFTER_MS: '2000',
       OUTBOX_RELAY_INTERVAL_MS: '100',
       OUTBOX_REDELIVER_MS: '1500',
       EXECUTION_OUTAGE_RETRY_MS: '1000',
@@ -238,10 +239,10 @@ describe('one live execution per trigger', () => {
       `INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job) VALUES ($1, $2, 1000, '{}') RETURNING id::text AS id`,
       [seed.orgId, first],
     );
-    expect([...(await stack.api.get(DispatchRelay).claim([id, id, id])).keys()]).toEqual([id]);
+    expect([...(await stack.api.get(DispatchRelay).claim([id, id, id], { owner: 'test-claimer', ttlMs: 1_000 })).keys()]).toEqual([id]);
   }, 60_000);
 
-  it('dispatches parked behind an agent cap are held: the relay does not send them again while they wait', async () => {
+  it('dispatches parked behind an agent cap are held: the relay does not send them again while they wait, nor a sweeper take them for lost when they start', async () => {
     const seed = await httpAgent('/slow');
     const resent = async () => (await stack.api.get(Metrics).dispatchesRelayed.get()).values.find((v) => v.labels.path === 'sweep')?.value ?? 0;
     const before = await resent();
@@ -255,10 +256,15 @@ describe('one live execution per trigger', () => {
     await new Promise((r) => setTimeout(r, 2_500));
     expect((await rows()).length).toBeGreaterThan(0);
     expect(await resent()).toBe(before);
+    // each waited longer than RUN_STALE_AFTER_MS (2 s) before it started: its claim took its
+    // lease, so no sweeper resumed it in the instant before its first heartbeat (one did, and its
+    // backend was called twice)
     for (const id of started) {
       const settled = await runs.waitUntilSettled(seed.orgId, id, 60_000);
       expect(settled.status).toBe('completed');
-      expect((await logOf(id)).duplicated).toEqual([]);
+      const log = await logOf(id);
+      expect(log.duplicated).toEqual([]);
+      expect(log.shape).not.toContain('run.execution_resumed');
       expect(requests.filter((r) => r.runId === id)).toHaveLength(1);
     }
   }, 90_000);

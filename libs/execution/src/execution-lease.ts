@@ -20,7 +20,8 @@ import { ExecutionSlots } from './execution-slots.js';
 @Injectable()
 export class ExecutionLease {
   private readonly log = new Logger(ExecutionLease.name);
-  private readonly owner = `${hostname()}:${process.pid}`;
+  /** Who holds a lease: this process (host:pid). */
+  readonly owner = `${hostname()}:${process.pid}`;
   /** EXECUTION_HEARTBEAT_MS: how often a long execution renews its lease and slot (the lease lasts 1.5 of them). */
   private readonly heartbeatMs: number;
 
@@ -34,17 +35,23 @@ export class ExecutionLease {
   }
 
   /**
-   * Start the execution's heartbeat; returns its stop. Long executions hold a lease, renewed every
-   * heartbeat (the first a quarter in): if this process dies the lease expires and a sweeper fails
-   * the run within 2 heartbeats. The heartbeat also keeps the slot and reads the run's status: the
+   * Start the execution's heartbeat; returns its stop. Every execution holds a lease from its claim
+   * (`claimLease`, 1.5 heartbeats); one that runs longer renews it every heartbeat (the first a
+   * quarter in): if this process dies the lease expires and a sweeper resumes or fails the run
+   * within 2 heartbeats. The heartbeat also keeps the slot and reads the run's status: the
    * safety net for a lost cancellation signal (a terminal or gone run aborts `abort`). Short
-   * executions (most) never write a lease. A renewal the database could not take is tried again
+   * executions (most) never renew it. A renewal the database could not take is tried again
    * every second (not a heartbeat later): a short outage must not let the lease expire and the
    * sweeper declare this live execution lost. A heartbeat that finds a newer fencing token than
    * `epoch` (a takeover: docs/architecture.md "The fence") takes no lease and aborts the execution
    * as fenced: its backend request is aborted, its upstream call released, and its next write
    * would be refused anyway.
    */
+  /** The lease a claim takes for an execution of this process (RunDispatchRepository.claim): 1.5 heartbeats. */
+  get claimLease(): { owner: string; ttlMs: number } {
+    return { owner: this.owner, ttlMs: this.heartbeatMs * 1.5 };
+  }
+
   heartbeat(
     job: RunExecuteJob,
     agentId: string,

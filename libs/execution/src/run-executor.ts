@@ -224,7 +224,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     let claimed: Map<string, number>;
     try {
       const ids = [...admitted.flatMap((p) => (p.item.id ? [p.item.id] : [])), ...drop];
-      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Map<string, number>();
+      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids, this.lease.claimLease)) : new Map<string, number>();
     } catch (e) {
       for (const p of admitted) this.admission.giveBack(p);
       throw e;
@@ -263,7 +263,7 @@ export class RunExecutor implements OnApplicationBootstrap, OnModuleDestroy {
     let claimed: Map<string, number>;
     try {
       const ids = go.flatMap((e) => (e.p.item.id ? [e.p.item.id] : []));
-      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids)) : new Map<string, number>();
+      claimed = ids.length > 0 ? await this.durable(() => this.relay.claim(ids, this.lease.claimLease)) : new Map<string, number>();
     } catch (err) {
       for (const e of go) {
         this.admission.giveBack(e.p);

@@ -188,10 +188,11 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * A worker claims the dispatches it is about to execute (deletes their outbox rows, one
    * statement): the ids returned are its to run, each with its run's fencing token (the
-   * execution's epoch); the others ran or run elsewhere.
+   * execution's epoch), their runs' leases taken for `lease` (RunDispatchRepository.claim); the
+   * others ran or run elsewhere.
    */
-  claim(ids: readonly string[]): Promise<Map<string, number>> {
-    return this.outbox.claim(ids);
+  claim(ids: readonly string[], lease: { owner: string; ttlMs: number }): Promise<Map<string, number>> {
+    return this.outbox.claim(ids, lease);
   }
 
   /**
