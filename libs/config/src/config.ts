@@ -295,6 +295,20 @@ export const ConfigSchema = z.object({
    * (a string tested costs its length + 8 times the pattern's RE2 program size); past it the message is refused.
    */
   STRUCTURED_INPUT_PATTERN_BUDGET: z.coerce.number().int().min(1024).default(262_144),
+  /** Scripted runtime: rules per revision. */
+  SCRIPTED_MAX_RULES: z.coerce.number().int().min(1).max(100_000).default(64),
+  /** Scripted runtime: longest `match.text` (characters). */
+  SCRIPTED_PATTERN_MAX_CHARS: z.coerce.number().int().min(16).max(100_000).default(256),
+  /** Scripted runtime: the RE2 program sizes of all `match.text` patterns of a revision together (instructions). */
+  SCRIPTED_RULES_MAX_PROGRAM_SIZE: z.coerce.number().int().min(64).max(10_000_000).default(2_048),
+  /**
+   * Scripted runtime: what matching the rules against one message may cost, in
+   * character-instructions: the rules see the first ⌊budget / (their program sizes + 8 per rule)⌋
+   * characters of the message text (at most SCRIPTED_MATCH_TEXT_MAX_CHARS).
+   */
+  SCRIPTED_MATCH_BUDGET: z.coerce.number().int().min(1024).default(262_144),
+  /** Scripted runtime: most characters of a message's text the rules are matched against. */
+  SCRIPTED_MATCH_TEXT_MAX_CHARS: z.coerce.number().int().min(16).default(4_096),
 
   // ---------------------------------------------------------------- push notifications
   /**
