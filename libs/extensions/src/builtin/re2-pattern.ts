@@ -43,10 +43,10 @@ const cache = new TtlLruCache<string, Re2Pattern>(512, 0);
 let meter: { left: number; budget: number } | null = null;
 
 /**
- * Run `validate` with at most `budget` character-instructions of pattern matching (each `test` of
- * a string costs its length plus TEST_OVERHEAD times the pattern's RE2 program size, charged
- * before it runs). Throws
- * PatternBudgetExceeded past it, whatever `validate` was doing: Ajv's generated code does not catch it.
+ * Run `validate` with at most `budget` character-instructions of pattern matching: each `test` of
+ * a string costs (its length + TEST_OVERHEAD) × the pattern's RE2 program size, charged before it
+ * runs. Throws PatternBudgetExceeded past it, whatever `validate` was doing (Ajv's generated code
+ * does not catch it).
  */
 export function withPatternBudget<T>(budget: number, validate: () => T): T {
   meter = { left: budget, budget };
@@ -120,7 +120,7 @@ export const re2RegExp = Object.assign((pattern: string) => compileRe2Pattern(pa
 
 /**
  * Shrink the DFA budget of a compiled pattern to DFA_MEMORY_PER_PATTERN. These are re2js 2.10's
- * private fields (the version is pinned; re2-pattern.spec.ts fails when they move).
+ * private fields (the version is pinned; structured-input.spec.ts fails when they move).
  */
 export function capDfa(re: RE2JS): void {
   const dfa = (re as unknown as { re2Input?: { dfa?: { maxMem?: number; stateBudget?: number; memBudget?: number } } }).re2Input?.dfa;

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Ajv } from 'ajv';
 import { RE2JS } from 're2js';
 import { loadConfig } from '#libs/config';
 import type { CanonicalMessage } from '#libs/contracts';
@@ -48,6 +49,9 @@ describe('RE2 for schema patterns', () => {
       made.push(String(source instanceof Native ? source.source : source));
       return new Native(source, flags);
     } as never);
+    // the watch works: Ajv's own engine is seen
+    expect(new Ajv({ strict: false }).compile({ pattern: 'zz+' })('zzz')).toBe(true);
+    expect(made).toContain('zz+');
     const { plugin, params } = declare({ type: 'object', properties: { s: { type: 'string', pattern: patterns[0] }, t: { type: 'string', pattern: patterns[1] } }, patternProperties: { [patterns[2]!]: { type: 'integer' } } });
     expect(params).toBeDefined();
     expect(check(plugin, params, message({ s: `${'a'.repeat(40)}!`, t: 'ab12', 'x-1': 1 }))).toMatch(/must match pattern/);

@@ -141,7 +141,7 @@ ${limits.schemaMaxBytes} bytes, ${limits.schemaMaxDepth} levels, ${limits.schema
 patterns of at most ${limits.patternMaxChars} characters, \`uniqueItems\` only beside a \`maxItems\` of at most
 ${UNIQUE_ITEMS_MAX_ITEMS}. A message's DataParts may hold at most ${limits.dataMaxChars} characters of JSON and
 ${limits.validationBudget} / (the schema's nodes) JSON values, and checking them against the patterns may
-cost at most ${limits.patternBudget} character-instructions (a string's length times the pattern's RE2
-program size); past any of these the message is refused with InvalidParams saying so.
+cost at most ${limits.patternBudget} character-instructions (a string's length + 8, times the pattern's
+RE2 program size); past any of these the message is refused with InvalidParams saying so.
 `;
 }
