@@ -265,6 +265,51 @@ export const ConfigSchema = z.object({
   /** Worker: how often (ms) partition maintenance runs (it also runs at boot); 0 = at boot only. */
   RUN_EVENTS_PARTITION_MAINTENANCE_MS: z.coerce.number().int().min(0).default(3_600_000),
 
+  // ---------------------------------------------------------------- tenant patterns, schemas and rules
+  // Budgets of what a tenant's revision may make a process do (docs/deploy.md "Budgets of tenant
+  // patterns, schemas and rules"): checked when a revision is drafted or published (422 naming the
+  // field and the limit), and per message. Every pattern runs on RE2 (linear time) besides.
+  /** Structured-input extension: largest `params.schema`, as JSON (UTF-8 bytes). */
+  STRUCTURED_INPUT_SCHEMA_MAX_BYTES: z.coerce.number().int().min(256).max(1024 * 1024).default(16_384),
+  /** Structured-input extension: deepest nesting of the schema's JSON (objects and arrays). */
+  STRUCTURED_INPUT_SCHEMA_MAX_DEPTH: z.coerce.number().int().min(2).max(64).default(16),
+  /**
+   * Structured-input extension: the schema's JSON values with every `$ref` expanded, each pattern
+   * counting its RE2 program size besides (what compiling it and validating one value cost).
+   */
+  STRUCTURED_INPUT_SCHEMA_MAX_NODES: z.coerce.number().int().min(16).max(100_000).default(256),
+  /** Structured-input extension: longest `pattern` / `patternProperties` key (characters). */
+  STRUCTURED_INPUT_PATTERN_MAX_CHARS: z.coerce.number().int().min(16).max(10_000).default(256),
+  /**
+   * Structured-input extension: a message's DataParts, their `data` as JSON text (characters, a
+   * string counting its length and quotes, escapes not counted); more is refused.
+   */
+  STRUCTURED_INPUT_DATA_MAX_CHARS: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(65_536),
+  /**
+   * Structured-input extension: a message's DataParts may hold at most this divided by the
+   * schema's nodes JSON values (each value is checked against at most every node); more is refused.
+   */
+  STRUCTURED_INPUT_VALIDATION_BUDGET: z.coerce.number().int().min(1024).default(131_072),
+  /**
+   * Structured-input extension: pattern matching one message may cost, in character-instructions
+   * (a string tested costs its length + 8 times the pattern's RE2 program size); past it the message is refused.
+   */
+  STRUCTURED_INPUT_PATTERN_BUDGET: z.coerce.number().int().min(1024).default(262_144),
+  /** Scripted runtime: rules per revision. */
+  SCRIPTED_MAX_RULES: z.coerce.number().int().min(1).max(100_000).default(64),
+  /** Scripted runtime: longest `match.text` (characters). */
+  SCRIPTED_PATTERN_MAX_CHARS: z.coerce.number().int().min(16).max(100_000).default(256),
+  /** Scripted runtime: the RE2 program sizes of all `match.text` patterns of a revision together (instructions). */
+  SCRIPTED_RULES_MAX_PROGRAM_SIZE: z.coerce.number().int().min(64).max(10_000_000).default(2_048),
+  /**
+   * Scripted runtime: what matching the rules against one message may cost, in
+   * character-instructions: the rules see the first ⌊budget / (their program sizes + 8 per rule)⌋
+   * characters of the message text (at most SCRIPTED_MATCH_TEXT_MAX_CHARS).
+   */
+  SCRIPTED_MATCH_BUDGET: z.coerce.number().int().min(1024).default(262_144),
+  /** Scripted runtime: most characters of a message's text the rules are matched against. */
+  SCRIPTED_MATCH_TEXT_MAX_CHARS: z.coerce.number().int().min(16).default(4_096),
+
   // ---------------------------------------------------------------- push notifications
   /**
    * Encrypts push configs' secrets at rest (authentication credentials, the Standard Webhooks

@@ -56,7 +56,12 @@ export class ExtensionRegistry {
       }
       if (plugin.params) {
         const r = plugin.params.safeParse(ext.params ?? {});
-        if (!r.success) throw invalid(`${path}.params`, `${ext.uri}: ${r.error.issues.map((x) => `${x.path.join('.') || '(params)'}: ${x.message}`).join('; ')}`);
+        if (!r.success) {
+          const message = `${ext.uri}: ${r.error.issues.map((x) => `${x.path.join('.') || '(params)'}: ${x.message}`).join('; ')}`;
+          // one issue per problem, at its field (e.g. `….params.schema.properties.name.pattern`)
+          const issues = r.error.issues.map((x) => ({ path: [`${path}.params`, ...x.path.map(String)].join('.'), message: `${ext.uri}: ${x.message}` }));
+          throw new AppError('request.invalid', message, { details: { issues } });
+        }
       }
     });
   }

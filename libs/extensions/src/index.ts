@@ -5,7 +5,8 @@
  */
 export { ExtensionRuleError, type A2AExtensionPlugin, type ExtensionMethod, type ExtensionMethodContext, type ExtensionServices } from './extension.js';
 export { ExtensionRegistry, parseExtensionsHeader, type Negotiated } from './extension.registry.js';
-export { ExtensionsModule } from './extensions.module.js';
+export { ExtensionsModule, STRUCTURED_INPUT_LIMITS } from './extensions.module.js';
+export { DEFAULT_STRUCTURED_INPUT_LIMITS, UNIQUE_ITEMS_MAX_ITEMS, type StructuredInputLimits } from './builtin/schema-budget.js';
 export {
   BUILTIN_EXTENSION_BASE,
   COMPLIANCE_EXTENSION_URI,
@@ -14,6 +15,7 @@ export {
   TASK_SEARCH_EXTENSION_URI,
   TASK_SEARCH_METHOD,
   builtinExtensions,
+  builtinExtensionsWith,
   taskSearchExtension,
   complianceExtension,
   structuredInputExtension,

@@ -18,15 +18,17 @@ import { RuntimeSecretsModule } from './runtime-secrets.module.js';
 import { CardSignatureRepository } from './card-signature.repository.js';
 import { CardSignatureService } from './card-signature.service.js';
 import { CardClaimsModule } from './served-capabilities.js';
+import { ExtensionLimitsModule } from './extension-limits.module.js';
 
 /**
  * The registry bounded context: organizations, API keys, agents, revisions, bindings, and the
  * AgentDirectory the A2A adapter reads, and (through RuntimeSecretsModule, global) the
- * organizations' runtime secrets. Needs DbModule, ConfigModule and RuntimesModule (global).
+ * organizations' runtime secrets, and (ExtensionLimitsModule, global) the structured-input
+ * extension's budgets. Needs DbModule, ConfigModule and RuntimesModule (global).
  * Importing it also runs BootstrapService at application bootstrap.
  */
 @Module({
-  imports: [RuntimeSecretsModule, CardClaimsModule],
+  imports: [RuntimeSecretsModule, CardClaimsModule, ExtensionLimitsModule],
   providers: [
     OrganizationRepository,
     ApiKeyRepository,

@@ -2,6 +2,7 @@ import { type DynamicModule, Global, Module } from '@nestjs/common';
 import type { AgentRuntime } from './runtime.js';
 import { RuntimeRegistry } from './runtime.registry.js';
 import { ScriptedRuntime } from './scripted/scripted.runtime.js';
+import { DEFAULT_SCRIPTED_LIMITS, scriptedLimits } from './scripted/scripted-limits.js';
 import { HttpRuntime } from './http/http.runtime.js';
 import { A2ARuntime } from './a2a/a2a.runtime.js';
 import { NO_RUNTIME_SECRETS, RUNTIME_SECRETS, type RuntimeSecrets } from './runtime-secrets.js';
@@ -9,13 +10,14 @@ import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { outboundPolicy } from '#libs/outbound';
 
 /**
- * The built-in runtimes of this deployment: `scripted`, `http` and `a2a` (the last two reach only
- * public addresses, plus what HTTP_RUNTIME_ALLOWED_CIDRS allows, and take their secrets from
- * `secrets`, for the run's organization only; without it every secret reference is refused).
+ * The built-in runtimes of this deployment: `scripted` (held to the SCRIPTED_* budgets), `http` and
+ * `a2a` (the last two reach only public addresses, plus what HTTP_RUNTIME_ALLOWED_CIDRS allows, and
+ * take their secrets from `secrets`, for the run's organization only; without it every secret
+ * reference is refused).
  */
-export function builtInRuntimes(config?: Pick<AppConfig, 'HTTP_RUNTIME_ALLOWED_CIDRS'>, secrets: RuntimeSecrets = NO_RUNTIME_SECRETS): AgentRuntime[] {
+export function builtInRuntimes(config?: AppConfig, secrets: RuntimeSecrets = NO_RUNTIME_SECRETS): AgentRuntime[] {
   const policy = outboundPolicy(config?.HTTP_RUNTIME_ALLOWED_CIDRS ?? []);
-  return [new ScriptedRuntime(), new HttpRuntime(policy, secrets), new A2ARuntime(policy, secrets)];
+  return [new ScriptedRuntime(config ? scriptedLimits(config) : DEFAULT_SCRIPTED_LIMITS), new HttpRuntime(policy, secrets), new A2ARuntime(policy, secrets)];
 }
 
 /**

@@ -1,13 +1,14 @@
-import { Ajv } from 'ajv';
 import { z } from 'zod';
 import { AppError } from '#libs/common';
-import { SUBSTATES_EXTENSION_URI, type CanonicalMessage } from '#libs/contracts';
-import { ExtensionRuleError, type A2AExtensionPlugin } from '../extension.js';
+import { SUBSTATES_EXTENSION_URI } from '#libs/contracts';
+import type { A2AExtensionPlugin } from '../extension.js';
+import { structuredInputExtension } from './structured-input.js';
+import type { StructuredInputLimits } from './schema-budget.js';
 
 /** URIs of the built-in extensions (their specification is served at the URI's path). */
 export const BUILTIN_EXTENSION_BASE = 'https://aaas.dev/extensions';
 export const COMPLIANCE_EXTENSION_URI = `${BUILTIN_EXTENSION_BASE}/compliance/v1`;
-export const STRUCTURED_INPUT_EXTENSION_URI = `${BUILTIN_EXTENSION_BASE}/structured-input/v1`;
+export { STRUCTURED_INPUT_EXTENSION_URI, structuredInputExtension } from './structured-input.js';
 export { SUBSTATES_EXTENSION_URI } from '#libs/contracts';
 
 const ComplianceParams = z.strictObject({
@@ -42,55 +43,6 @@ An agent declares in \`capabilities.extensions[].params\`:
 
 Data only: activating it changes nothing; it may not be required.
 `,
-};
-
-const ajv = new Ajv({ allErrors: false, strict: false });
-
-const StructuredInputParams = z.strictObject({
-  /** JSON Schema (draft 2020-12 subset Ajv supports) every message's DataPart must satisfy. */
-  schema: z.record(z.string(), z.unknown()).refine((s) => {
-    try {
-      ajv.compile(s);
-      return true;
-    } catch {
-      return false;
-    }
-  }, 'not a JSON Schema Ajv can compile'),
-});
-
-const compiled = new WeakMap<object, ReturnType<typeof ajv.compile>>();
-
-/**
- * Profile: every user message of a request that activates it must carry a DataPart valid against
- * the JSON Schema in `params.schema` (A2A "profile" extension: it constrains messages without
- * adding fields).
- */
-export const structuredInputExtension: A2AExtensionPlugin<z.infer<typeof StructuredInputParams>> = {
-  uri: STRUCTURED_INPUT_EXTENSION_URI,
-  description: 'Every message carries a DataPart valid against the declared JSON Schema (profile).',
-  params: StructuredInputParams,
-  specDocument: `# Structured input (profile A2A extension)
-
-URI: \`${STRUCTURED_INPUT_EXTENSION_URI}\`
-
-Declared with \`params.schema\`: a JSON Schema. When a request activates the extension
-(\`A2A-Extensions: ${STRUCTURED_INPUT_EXTENSION_URI}\`), every message it sends must contain at least one
-DataPart (\`{"data": …}\`) whose value is valid against that schema; otherwise the request fails with
-InvalidParams naming this extension and the rule broken. The agent may declare it \`required\`.
-`,
-  onMessage(message: CanonicalMessage, params) {
-    let validate = compiled.get(params.schema);
-    if (!validate) {
-      validate = ajv.compile(params.schema);
-      compiled.set(params.schema, validate);
-    }
-    const data = message.parts.filter((p) => p.data !== undefined);
-    if (data.length === 0) throw new ExtensionRuleError(STRUCTURED_INPUT_EXTENSION_URI, 'the message must carry a DataPart valid against the declared schema');
-    if (!data.some((p) => validate!(p.data))) {
-      const why = (validate.errors ?? []).map((e) => `${e.instancePath || '(data)'} ${e.message ?? ''}`.trim()).join('; ');
-      throw new ExtensionRuleError(STRUCTURED_INPUT_EXTENSION_URI, `no DataPart is valid against the declared schema: ${why}`);
-    }
-  },
 };
 
 const SubstatesParams = z.strictObject({
@@ -161,5 +113,10 @@ status first; \`nextPageToken\` is \`""\` on the last page. Bad params: InvalidP
   },
 };
 
-/** The built-in extensions, registered by default. */
-export const builtinExtensions: ReadonlyArray<A2AExtensionPlugin<any>> = [complianceExtension, structuredInputExtension, substatesExtension, taskSearchExtension];
+/** The built-in extensions, the structured-input one held to `limits` (default: libs/config's defaults). */
+export function builtinExtensionsWith(limits?: StructuredInputLimits): ReadonlyArray<A2AExtensionPlugin<any>> {
+  return [complianceExtension, structuredInputExtension(limits), substatesExtension, taskSearchExtension];
+}
+
+/** The built-in extensions with the default limits. */
+export const builtinExtensions: ReadonlyArray<A2AExtensionPlugin<any>> = builtinExtensionsWith();

@@ -1,17 +1,31 @@
+import { LRUCache } from 'lru-cache';
 import { RE2JS } from 're2js';
-import { TtlLruCache } from '#libs/common';
 
 /** Flags a scripted `match.text` may carry (JavaScript letters, RE2 semantics). */
 const FLAG_BITS: Record<string, number> = { i: RE2JS.CASE_INSENSITIVE, m: RE2JS.MULTILINE, s: RE2JS.DOTALL, u: 0, g: 0 };
 
-// compiled patterns, least recently used evicted past the bound (patterns do not expire)
-const cache = new TtlLruCache<string, RE2JS>(10_000, 0);
+/**
+ * Compiled patterns kept, weighed by RE2 program size (a compiled pattern holds about 200-350
+ * bytes per instruction, plus a few KiB): at most this many instructions, least recently used
+ * evicted — about 90 MiB at most, what 128 revisions at the default SCRIPTED_RULES_MAX_PROGRAM_SIZE
+ * use. Weighed rather than counted (TtlLruCache counts entries): one pattern may be 2,000
+ * instructions, another 4.
+ */
+export const COMPILED_INSTRUCTIONS_KEPT = 262_144;
+/** Weight of a compiled pattern besides its instructions (the RE2 object itself). */
+const PATTERN_WEIGHT = 16;
+
+const cache = new LRUCache<string, RE2JS>({
+  maxSize: COMPILED_INSTRUCTIONS_KEPT,
+  sizeCalculation: (re) => PATTERN_WEIGHT + re.programSize(),
+});
 
 /**
  * Compile a tenant-supplied pattern with RE2 semantics (re2js): matching time is linear in the
  * input, whatever the pattern — `^(a+)+$` cannot freeze the process. No backreferences or
  * lookaround. Flags: `i`, `m`, `s` (and `u`, `g`, which change nothing for a test). Compiled
- * patterns are cached (bounded).
+ * patterns are cached (bounded by their program sizes). Only `find` is used on them (never
+ * `test`): re2js's DFA, which `test` builds, may hold 8 MiB per pattern.
  * Throws an Error saying what is unsupported when the pattern or a flag is not accepted.
  */
 export function compileSafeRegex(source: string, flags = ''): RE2JS {

@@ -110,7 +110,7 @@ describe('ScriptedRuntimeConfigSchema', () => {
 
   it('matches in linear time: a catastrophic-backtracking pattern answers in milliseconds', () => {
     const config = runtime.parseConfig({ kind: 'scripted', rules: [rule({ text: '^(a+)+$' }, [{ type: 'reply', text: 'matched' }])] });
-    for (const text of ['a'.repeat(30) + 'b', 'a'.repeat(5_000) + '!']) {
+    for (const text of ['a'.repeat(30) + 'b', 'a'.repeat(4_000) + '!']) {
       const t0 = performance.now();
       expect(runtime.directReply(config, { messageId: 'm', role: 'user', parts: [{ text }] })).toBeNull();
       expect(performance.now() - t0).toBeLessThan(200);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { compileSafeRegex, safeMatchLength } from './safe-regex.js';
+import { budgetIssues, DEFAULT_SCRIPTED_LIMITS, matchedText, type ScriptedLimits } from './scripted-limits.js';
 import { createHash } from 'node:crypto';
 import {
   messageText,
@@ -32,11 +33,11 @@ function echoRule(input: CanonicalMessage): ScriptedRule {
   };
 }
 
-/** Length of what `match` matched in `input`, or null when a matcher fails. */
-function matchScore(match: ScriptedRule['match'], input: CanonicalMessage): number | null {
+/** Length of what `match` matched (`text`: the input's matched text), or null when a matcher fails. */
+function matchScore(match: ScriptedRule['match'], input: CanonicalMessage, text: string): number | null {
   let score = 0;
   if (match.text !== undefined) {
-    const length = safeMatchLength(compileSafeRegex(match.text, match.flags), messageText(input.parts));
+    const length = safeMatchLength(compileSafeRegex(match.text, match.flags), text);
     if (length === null) return null;
     score += length;
   }
@@ -51,19 +52,21 @@ function matchScore(match: ScriptedRule['match'], input: CanonicalMessage): numb
  * Pick the rule that answers `input`: among rules whose matchers all match, the one with the
  * longest match (regex match length plus prefix length; an empty match still counts); ties go to
  * the earlier rule. No match: the default echo rule, built for this input (echoes its text, or
- * its parts as they are when it has no text part).
+ * its parts as they are when it has no text part). Patterns see the start of the input's text
+ * that `limits` allow (`matchedText`): one message's matching costs at most `limits.matchBudget`.
  */
-export function selectRule(config: ScriptedRuntimeConfig, input: CanonicalMessage): ScriptedRule {
-  const i = selectRuleIndex(config, input);
+export function selectRule(config: ScriptedRuntimeConfig, input: CanonicalMessage, limits: ScriptedLimits = DEFAULT_SCRIPTED_LIMITS): ScriptedRule {
+  const i = selectRuleIndex(config, input, limits);
   return i >= 0 ? config.rules[i]! : echoRule(input);
 }
 
 /** Index of the rule `selectRule` picks among `config.rules`, or -1 for the echo rule. */
-function selectRuleIndex(config: ScriptedRuntimeConfig, input: CanonicalMessage): number {
+function selectRuleIndex(config: ScriptedRuntimeConfig, input: CanonicalMessage, limits: ScriptedLimits): number {
+  const text = matchedText(config, input, limits);
   let best = -1;
   let bestScore = -1;
   config.rules.forEach((rule, i) => {
-    const score = matchScore(rule.match, input);
+    const score = matchScore(rule.match, input, text);
     if (score !== null && score > bestScore) {
       best = i;
       bestScore = score;
@@ -238,28 +241,30 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
    */
   readonly resumable = true;
 
+  /** `limits`: what a revision's rules may cost (draft) and one message's matching (default: libs/config's defaults). */
+  constructor(private readonly limits: ScriptedLimits = DEFAULT_SCRIPTED_LIMITS) {}
+
   /**
    * Throws a `ZodError` when `raw` is not a valid scripted config, including a `match.text` that
-   * is not an RE2 pattern (the error names the rule and says what is unsupported).
+   * is not an RE2 pattern (the error names the rule and says what is unsupported) and a config
+   * over the budgets of `limits` (the error names the field and the limit: `rules` for the number
+   * of rules and their patterns' total RE2 program size, `rules.<i>.match.text` for a long pattern).
+   * Applies to every parse, so a revision published before the budgets and over them no longer runs.
    */
   parseConfig(raw: unknown): ScriptedRuntimeConfig {
     const config = ScriptedRuntimeConfigSchema.parse(raw);
-    const issues: z.core.$ZodIssue[] = [];
-    config.rules.forEach((rule, i) => {
-      if (rule.match.text === undefined) return;
-      try {
-        compileSafeRegex(rule.match.text, rule.match.flags);
-      } catch (e) {
-        issues.push({ code: 'custom', path: ['rules', i, 'match', 'text'], message: e instanceof Error ? e.message : String(e), input: rule.match.text });
-      }
-    });
+    const issues = budgetIssues(config, this.limits);
     if (issues.length > 0) throw new z.ZodError(issues);
     return config;
   }
 
-  /** The reply of the selected rule when it is a `reply` rule, else null (a run is needed). */
+  /**
+   * The reply of the selected rule when it is a `reply` rule, else null (a run is needed). A
+   * config without `reply` rules matches nothing here (its rules are matched by the execution).
+   */
   directReply(config: ScriptedRuntimeConfig, input: CanonicalMessage): AgentMessageInput | null {
-    const [step] = selectRule(config, input).steps;
+    if (!hasReplyRule(config)) return null;
+    const [step] = selectRule(config, input, this.limits).steps;
     return step?.type === 'reply' ? agentMessage(step, input) : null;
   }
 
@@ -313,7 +318,7 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
   }
 
   private fresh(config: ScriptedRuntimeConfig, input: CanonicalMessage): Queued[] {
-    const i = selectRuleIndex(config, input);
+    const i = selectRuleIndex(config, input, this.limits);
     const rule = i >= 0 ? config.rules[i]! : echoRule(input);
     return rule.steps.map((step, j) => ({ step, path: [i, j] }));
   }
@@ -417,6 +422,11 @@ export class ScriptedRuntime implements AgentRuntime<ScriptedRuntimeConfig> {
       }
     }
   }
+}
+
+/** Whether any rule of `config` is a `reply` rule (its only step is `reply`). */
+function hasReplyRule(config: ScriptedRuntimeConfig): boolean {
+  return config.rules.some((r) => r.steps[0]?.type === 'reply');
 }
 
 /** A child's result as text: its status message, else its last agent message, else its text artifacts. */
