@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type { StreamRecord } from './judge.js';
 
 /**
@@ -103,44 +104,20 @@ export class StreamLoad {
         rec.error = `HTTP ${res.status} ${answer.slice(0, 200)}`;
         return 'broken';
       }
-      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      let id: string | undefined;
-      let data: string[] = [];
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) {
-          rec.error = `the server ended the stream after ${frames} frames without a final one`;
-          return 'broken';
+      for await (const ev of res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream())) {
+        frames++;
+        const end = this.frame(rec, ev.id, ev.data, resuming);
+        if (end) {
+          ac.abort();
+          return end;
         }
-        buf += value;
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).replace(/\r$/, '');
-          buf = buf.slice(nl + 1);
-          if (line !== '') {
-            if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
-            else if (line.startsWith('id:')) id = line.slice(3).trim();
-            continue;
-          }
-          if (data.length === 0) {
-            id = undefined;
-            continue;
-          }
-          frames++;
-          const end = this.frame(rec, id, data.join('\n'), resuming);
-          id = undefined;
-          data = [];
-          if (end) {
-            ac.abort();
-            return end;
-          }
-          if (frames >= cutAfter) {
-            ac.abort();
-            return 'cut';
-          }
+        if (frames >= cutAfter) {
+          ac.abort();
+          return 'cut';
         }
       }
+      rec.error = `the server ended the stream after ${frames} frames without a final one`;
+      return 'broken';
     } catch (e) {
       rec.error = errorText(e);
       return 'broken';

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Role, SendMessageRequest, taskStateToJSON, type Message, type Part as SdkPart, type Task } from '@a2a-js/sdk';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client';
 import type { ScriptedStep } from '#libs/contracts';
 import type { Attempt, MessageSeen, Operation, Outcome, PushConfigRecord, StreamRecord, TaskSeen } from './history.js';
@@ -376,40 +377,22 @@ export class Workload {
         seg.error = `HTTP ${res.status} ${text.slice(0, 160)}`;
         return seg;
       }
-      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      let id: string | undefined;
-      let data: string[] = [];
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return seg;
-        buf += value;
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).replace(/\r$/, '');
-          buf = buf.slice(nl + 1);
-          if (line === '') {
-            if (data.length > 0) {
-              seg.frames++;
-              const end = this.frame(rec, id, data.join('\n'), resuming);
-              if (end) {
-                seg.end = end;
-                if (end !== 'final') seg.error = data.join('\n').slice(0, 160);
-                ac.abort();
-                return seg;
-              }
-              if (seg.frames >= cutAfter) {
-                seg.end = 'cut';
-                ac.abort();
-                return seg;
-              }
-            }
-            id = undefined;
-            data = [];
-          } else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
-          else if (line.startsWith('id:')) id = line.slice(3).trim();
+      for await (const ev of res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream())) {
+        seg.frames++;
+        const end = this.frame(rec, ev.id, ev.data, resuming);
+        if (end) {
+          seg.end = end;
+          if (end !== 'final') seg.error = ev.data.slice(0, 160);
+          ac.abort();
+          return seg;
+        }
+        if (seg.frames >= cutAfter) {
+          seg.end = 'cut';
+          ac.abort();
+          return seg;
         }
       }
+      return seg;
     } catch (e) {
       seg.end = 'error';
       seg.error = describeError(e);
