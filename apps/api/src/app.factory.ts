@@ -19,6 +19,7 @@ import { ReadYourWrites } from './common/read-your-writes.js';
 import { installSecurityHeaders } from './common/security-headers.js';
 import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
+import { ApiKeyService } from '#libs/registry';
 import { RUN_ARCHIVE_CONTENT_TYPE } from '#libs/contracts';
 import { nameServerSpan, tracedRequestListener } from '#libs/telemetry';
 
@@ -109,7 +110,7 @@ export async function createApiApp(
   app.get(ReadYourWrites, { strict: false }).install(fastify);
   app.enableShutdownHooks();
 
-  const stopLimiter = await installRateLimits(fastify, config);
+  const stopLimiter = await installRateLimits(fastify, config, app.get(ApiKeyService, { strict: false }));
   fastify.addHook('onClose', (_i, done) => {
     stopLimiter();
     done();
