@@ -342,6 +342,12 @@ export const ConfigSchema = z.object({
     .string()
     .default('')
     .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
+  /**
+   * How long (ms) a JWT issuer's discovery document or key set that could not be read (or did not
+   * match) is answered from that failure without fetching it again, so bogus tokens cannot make the
+   * service hammer a failing issuer; 0 = fetch on every call.
+   */
+  JWT_ISSUER_FAILURE_TTL_MS: z.coerce.number().int().min(0).max(300_000).default(5_000),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
 
