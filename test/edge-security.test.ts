@@ -60,6 +60,33 @@ describe('edge security', () => {
     expect(good.status).toBe(201);
   });
 
+  it('/docs has a strict CSP (issue #43): scripts only its own files (none inline), no other origin, no framing; the API itself keeps CSP off', async () => {
+    const page = await fetch(`${stack.baseUrl}/docs`);
+    expect(page.status).toBe(200);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]));
+    expect(directives.get('script-src')).toEqual(["'self'"]);
+    expect(directives.get('default-src')).toEqual(["'self'"]);
+    expect(directives.get('connect-src')).toEqual(["'self'"]);
+    expect(directives.get('object-src')).toEqual(["'none'"]);
+    expect(directives.get('frame-ancestors')).toEqual(["'none'"]);
+    expect(csp).not.toMatch(/unsafe-eval|\*/);
+    // what the page needs is allowed: every script it loads is a file of /docs, none is inline
+    const html = await page.text();
+    const scripts = [...html.matchAll(/<script([^>]*)>([\s\S]*?)<\/script>/g)];
+    expect(scripts.length).toBeGreaterThan(0);
+    for (const [, attrs, body] of scripts) {
+      expect(body!.trim(), 'no inline script').toBe('');
+      const src = /src=['"]([^'"]+)['"]/.exec(attrs!)?.[1];
+      expect(src).toBeDefined();
+      const asset = await fetch(new URL(src!, page.url));
+      expect(asset.status, src).toBe(200);
+      expect(asset.headers.get('content-security-policy')).toBe(csp);
+    }
+    expect((await fetch(`${stack.baseUrl}/docs/openapi.json`)).headers.get('content-security-policy')).toBe(csp);
+    expect((await fetch(`${stack.baseUrl}${cardPath}`)).headers.get('content-security-policy')).toBeNull();
+  });
+
   it('/docs can be turned off', async () => {
     expect((await fetch(`${stack.baseUrl}/docs/openapi.json`)).status).toBe(200);
     const app = await createApiApp({ ...stack.env, DOCS_ENABLED: 'false', BOOTSTRAP_ORG_SLUG: undefined as never, BOOTSTRAP_ADMIN_KEY: undefined as never });

@@ -16,7 +16,7 @@ import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
 import { installRateLimits } from './common/rate-limit.js';
 import { ReadYourWrites } from './common/read-your-writes.js';
-import { installSecurityHeaders } from './common/security-headers.js';
+import { installDocsCsp, installSecurityHeaders } from './common/security-headers.js';
 import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
 import { ApiKeyService } from '#libs/registry';
@@ -121,6 +121,8 @@ export async function createApiApp(
   await installConsole(fastify);
 
   if (!config.DOCS_ENABLED) return app;
+  // the UI's own strict CSP (helmet's global headers keep CSP off: the API answers JSON)
+  installDocsCsp(fastify);
   // The document is built on the first request for it (/docs, /docs/openapi.json …), once, not at
   // boot: scanning every route and converting the contracts' schemas is a few hundred ms of CPU that
   // each start (each `npm run dev` reload) would otherwise spend before answering.
