@@ -128,3 +128,62 @@ describe('capabilities the deployment does not serve', () => {
     expect(pub.body.error).toMatchObject({ code: 'revision.unsupported_capability', details: { capabilities: 'pushNotifications' } });
   });
 });
+
+/**
+ * Issue #43, the HTTP side of row 3: a request whose API key did not authenticate at the edge
+ * (anonymous, a JWT, a wrong key) may send at most HTTP_PREAUTH_MAX_BODY_BYTES, refused before the
+ * body is read (Content-Length) or as it passes the limit (chunked); a request whose key
+ * authenticated keeps REQUEST_BODY_LIMIT_BYTES. Memory and /healthz under a flood of such bodies:
+ * test/http-hostile-process.test.ts.
+ */
+describe('request bodies before authentication', () => {
+  const PREAUTH = 64 * 1024;
+  let own: Stack;
+  let ep: string;
+  let key: string;
+  beforeAll(async () => {
+    own = await startStack({ worker: false, env: { HTTP_PREAUTH_MAX_BODY_BYTES: String(PREAUTH) } });
+    const agent = await publishAgent(own.baseUrl, own.adminKey, { slug: 'open-bodies' });
+    ep = `${own.baseUrl}${agent.basePath}`;
+    key = (await adminRequest(own.baseUrl, own.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] })).body.key;
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  const body = (size: number) =>
+    JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'SendMessage', params: { message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts: [{ text: 'x'.repeat(size) }] }, configuration: { returnImmediately: true } } });
+  const post = (payload: string | ReadableStream, headers: Record<string, string> = {}) =>
+    fetch(ep, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...headers }, body: payload, ...(typeof payload === 'string' ? {} : { duplex: 'half' }) } as RequestInit);
+  const chunked = (text: string) =>
+    new ReadableStream({
+      start(c) {
+        const bytes = new TextEncoder().encode(text);
+        for (let i = 0; i < bytes.length; i += 16 * 1024) c.enqueue(bytes.subarray(i, i + 16 * 1024));
+        c.close();
+      },
+    });
+
+  it('without a valid key: over HTTP_PREAUTH_MAX_BODY_BYTES is 413 in the surface shape (a JSON-RPC error), by Content-Length or chunked; under it is served', async () => {
+    const big = await post(body(PREAUTH + 1_000));
+    expect(big.status).toBe(413);
+    expect(big.headers.get('connection')).toBe('close');
+    const rpc = (await big.json()) as { jsonrpc: string; error: { code: number; message: string } };
+    expect(rpc).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
+    expect(rpc.error.message).toContain('HTTP_PREAUTH_MAX_BODY_BYTES');
+    expect((await post(chunked(body(PREAUTH + 1_000)))).status).toBe(413);
+    const wrongKey = await post(body(PREAUTH + 1_000), { 'x-api-key': `${key.slice(0, 14)}${'w'.repeat(32)}` });
+    expect(wrongKey.status).toBe(413);
+    const small = await post(body(1_000));
+    expect(small.status).toBe(200);
+    expect(((await small.json()) as any).result.task.id).toBeTruthy();
+  });
+
+  it('with a key that authenticated: up to REQUEST_BODY_LIMIT_BYTES, by Content-Length or chunked', async () => {
+    const keyed = await post(body(PREAUTH * 4), { 'x-api-key': key });
+    expect(keyed.status).toBe(200);
+    expect(((await keyed.json()) as any).result.task.id).toBeTruthy();
+    expect((await post(chunked(body(PREAUTH * 4)), { 'x-api-key': key })).status).toBe(200);
+    expect((await post(body(1024 * 1024 + 10), { 'x-api-key': key })).status).toBe(413);
+  });
+});

@@ -14,6 +14,7 @@ import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson, checkJsonValue, prototypePoisoning } from './common/malformed-json.js';
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
+import { installPreauthBodyLimits } from './common/preauth-bodies.js';
 import { installRateLimits } from './common/rate-limit.js';
 import { ReadYourWrites } from './common/read-your-writes.js';
 import { installDocsCsp, installSecurityHeaders } from './common/security-headers.js';
@@ -111,6 +112,8 @@ export async function createApiApp(
   app.enableShutdownHooks();
 
   const stopLimiter = await installRateLimits(fastify, config, app.get(ApiKeyService, { strict: false }));
+  // after the limiter, which authenticates a presented API key: bodies of requests without one are bounded
+  installPreauthBodyLimits(fastify, config);
   fastify.addHook('onClose', (_i, done) => {
     stopLimiter();
     done();

@@ -63,6 +63,16 @@ export const ConfigSchema = z.object({
   GRPC_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).default(0),
   /** Largest request body accepted (bytes); larger ones are 413 in the surface's error shape. */
   REQUEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(1024 * 1024),
+  /**
+   * HTTP: largest body (bytes) of a request whose API key did not authenticate at the edge
+   * (anonymous, a JWT, a wrong key): a larger Content-Length is 413 before the body is read, a
+   * chunked body is cut with 413. At most REQUEST_BODY_LIMIT_BYTES.
+   */
+  HTTP_PREAUTH_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(256 * 1024),
+  /** HTTP: such requests sending their body at once, per API process; past it 429 before the body is read. 0 = no limit. */
+  HTTP_PREAUTH_MAX_BODIES: z.coerce.number().int().min(0).default(256),
+  /** HTTP: the same per client address (as TRUST_PROXY yields it). 0 = no limit. */
+  HTTP_PREAUTH_MAX_BODIES_PER_ADDRESS: z.coerce.number().int().min(0).default(32),
   /** Longest a request may take to arrive, headers and body (ms); slower ones are cut off (408). */
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
   /** Longest the request headers may take to arrive (ms). */
