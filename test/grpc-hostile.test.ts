@@ -7,6 +7,7 @@ import * as sdk from '@a2a-js/sdk';
 import { A2AService } from '@a2a-js/sdk/server/grpc';
 import { decodeErrorInfo, decodeStatus } from '@a2a-js/sdk/errors/grpc';
 import { A2AGrpcServer } from '../apps/api/src/grpc/a2a-grpc.server.js';
+import { runGrpcFuzz } from '../bench/lib/fuzz.js';
 import { adminRequest, publishAgent } from './support/admin-client.js';
 import { connect, encodeRequest, grpcFrame, rawCall, startCall, type RawCall } from './support/grpc-raw.js';
 import { prng } from './support/prng.js';
@@ -284,4 +285,14 @@ describe('row 13: malformed input is a client error, never INTERNAL', () => {
       for (const s of streams) s.cancel();
     }
   });
+});
+
+describe('bounded gRPC fuzz (npm run fuzz runs a longer one)', () => {
+  it('1,500 hostile calls, raw and structured (fixed seed): no INTERNAL, UNKNOWN, DATA_LOSS or UNAVAILABLE, none unanswered in 5 s', async () => {
+    const report = await runGrpcFuzz({ grpcUrl: target, tenant, key }, { count: 1_500, seed: 43, concurrency: 8 });
+    expect(report.requests + (report.histogram['client-refused'] ?? 0)).toBe(1_500);
+    expect(report.failures, JSON.stringify(report.failures, null, 1)).toEqual([]);
+    // the fuzz reached the code, not only one error path
+    expect(Object.keys(report.histogram)).toEqual(expect.arrayContaining(['OK(message)', 'INVALID_ARGUMENT', 'NOT_FOUND', 'FAILED_PRECONDITION']));
+  }, 120_000);
 });

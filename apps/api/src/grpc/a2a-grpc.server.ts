@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import type { Http2Server, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import * as grpc from '@grpc/grpc-js';
 import health from 'grpc-health-check';
@@ -105,6 +106,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
       ),
     );
     this.server = server;
+    drainUnserved(server, (m) => this.log.warn(m));
     this.endpoint.address = this.config.GRPC_PUBLIC_ADDRESS ?? `${new URL(configuredBaseUrl(this.config)).hostname}:${this.port}`;
     this.health.setStatus('', 'SERVING');
     this.health.setStatus(A2A_GRPC_SERVICE, 'SERVING');
@@ -314,6 +316,31 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     const method = A2A_GRPC_METHODS[key].rpc;
     this.metrics.grpcRequests.inc({ method, code });
     this.metrics.grpcDuration.observe({ method }, (performance.now() - started) / 1000);
+  }
+}
+
+/**
+ * grpc-js answers a call it does not serve (an unknown method: UNIMPLEMENTED; not
+ * `application/grpc`: HTTP 415) without reading its body, and Node counts a body nobody reads
+ * against its connection's memory: past it the connection's new streams are refused
+ * (ENHANCE_YOUR_CALM) and it is closed (GOAWAY INTERNAL_ERROR), which a client calling a missing
+ * method a few hundred times with large messages met. Such a stream's body is drained (discarded)
+ * instead. grpc-js 1.14 keeps its HTTP/2 servers and its handlers in private fields: without them
+ * nothing is done (said once in the log).
+ */
+function drainUnserved(server: grpc.Server, warn: (message: string) => void): void {
+  const internals = server as unknown as { http2Servers?: unknown; handlers?: unknown };
+  const { http2Servers, handlers } = internals;
+  if (!(http2Servers instanceof Map) || !(handlers instanceof Map)) {
+    warn('this grpc-js keeps its HTTP/2 servers elsewhere: bodies of calls to unknown methods are not drained');
+    return;
+  }
+  for (const h2 of http2Servers.keys() as Iterable<Http2Server>) {
+    h2.prependListener('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+      const path = headers[':path'];
+      const type = headers['content-type'];
+      if (typeof path !== 'string' || !handlers.has(path) || typeof type !== 'string' || !type.startsWith('application/grpc')) stream.resume();
+    });
   }
 }
 

@@ -48,8 +48,9 @@ interface ReceiveInternals {
  *
  * Every status the call ends with passes here too (grpc-js's own included): its message and text
  * trailers are cut to MAX_STATUS_MESSAGE_BYTES / MAX_TRAILER_TEXT_BYTES, an oversized binary
- * trailer is dropped, and grpc-js's INTERNAL answers to malformed input (an unparsable
- * `grpc-timeout`, a message that does not decompress) become INVALID_ARGUMENT. Refusals: RESOURCE_EXHAUSTED
+ * trailer is dropped, and grpc-js's answers to malformed input (INTERNAL for an unparsable
+ * `grpc-timeout` or a message that does not decompress, UNIMPLEMENTED for a call without its
+ * request message or with two) become INVALID_ARGUMENT. Refusals: RESOURCE_EXHAUSTED
  * (with `retry-after` for a rate limit), DEADLINE_EXCEEDED. Counts are per API process.
  */
 export class GrpcCallGate {
@@ -254,7 +255,7 @@ export function rateLimited(refusal: Refusal): CallStatus {
 }
 
 /**
- * grpc-js's own INTERNAL answers to what a client sent wrong, as INVALID_ARGUMENT (a client error:
+ * grpc-js's own answers to what a client sent wrong, as INVALID_ARGUMENT (a client error:
  * retrying the same bytes cannot help); its "message larger than max" says which limit applied.
  * Any other status is kept.
  */
@@ -264,6 +265,10 @@ function clientFault(status: CallStatus, preauthLimit: number | null): CallStatu
     if (details.startsWith('Invalid grpc-timeout value')) return { ...status, code: grpc.status.INVALID_ARGUMENT, details: 'invalid grpc-timeout header' };
     if (details === 'Failed to decompress message') return { ...status, code: grpc.status.INVALID_ARGUMENT, details: 'the request message could not be decompressed (grpc-encoding)' };
     if (details.startsWith('Error deserializing request')) return { ...status, code: grpc.status.INVALID_ARGUMENT, details: 'the request message is not valid protobuf' };
+  }
+  // a unary or server-streaming call ended without its one request message, or sent two: grpc-js says UNIMPLEMENTED
+  if (status.code === grpc.status.UNIMPLEMENTED && /^Received (no request message|a second request message)/.test(details)) {
+    return { ...status, code: grpc.status.INVALID_ARGUMENT, details: details.startsWith('Received no') ? 'the call ended without its request message' : 'the call sent more than one request message' };
   }
   if (status.code === grpc.status.RESOURCE_EXHAUSTED && preauthLimit !== null && /^Received message (that decompresses to a size )?larger than max/.test(details)) {
     return { ...status, details: `${details}: a call without a valid API key may send at most ${preauthLimit} bytes (GRPC_PREAUTH_MAX_MESSAGE_BYTES)` };
