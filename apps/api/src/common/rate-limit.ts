@@ -26,6 +26,32 @@ function presentedKey(req: FastifyRequest): { key: string; prefix: string } | un
 }
 
 /**
+ * Longest the edge waits for a presented key's authentication before it treats the request as one
+ * without a valid key (ms): a key seen in the last 5 s is answered from memory, another one is one
+ * indexed lookup; a database that is slow or down must not be waited on twice (the route checks
+ * the key again and waits its own DATABASE_CONNECT_TIMEOUT_MS). The lookup goes on meanwhile, and
+ * once it succeeds the key is answered from memory.
+ */
+export const EDGE_AUTH_WAIT_MS = 250;
+
+/** Whether `key` authenticates, known within EDGE_AUTH_WAIT_MS (later, or failing, is no). */
+export function authenticatesAtEdge(keys: Pick<ApiKeyService, 'authenticate'>, key: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), EDGE_AUTH_WAIT_MS);
+    keys.authenticate(key).then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(false);
+      },
+    );
+  });
+}
+
+/**
  * The key a caller is limited by (requests per minute, open streams): its API key's public prefix
  * once that key authenticated at the edge, else its address. Presenting a key's prefix with a
  * wrong secret makes a request its address's, never the key's.
@@ -165,10 +191,10 @@ export class SharedWindowCounter {
  * Rate limits on Redis (shared by every API instance), per minute: RATE_LIMIT_PER_KEY requests
  * per API key and RATE_LIMIT_PER_IP per client address for every other request; 0 turns a
  * limit off. A key counts only once it authenticated: a request presenting one is authenticated
- * here, before it is counted (ApiKeyService: a key seen in the last 5 s is answered from memory,
- * another one costs the lookup by prefix that the route would make anyway — twice for a wrong
- * secret, the route checking it again), and a key that does not authenticate makes the request its
- * address's (issue #43: 400 wrong secrets with a key's prefix used to spend the key's budget).
+ * here, before it is counted (`authenticatesAtEdge`: a key seen in the last 5 s is answered from
+ * memory, another one costs the lookup by prefix that the route would make anyway — twice for a
+ * wrong secret, the route checking it again), and a key that does not authenticate makes the
+ * request its address's (issue #43: 400 wrong secrets with a key's prefix used to spend the key's budget).
  * Requests are counted by SharedWindowCounter: decided in this process, added to
  * Redis in batches, so no request waits on Redis.
  *
@@ -247,15 +273,10 @@ export async function installRateLimits(fastify: FastifyInstance, config: AppCon
       return;
     }
     // counted as the key's only once it authenticated (its stream slots too: callerKey)
-    keys.authenticate(presented.key).then(
-      () => {
-        (req as KeyedRequest)[AUTHENTICATED_KEY] = presented.prefix;
-        if (limitRequests(req, reply)) done();
-      },
-      () => {
-        if (limitRequests(req, reply)) done();
-      },
-    );
+    void authenticatesAtEdge(keys, presented.key).then((ok) => {
+      if (ok) (req as KeyedRequest)[AUTHENTICATED_KEY] = presented.prefix;
+      if (limitRequests(req, reply)) done();
+    });
   });
   // A failure is counted before its answer leaves, so the caller's next attempt already sees it;
   // a failure past the address's budget leaves as 429 (only failures do: a valid credential's

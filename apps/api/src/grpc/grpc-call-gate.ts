@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { AppConfig } from '#libs/config';
 import { API_KEY_PATTERN, type ApiKeyService } from '#libs/registry';
 import type { PresentedCredentials } from '../a2a/a2a-admission.js';
+import { authenticatesAtEdge } from '../common/rate-limit.js';
 import type { GrpcCallLimits, Refusal } from './grpc-limits.js';
 
 /** The path prefix of the A2A service's methods (a2a.proto `lf.a2a.v1.A2AService`). */
@@ -179,8 +180,9 @@ export class GrpcCallGate {
     if (spent) return { refused: rateLimited(spent), ticket: noTicket };
     const key = credentialsOf(metadata).apiKey;
     const prefix = key ? API_KEY_PATTERN.exec(key)?.[1] : undefined;
-    // authenticated: an API key the registry accepts (the agent's binding decides later what it may do)
-    const keyPrefix = prefix && (await this.keys.authenticate(key!).then(() => true, () => false)) ? prefix : undefined;
+    // authenticated: an API key the registry accepts (the agent's binding decides later what it may
+    // do), known within EDGE_AUTH_WAIT_MS (a database that is slow or down is not waited on twice)
+    const keyPrefix = prefix && (await authenticatesAtEdge(this.keys, key!)) ? prefix : undefined;
     if (keyPrefix) {
       const over = this.limits.count(address, keyPrefix);
       if (over) return { refused: rateLimited(over), ticket: noTicket };
