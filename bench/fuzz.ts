@@ -1,30 +1,59 @@
 /**
- * `npm run fuzz`: the hostile-input fuzz of test/fuzz.test.ts, longer, against our API and a
- * worker in their own processes; prints the status histogram and every failure (5xx, -32603, no
- * answer). Env: FUZZ_COUNT (default 20,000), FUZZ_SEED (default: random, printed), FUZZ_CONCURRENCY (16).
- * Exit code 1 when any request failed.
+ * `npm run fuzz`: the hostile-input fuzz of test/fuzz.test.ts and test/grpc-hostile.test.ts,
+ * longer, against our API and a worker in their own processes: every HTTP surface (JSON-RPC,
+ * HTTP+JSON, admin), then the gRPC listener (raw frames and structured requests of every RPC).
+ * Prints each status histogram and every failure (HTTP: 5xx, -32603, no answer; gRPC: INTERNAL,
+ * UNKNOWN, DATA_LOSS, UNAVAILABLE, a reset, no answer in 5 s). Env: FUZZ_COUNT (default 20,000
+ * HTTP requests), FUZZ_GRPC_COUNT (default FUZZ_COUNT gRPC calls), FUZZ_SEED (default: random,
+ * printed), FUZZ_CONCURRENCY (16). Exit code 1 when any request failed.
  */
+import { createServer } from 'node:net';
 import { startOursProcesses } from './ours/ours.js';
-import { runFuzz } from './lib/fuzz.js';
+import { runFuzz, runGrpcFuzz, type FuzzReport } from './lib/fuzz.js';
 import { envNumber } from './lib/stats.js';
 
 const count = envNumber('FUZZ_COUNT', 20_000);
+const grpcCount = envNumber('FUZZ_GRPC_COUNT', count);
 const seed = envNumber('FUZZ_SEED', Math.floor(Math.random() * 2 ** 31));
-const ours = await startOursProcesses({ transports: ['JSONRPC', 'HTTP+JSON'], capabilities: { streaming: true }, apiEnv: { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_IP: '0', RATE_LIMIT_AUTH_FAILURES_PER_IP: '0', A2A_BLOCKING_TIMEOUT_MS: '2000' } });
-try {
-  console.log(`fuzz: ${count} requests, seed ${seed}, against ${ours.base}`);
-  const t0 = Date.now();
-  const report = await runFuzz({ baseUrl: ours.base, adminKey: ours.key, agentPath: new URL(ours.url).pathname }, { count, seed, concurrency: envNumber('FUZZ_CONCURRENCY', 16) });
-  console.log(`${report.requests} requests in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+const concurrency = envNumber('FUZZ_CONCURRENCY', 16);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function print(what: string, report: FuzzReport, seconds: number): boolean {
+  console.log(`\n${what}: ${report.requests} in ${seconds.toFixed(1)} s`);
   console.log('status histogram:');
-  for (const [status, n] of Object.entries(report.histogram).sort()) console.log(`  ${status.padEnd(10)} ${n}`);
-  if (report.failures.length > 0) {
-    console.log(`\n${report.failures.length} failure(s) (first 20):`);
-    for (const f of report.failures) console.log(`- ${f.status}: ${f.request}\n    → ${f.body}`);
-    process.exitCode = 1;
-  } else {
-    console.log('\nno 5xx, no -32603, no request without an answer');
-  }
+  for (const [status, n] of Object.entries(report.histogram).sort()) console.log(`  ${status.padEnd(20)} ${n}`);
+  if (report.failures.length === 0) return true;
+  console.log(`\n${report.failures.length} failure(s) (first 20):`);
+  for (const f of report.failures) console.log(`- ${f.status}: ${f.request}\n    → ${f.body}`);
+  return false;
+}
+
+const grpcPort = await freePort();
+const ours = await startOursProcesses({
+  transports: ['JSONRPC', 'HTTP+JSON', 'GRPC'],
+  capabilities: { streaming: true },
+  apiEnv: { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_IP: '0', RATE_LIMIT_AUTH_FAILURES_PER_IP: '0', A2A_BLOCKING_TIMEOUT_MS: '2000', GRPC_PORT: String(grpcPort), HOST: '127.0.0.1' },
+});
+try {
+  console.log(`fuzz: ${count} HTTP requests and ${grpcCount} gRPC calls, seed ${seed}, against ${ours.base} and 127.0.0.1:${grpcPort}`);
+  let t0 = Date.now();
+  const http = await runFuzz({ baseUrl: ours.base, adminKey: ours.key, agentPath: new URL(ours.url).pathname }, { count, seed, concurrency });
+  const httpOk = print('HTTP', http, (Date.now() - t0) / 1000);
+  t0 = Date.now();
+  const grpc = await runGrpcFuzz({ grpcUrl: `http://127.0.0.1:${grpcPort}`, tenant: 'bench/echo', key: ours.key }, { count: grpcCount, seed, concurrency });
+  const grpcOk = print('gRPC', grpc, (Date.now() - t0) / 1000);
+  if (httpOk && grpcOk) console.log('\nHTTP: no 5xx, no -32603, no request without an answer; gRPC: no INTERNAL / UNKNOWN / DATA_LOSS / UNAVAILABLE, no reset, no call unanswered in 5 s');
+  else process.exitCode = 1;
 } finally {
   await ours.close();
 }

@@ -60,6 +60,33 @@ describe('edge security', () => {
     expect(good.status).toBe(201);
   });
 
+  it('/docs has a strict CSP (issue #43): scripts only its own files (none inline), no other origin, no framing; the API itself keeps CSP off', async () => {
+    const page = await fetch(`${stack.baseUrl}/docs`);
+    expect(page.status).toBe(200);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]));
+    expect(directives.get('script-src')).toEqual(["'self'"]);
+    expect(directives.get('default-src')).toEqual(["'self'"]);
+    expect(directives.get('connect-src')).toEqual(["'self'"]);
+    expect(directives.get('object-src')).toEqual(["'none'"]);
+    expect(directives.get('frame-ancestors')).toEqual(["'none'"]);
+    expect(csp).not.toMatch(/unsafe-eval|\*/);
+    // what the page needs is allowed: every script it loads is a file of /docs, none is inline
+    const html = await page.text();
+    const scripts = [...html.matchAll(/<script([^>]*)>([\s\S]*?)<\/script>/g)];
+    expect(scripts.length).toBeGreaterThan(0);
+    for (const [, attrs, body] of scripts) {
+      expect(body!.trim(), 'no inline script').toBe('');
+      const src = /src=['"]([^'"]+)['"]/.exec(attrs!)?.[1];
+      expect(src).toBeDefined();
+      const asset = await fetch(new URL(src!, page.url));
+      expect(asset.status, src).toBe(200);
+      expect(asset.headers.get('content-security-policy')).toBe(csp);
+    }
+    expect((await fetch(`${stack.baseUrl}/docs/openapi.json`)).headers.get('content-security-policy')).toBe(csp);
+    expect((await fetch(`${stack.baseUrl}${cardPath}`)).headers.get('content-security-policy')).toBeNull();
+  });
+
   it('/docs can be turned off', async () => {
     expect((await fetch(`${stack.baseUrl}/docs/openapi.json`)).status).toBe(200);
     const app = await createApiApp({ ...stack.env, DOCS_ENABLED: 'false', BOOTSTRAP_ORG_SLUG: undefined as never, BOOTSTRAP_ADMIN_KEY: undefined as never });
@@ -99,5 +126,64 @@ describe('capabilities the deployment does not serve', () => {
     const pub = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', `/v1/agents/pusher/revisions/${rev.body.id}/publish`);
     expect(pub.status).toBe(422);
     expect(pub.body.error).toMatchObject({ code: 'revision.unsupported_capability', details: { capabilities: 'pushNotifications' } });
+  });
+});
+
+/**
+ * Issue #43, the HTTP side of row 3: a request whose API key did not authenticate at the edge
+ * (anonymous, a JWT, a wrong key) may send at most HTTP_PREAUTH_MAX_BODY_BYTES, refused before the
+ * body is read (Content-Length) or as it passes the limit (chunked); a request whose key
+ * authenticated keeps REQUEST_BODY_LIMIT_BYTES. Memory and /healthz under a flood of such bodies:
+ * test/http-hostile-process.test.ts.
+ */
+describe('request bodies before authentication', () => {
+  const PREAUTH = 64 * 1024;
+  let own: Stack;
+  let ep: string;
+  let key: string;
+  beforeAll(async () => {
+    own = await startStack({ worker: false, env: { HTTP_PREAUTH_MAX_BODY_BYTES: String(PREAUTH) } });
+    const agent = await publishAgent(own.baseUrl, own.adminKey, { slug: 'open-bodies' });
+    ep = `${own.baseUrl}${agent.basePath}`;
+    key = (await adminRequest(own.baseUrl, own.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] })).body.key;
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  const body = (size: number) =>
+    JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'SendMessage', params: { message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts: [{ text: 'x'.repeat(size) }] }, configuration: { returnImmediately: true } } });
+  const post = (payload: string | ReadableStream, headers: Record<string, string> = {}) =>
+    fetch(ep, { method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...headers }, body: payload, ...(typeof payload === 'string' ? {} : { duplex: 'half' }) } as RequestInit);
+  const chunked = (text: string) =>
+    new ReadableStream({
+      start(c) {
+        const bytes = new TextEncoder().encode(text);
+        for (let i = 0; i < bytes.length; i += 16 * 1024) c.enqueue(bytes.subarray(i, i + 16 * 1024));
+        c.close();
+      },
+    });
+
+  it('without a valid key: over HTTP_PREAUTH_MAX_BODY_BYTES is 413 in the surface shape (a JSON-RPC error), by Content-Length or chunked; under it is served', async () => {
+    const big = await post(body(PREAUTH + 1_000));
+    expect(big.status).toBe(413);
+    expect(big.headers.get('connection')).toBe('close');
+    const rpc = (await big.json()) as { jsonrpc: string; error: { code: number; message: string } };
+    expect(rpc).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
+    expect(rpc.error.message).toContain('HTTP_PREAUTH_MAX_BODY_BYTES');
+    expect((await post(chunked(body(PREAUTH + 1_000)))).status).toBe(413);
+    const wrongKey = await post(body(PREAUTH + 1_000), { 'x-api-key': `${key.slice(0, 14)}${'w'.repeat(32)}` });
+    expect(wrongKey.status).toBe(413);
+    const small = await post(body(1_000));
+    expect(small.status).toBe(200);
+    expect(((await small.json()) as any).result.task.id).toBeTruthy();
+  });
+
+  it('with a key that authenticated: up to REQUEST_BODY_LIMIT_BYTES, by Content-Length or chunked', async () => {
+    const keyed = await post(body(PREAUTH * 4), { 'x-api-key': key });
+    expect(keyed.status).toBe(200);
+    expect(((await keyed.json()) as any).result.task.id).toBeTruthy();
+    expect((await post(chunked(body(PREAUTH * 4)), { 'x-api-key': key })).status).toBe(200);
+    expect((await post(body(1024 * 1024 + 10), { 'x-api-key': key })).status).toBe(413);
   });
 });

@@ -12,8 +12,10 @@ import { startStack, type Stack } from './support/stack.js';
  * cannot read are not the caller's fault (its token may be fine; authenticating again would not
  * help): every such call is answered 503 with `Retry-After` (JSON-RPC -32603, HTTP+JSON
  * UNAVAILABLE) and a message that says the issuer's keys could not be read — never a 500, never a hang (a
- * silent issuer costs at most the 5 s timeout, shared by concurrent calls). A failure is not
- * cached: the next call fetches again and succeeds once the issuer is back; keys fetched once are
+ * silent issuer costs at most the 5 s timeout, shared by concurrent calls). A failure is
+ * remembered for JWT_ISSUER_FAILURE_TTL_MS (1 s here, 5 s by default): calls meanwhile get the same
+ * answer without a fetch, so bogus tokens cannot make the service hammer the issuer (issue #43);
+ * the first call after it fetches again and succeeds once the issuer is back. Keys fetched once are
  * cached (10 min) and keep serving while the issuer is down (so does a well-formed set jose cannot
  * use, such as one of private keys: it stays refused until the cache expires).
  */
@@ -21,6 +23,9 @@ import { startStack, type Stack } from './support/stack.js';
 const AUDIENCE = 'a2a-issuer-down';
 const KID = 'issuer-down-1';
 const FETCH_TIMEOUT_MS = 5_000;
+const FAILURE_TTL_MS = 1_000;
+/** Past the remembered failure: the next call fetches again. */
+const pastFailure = () => new Promise((r) => setTimeout(r, FAILURE_TTL_MS + 100));
 const RUNTIME = { kind: 'scripted', rules: [] };
 
 type Mode = 'ok' | 'hang' | 'headers-only' | 'html' | 'not-a-jwks' | 'private-key' | 'error-500' | 'redirect';
@@ -162,7 +167,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', r));
   issuerBase = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
-  stack = await startStack({ env: { JWT_ISSUER_ALLOWED_CIDRS: '127.0.0.0/8' } });
+  stack = await startStack({ env: { JWT_ISSUER_ALLOWED_CIDRS: '127.0.0.0/8', JWT_ISSUER_FAILURE_TTL_MS: String(FAILURE_TTL_MS) } });
 });
 
 afterAll(async () => {
@@ -186,7 +191,8 @@ describe('a jwt binding whose issuer is down', () => {
       expectKeysUnavailable(viaRest, /\(fetch failed: ECONNREFUSED\)$/, `REST #${i}`);
       expect(viaRest.body.error).toMatchObject({ code: 503, status: 'UNAVAILABLE' });
     }
-    // the issuer comes back on that port: no failure was cached, the next call fetches and passes
+    // the issuer comes back on that port: once the failure is forgotten, the next call fetches and passes
+    await pastFailure();
     const back = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [publicJwk] })));
     await new Promise<void>((r) => back.listen(port, '127.0.0.1', r));
     try {
@@ -211,6 +217,7 @@ describe('a jwt binding whose issuer is down', () => {
     expect(elapsed).toBeLessThan(FETCH_TIMEOUT_MS + 2_000);
     expect(hits.get('silent'), 'concurrent calls share one fetch').toBe(1);
     modes.set('silent', 'ok');
+    await pastFailure();
     const after = await rpc(agent, bearer);
     expectAccepted(after, 'after recovery');
     expect(after.ms).toBeLessThan(2_000);
@@ -241,6 +248,7 @@ describe('a jwt binding whose issuer is down', () => {
       expectKeysUnavailable(call, reason, mode);
       expect(call.ms, mode).toBeLessThan(2_000);
       modes.set(mode, 'ok');
+      await pastFailure();
       expectAccepted(await rpc(agent, bearer), `${mode} fixed`);
     }
   });
@@ -274,12 +282,33 @@ describe('a jwt binding whose issuer is down', () => {
     expect(g.status).toBe(503);
     expect(g.body.error.message).toMatch(/discovery document could not be read/);
     modes.set('disco', 'hang');
+    await pastFailure();
     const h = await rpc(agent, bearer);
     expect(h.status).toBe(503);
     expect(h.body.error.message).toMatch(/discovery document could not be read/);
     expect(h.ms).toBeLessThan(FETCH_TIMEOUT_MS + 2_000);
     modes.set('disco', 'ok');
+    await pastFailure();
     expectAccepted(await rpc(agent, bearer), 'discovery back');
+  });
+
+  it('bogus tokens against a failing issuer: one fetch per JWT_ISSUER_FAILURE_TTL_MS, not one per call (key set and discovery)', async () => {
+    modes.set('hammered', 'error-500');
+    const iss = issuerOf('hammered');
+    const agent = await guarded('hammered-jwks', iss, `${iss}/jwks`);
+    const discovered = await guarded('hammered-discovery', iss);
+    const bogus = await token(iss, { kid: 'bogus' });
+    for (const [a, what] of [[agent, 'jwks'], [discovered, 'discovery']] as const) {
+      const before = hits.get('hammered') ?? 0;
+      const calls = await Promise.all(Array.from({ length: 40 }, () => rpc(a, bogus)));
+      for (const c of calls) expect(c.status, what).toBe(503);
+      expect((hits.get('hammered') ?? 0) - before, `${what}: 40 bogus calls, one fetch`).toBe(1);
+      for (let i = 0; i < 20; i++) expect((await rpc(a, bogus)).status).toBe(503);
+      expect((hits.get('hammered') ?? 0) - before, `${what}: 20 more within the TTL, no fetch`).toBe(1);
+      await pastFailure();
+      await rpc(a, bogus);
+      expect((hits.get('hammered') ?? 0) - before, `${what}: after the TTL, one more`).toBe(2);
+    }
   });
 
   it('keys fetched once keep serving while the issuer is down; a token with an unknown key is refused at once, not after a refetch', async () => {

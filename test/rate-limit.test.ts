@@ -42,17 +42,23 @@ describe('rate limits', () => {
   });
 
   it('wrong-key attempts are limited per address (admin surface: 429 request.rate_limited); a valid key from that address is still served', async () => {
-    const wrong: Array<{ status: number; body: any; headers: Headers }> = [];
-    for (let i = 0; i < 6; i++) wrong.push(await adminRequest(stack.baseUrl, 'aaas_wrongkey_000000000000000000000000', 'GET', '/v1/agents'));
-    expect(wrong.map((r) => r.status)).toEqual([401, 401, 401, 429, 429, 429]);
-    expect(wrong[3]!.body.error.code).toBe('request.rate_limited');
-    expect(Number(wrong[3]!.headers.get('retry-after'))).toBeGreaterThan(0);
-    // a distinct wrong key from the spent address: checked, refused with 429 rather than 401
-    const other = await adminRequest(stack.baseUrl, 'aaas_otherkey_111111111111111111111111', 'GET', '/v1/agents');
-    expect(other.status).toBe(429);
-    expect(other.headers.get('www-authenticate')).toBeNull();
-    const r = await adminRequest(stack.baseUrl, stack.adminKey, 'GET', '/v1/agents');
-    expect(r.status).toBe(200);
+    // a stack of its own: wrong keys are their address's requests, and the test above spent this address's RATE_LIMIT_PER_IP
+    const own = await startStack({ worker: false, env: { REDIS_URL: redis.url, RATE_LIMIT_AUTH_FAILURES_PER_IP: '3' } });
+    try {
+      const wrong: Array<{ status: number; body: any; headers: Headers }> = [];
+      for (let i = 0; i < 6; i++) wrong.push(await adminRequest(own.baseUrl, 'aaas_wrongkey_000000000000000000000000', 'GET', '/v1/agents'));
+      expect(wrong.map((r) => r.status)).toEqual([401, 401, 401, 429, 429, 429]);
+      expect(wrong[3]!.body.error.code).toBe('request.rate_limited');
+      expect(Number(wrong[3]!.headers.get('retry-after'))).toBeGreaterThan(0);
+      // a distinct wrong key from the spent address: checked, refused with 429 rather than 401
+      const other = await adminRequest(own.baseUrl, 'aaas_otherkey_111111111111111111111111', 'GET', '/v1/agents');
+      expect(other.status).toBe(429);
+      expect(other.headers.get('www-authenticate')).toBeNull();
+      const r = await adminRequest(own.baseUrl, own.adminKey, 'GET', '/v1/agents');
+      expect(r.status).toBe(200);
+    } finally {
+      await own.close();
+    }
   });
 
   it('behind a trusted proxy the forwarded client address is limited, not the proxy; an untrusted X-Forwarded-For is ignored', async () => {
@@ -262,4 +268,69 @@ describe('auth failures never lock out a valid key', () => {
     for (let i = 0; i < BUDGET + 2; i++) expect((await adminRequest(stack.baseUrl, null, 'GET', '/v1/agents', undefined, { 'x-forwarded-for': from })).status).toBe(401);
     expect((await admin(wrongKey(), from)).status).toBe(401);
   });
+});
+
+/**
+ * Issue #43 row 10: a key's 8-character prefix used to be enough to lock the key out (the
+ * per-key limit counted the presented prefix before authentication). A key now counts only once
+ * it authenticated; a wrong secret counts against its address (the per-address request limit and
+ * the failed-authentication limits), and the key stays served.
+ */
+describe('a key counts only once it authenticated', () => {
+  let stack: Stack;
+  let ep: string;
+  let a2aKey: string;
+  const PER_KEY = 300;
+  const PER_IP = 350;
+
+  beforeAll(async () => {
+    stack = await startStack({ worker: false, env: { RATE_LIMIT_PER_KEY: String(PER_KEY), RATE_LIMIT_PER_IP: String(PER_IP), TRUST_PROXY: '127.0.0.1' } });
+    const agent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'keyed-limit', security: { scheme: 'apiKey' } });
+    ep = `${stack.baseUrl}${agent.basePath}`;
+    a2aKey = (await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/api-keys', { name: 'caller', scopes: ['a2a:invoke'] }, { 'x-forwarded-for': '198.51.100.1' })).body.key;
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const forged = (key: string) => `${key.slice(0, 14)}${randomUUID().replace(/-/g, '')}`;
+  const admin = (key: string | null, from: string) => adminRequest(stack.baseUrl, key, 'GET', '/v1/agents', undefined, { 'x-forwarded-for': from });
+  const rpc = (key: string, from: string) =>
+    fetch(ep, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'x-api-key': key, 'x-forwarded-for': from },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} }),
+    }).then(async (r) => (await r.arrayBuffer(), r.status));
+
+  it(`${PER_KEY + 100} wrong secrets with a key's prefix (admin API and JSON-RPC) leave the key served; they spend their address's budget`, async () => {
+    const from = '203.0.113.90';
+    const statuses = new Map<number, number>();
+    for (let i = 0; i < PER_KEY + 100; i++) {
+      // one key's prefix on both surfaces
+      const status = i % 2 === 0 ? (await admin(forged(a2aKey), from)).status : await rpc(forged(a2aKey), from);
+      statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    }
+    // 401 until the address's failure budget (30), then 429: never a 2xx
+    expect([...statuses.keys()].sort()).toEqual([401, 429]);
+    // the real key, from that address and from another: served
+    expect(await rpc(a2aKey, from)).toBe(200);
+    expect((await adminRequest(stack.baseUrl, a2aKey, 'GET', '/v1/agents', undefined, { 'x-forwarded-for': from })).status).toBe(403);
+    expect(await rpc(a2aKey, '198.51.100.2')).toBe(200);
+    // the wrong secrets were the address's requests: past RATE_LIMIT_PER_IP a request from it
+    // without a key is refused per client address, from another address it is not
+    const keyless = await admin(null, from);
+    expect(keyless.status).toBe(429);
+    expect(keyless.body.error.message).toContain('per client address');
+    expect((await admin(null, '198.51.100.3')).status).toBe(401);
+  }, 60_000);
+
+  it('the key itself is still limited: past RATE_LIMIT_PER_KEY its requests are 429 per API key', async () => {
+    let limited: number | undefined;
+    for (let i = 0; i < PER_KEY + 5 && limited === undefined; i++) {
+      const status = await rpc(a2aKey, `198.51.100.${10 + (i % 50)}`);
+      if (status === 429) limited = i;
+    }
+    expect(limited).toBeDefined();
+    expect(limited!).toBeGreaterThan(PER_KEY - 10);
+  }, 60_000);
 });

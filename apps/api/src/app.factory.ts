@@ -14,11 +14,13 @@ import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { MalformedJson, checkJsonValue, prototypePoisoning } from './common/malformed-json.js';
 import { installHttpMetrics } from './common/http-metrics.js';
 import { installEdgeGuards } from './common/edge-errors.js';
+import { installPreauthBodyLimits } from './common/preauth-bodies.js';
 import { installRateLimits } from './common/rate-limit.js';
 import { ReadYourWrites } from './common/read-your-writes.js';
-import { installSecurityHeaders } from './common/security-headers.js';
+import { installDocsCsp, installSecurityHeaders } from './common/security-headers.js';
 import { installConsole } from './console/console.static.js';
 import { Metrics } from '#libs/metrics';
+import { ApiKeyService } from '#libs/registry';
 import { RUN_ARCHIVE_CONTENT_TYPE } from '#libs/contracts';
 import { nameServerSpan, tracedRequestListener } from '#libs/telemetry';
 
@@ -109,7 +111,9 @@ export async function createApiApp(
   app.get(ReadYourWrites, { strict: false }).install(fastify);
   app.enableShutdownHooks();
 
-  const stopLimiter = await installRateLimits(fastify, config);
+  const stopLimiter = await installRateLimits(fastify, config, app.get(ApiKeyService, { strict: false }));
+  // after the limiter, which authenticates a presented API key: bodies of requests without one are bounded
+  installPreauthBodyLimits(fastify, config);
   fastify.addHook('onClose', (_i, done) => {
     stopLimiter();
     done();
@@ -120,6 +124,8 @@ export async function createApiApp(
   await installConsole(fastify);
 
   if (!config.DOCS_ENABLED) return app;
+  // the UI's own strict CSP (helmet's global headers keep CSP off: the API answers JSON)
+  installDocsCsp(fastify);
   // The document is built on the first request for it (/docs, /docs/openapi.json …), once, not at
   // boot: scanning every route and converting the contracts' schemas is a few hundred ms of CPU that
   // each start (each `npm run dev` reload) would otherwise spend before answering.

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createRemoteJWKSet, customFetch, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { TtlLruCache } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import type { BindingSecurity } from '#libs/contracts';
@@ -43,8 +43,11 @@ export function bearerChallenge(error?: 'invalid_token' | 'insufficient_scope', 
  * or `scp`). `exp` is required, and a token living longer than the binding's
  * `maxTokenLifetimeSeconds` (default 24 h) is refused: `exp - iat` when `iat` is present, and
  * always `exp - now` (plus the 30 s tolerance), so a future `iat` does not stretch it. Key sets are
- * cached per URI by jose for 10 min (refetched on an unknown `kid`, at most every 30 s); a failed
- * fetch is not cached (the next call fetches again).
+ * cached per URI by jose for 10 min (refetched on an unknown `kid`, at most every 30 s). A failed
+ * fetch is remembered for JWT_ISSUER_FAILURE_TTL_MS (default 5 s): meanwhile calls needing that
+ * document or key set get the same answer without a fetch (keys held from an earlier fetch keep
+ * verifying the tokens they match), so bogus tokens cannot make the service hammer a failing
+ * issuer; concurrent calls share one discovery fetch, as jose shares a key set's.
  * Errors: Unauthenticated (a challenge with `invalid_token` in `metadata.challenge`) for a missing,
  * malformed, badly signed, expired, wrong-issuer / wrong-audience, never-expiring or too
  * long-lived token; Unauthorized
@@ -62,10 +65,17 @@ export class JwtVerifier {
   // key sets keep their own cooldown and key cache (jose); this bounds how many issuers are held
   private readonly keySets = new TtlLruCache<string, ReturnType<typeof createRemoteJWKSet>>(ISSUERS_MAX, 0);
   private readonly discovered = new TtlLruCache<string, string>(ISSUERS_MAX, DISCOVERY_TTL_MS);
+  /** Discovery fetches in flight, shared by the calls that need them. */
+  private readonly discovering = new Map<string, Promise<string>>();
+  /** What a discovery document (`discovery:<issuer>`) or key set (`jwks:<uri>`) failed with lately; null when failures are not remembered. */
+  private readonly failures: TtlLruCache<string, Error> | null;
+  /** The local key set of a remote set's last keys (used without a reload while a reload fails). */
+  private readonly heldSets = new WeakMap<JSONWebKeySet, ReturnType<typeof createLocalJWKSet>>();
   private readonly fetch: typeof fetch;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.fetch = outboundFetch(outboundPolicy(config.JWT_ISSUER_ALLOWED_CIDRS));
+    this.failures = config.JWT_ISSUER_FAILURE_TTL_MS > 0 ? new TtlLruCache(ISSUERS_MAX, config.JWT_ISSUER_FAILURE_TTL_MS) : null;
   }
 
   async verify(token: string | undefined, sec: JwtSecurity): Promise<JwtCaller> {
@@ -110,19 +120,59 @@ export class JwtVerifier {
       this.keySets.set(uri, set);
     }
     const remote = set;
+    const failureKey = `jwks:${uri}`;
     return async (header, token) => {
+      const failed = this.failures?.get(failureKey);
+      if (failed) {
+        // a fetch failed lately: no fetch now; keys still held verify the tokens they match
+        const keys = remote.fresh ? remote.jwks() : undefined;
+        if (!keys) throw failed;
+        let held = this.heldSets.get(keys);
+        if (!held) this.heldSets.set(keys, (held = createLocalJWKSet(keys)));
+        try {
+          return await held(header, token);
+        } catch (e) {
+          // about the token: answered as usual; an unknown key would need the reload that failed,
+          // and held keys jose cannot use are what failed
+          const code = (e as { code?: string }).code ?? '';
+          if (KEY_LOOKUP_ERRORS.has(code) && code !== 'ERR_JWKS_NO_MATCHING_KEY') throw e;
+          throw failed;
+        }
+      }
       try {
         return await remote(header, token);
       } catch (e) {
-        throw KEY_LOOKUP_ERRORS.has((e as { code?: string }).code ?? '') ? e : new KeySetUnavailable(keySetFailure(e), { cause: e });
+        if (KEY_LOOKUP_ERRORS.has((e as { code?: string }).code ?? '')) throw e;
+        const unavailable = new KeySetUnavailable(keySetFailure(e), { cause: e });
+        this.failures?.set(failureKey, unavailable);
+        throw unavailable;
       }
     };
   }
 
-  /** OIDC discovery (OpenID Connect Discovery 1.0 §4): the issuer's jwks_uri. */
+  /**
+   * OIDC discovery (OpenID Connect Discovery 1.0 §4): the issuer's jwks_uri; one fetch at a time
+   * per issuer, its failure remembered for JWT_ISSUER_FAILURE_TTL_MS.
+   */
   private async discover(issuer: string): Promise<string> {
     const hit = this.discovered.get(issuer);
     if (hit) return hit;
+    const failed = this.failures?.get(`discovery:${issuer}`);
+    if (failed) throw failed;
+    let pending = this.discovering.get(issuer);
+    if (!pending) {
+      pending = this.fetchDiscovery(issuer)
+        .catch((e: unknown) => {
+          this.failures?.set(`discovery:${issuer}`, e instanceof Error ? e : new Error(String(e)));
+          throw e;
+        })
+        .finally(() => this.discovering.delete(issuer));
+      this.discovering.set(issuer, pending);
+    }
+    return pending;
+  }
+
+  private async fetchDiscovery(issuer: string): Promise<string> {
     const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
     let doc: { issuer?: unknown; jwks_uri?: unknown };
     try {

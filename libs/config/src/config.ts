@@ -22,8 +22,57 @@ export const ConfigSchema = z.object({
   GRPC_PORT: emptyAsUnset(z.coerce.number().int().min(0).max(65535).optional()),
   /** `host:port` written as the GRPC interface's `url` on cards; default: PUBLIC_BASE_URL's host name and the bound GRPC_PORT. */
   GRPC_PUBLIC_ADDRESS: emptyAsUnset(z.string().regex(/^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$/, 'host:port').optional()),
+  /**
+   * gRPC: calls one HTTP/2 connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS, per
+   * connection): a client queues the others; a stream past it is reset (REFUSED_STREAM).
+   */
+  GRPC_MAX_CONCURRENT_STREAMS: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * gRPC: calls open at once from one client address (an IPv6 address's /64), over all its
+   * connections, per API process; past it a new call is RESOURCE_EXHAUSTED before its message is
+   * read. 0 = no limit.
+   */
+  GRPC_MAX_CALLS_PER_ADDRESS: z.coerce.number().int().min(0).default(200),
+  /**
+   * gRPC: largest request message (bytes) of a call whose metadata carries no valid API key (an
+   * anonymous or JWT caller, or a stranger), read before its caller is known; a larger one is
+   * RESOURCE_EXHAUSTED at its length prefix, unread. At most REQUEST_BODY_LIMIT_BYTES, the limit of
+   * a call whose API key authenticated from its metadata.
+   */
+  GRPC_PREAUTH_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(256 * 1024),
+  /**
+   * gRPC: calls without a valid API key that are still arriving or being admitted, at once per API
+   * process; past it a new one is RESOURCE_EXHAUSTED before its message is read (calls whose key
+   * authenticated from their metadata are not counted). 0 = no limit.
+   */
+  GRPC_PREAUTH_MAX_CALLS: z.coerce.number().int().min(0).default(256),
+  /** gRPC: the same, per client address (an IPv6 address's /64). 0 = no limit. */
+  GRPC_PREAUTH_MAX_CALLS_PER_ADDRESS: z.coerce.number().int().min(0).default(32),
+  /**
+   * gRPC: longest a call's request may take to arrive (ms), from its start to its message complete
+   * and the request half-closed; a slower call is ended DEADLINE_EXCEEDED.
+   */
+  GRPC_RECEIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  /** gRPC: a connection without a call for this long is closed (GOAWAY) (ms); 0 = never. */
+  GRPC_MAX_CONNECTION_IDLE_MS: z.coerce.number().int().min(0).default(300_000),
+  /**
+   * gRPC: a connection older than this is asked to go (GOAWAY) and its calls get
+   * A2A_BLOCKING_TIMEOUT_MS + 5 s to end before it is closed (ms); streams cut so resume on a new
+   * connection (`last-event-id`). 0 = never.
+   */
+  GRPC_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).default(0),
   /** Largest request body accepted (bytes); larger ones are 413 in the surface's error shape. */
   REQUEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(1024 * 1024),
+  /**
+   * HTTP: largest body (bytes) of a request whose API key did not authenticate at the edge
+   * (anonymous, a JWT, a wrong key): a larger Content-Length is 413 before the body is read, a
+   * chunked body is cut with 413. At most REQUEST_BODY_LIMIT_BYTES.
+   */
+  HTTP_PREAUTH_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(256 * 1024),
+  /** HTTP: such requests sending their body at once, per API process; past it 429 before the body is read. 0 = no limit. */
+  HTTP_PREAUTH_MAX_BODIES: z.coerce.number().int().min(0).default(256),
+  /** HTTP: the same per client address (as TRUST_PROXY yields it). 0 = no limit. */
+  HTTP_PREAUTH_MAX_BODIES_PER_ADDRESS: z.coerce.number().int().min(0).default(32),
   /** Longest a request may take to arrive, headers and body (ms); slower ones are cut off (408). */
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
   /** Longest the request headers may take to arrive (ms). */
@@ -348,6 +397,12 @@ export const ConfigSchema = z.object({
     .string()
     .default('')
     .transform((s) => s.split(',').map((x) => x.trim()).filter((x) => x.length > 0)),
+  /**
+   * How long (ms) a JWT issuer's discovery document or key set that could not be read (or did not
+   * match) is answered from that failure without fetching it again, so bogus tokens cannot make the
+   * service hammer a failing issuer; 0 = fetch on every call.
+   */
+  JWT_ISSUER_FAILURE_TTL_MS: z.coerce.number().int().min(0).max(300_000).default(5_000),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
 

@@ -5,18 +5,59 @@ import { Redis } from 'ioredis';
 import { A2AError } from '#libs/a2a';
 import { AppError } from '#libs/common';
 import type { AppConfig } from '#libs/config';
+import { API_KEY_PATTERN, type ApiKeyService } from '#libs/registry';
 import { edgeErrorBody, sendEdgeError } from './edge-errors.js';
 
 /** Routes never limited: probes and the metrics scrape. */
 const EXEMPT = new Set(['/healthz', '/readyz', '/metrics']);
 
-/** The key a caller is limited by: its API key's public prefix when it shows one, else its address. */
-export function callerKey(req: FastifyRequest): string {
+/** The public prefix of the API key the edge authenticated on a request (set by `installRateLimits`). */
+const AUTHENTICATED_KEY = Symbol('authenticatedKeyPrefix');
+type KeyedRequest = FastifyRequest & { [AUTHENTICATED_KEY]?: string };
+
+/** The API key a request presents, if it has the key's shape: `X-API-Key`, else `Authorization: Bearer`. */
+function presentedKey(req: FastifyRequest): { key: string; prefix: string } | undefined {
   const x = req.headers['x-api-key'];
   const auth = req.headers.authorization;
-  const key = typeof x === 'string' ? x : typeof auth === 'string' ? /^Bearer\s+(\S+)/i.exec(auth)?.[1] : undefined;
+  const key = typeof x === 'string' && x.trim() !== '' ? x.trim() : typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1] : undefined;
   // aaas_<prefix>_<secret>: the prefix identifies the key; the secret never becomes a Redis key
-  const prefix = key ? /^aaas_([A-Za-z0-9]{8})_/.exec(key)?.[1] : undefined;
+  const prefix = key ? API_KEY_PATTERN.exec(key)?.[1] : undefined;
+  return prefix ? { key: key!, prefix } : undefined;
+}
+
+/**
+ * Longest the edge waits for a presented key's authentication before it treats the request as one
+ * without a valid key (ms): a key seen in the last 5 s is answered from memory, another one is one
+ * indexed lookup; a database that is slow or down must not be waited on twice (the route checks
+ * the key again and waits its own DATABASE_CONNECT_TIMEOUT_MS). The lookup goes on meanwhile, and
+ * once it succeeds the key is answered from memory.
+ */
+export const EDGE_AUTH_WAIT_MS = 250;
+
+/** Whether `key` authenticates, known within EDGE_AUTH_WAIT_MS (later, or failing, is no). */
+export function authenticatesAtEdge(keys: Pick<ApiKeyService, 'authenticate'>, key: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), EDGE_AUTH_WAIT_MS);
+    keys.authenticate(key).then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(false);
+      },
+    );
+  });
+}
+
+/**
+ * The key a caller is limited by (requests per minute, open streams): its API key's public prefix
+ * once that key authenticated at the edge, else its address. Presenting a key's prefix with a
+ * wrong secret makes a request its address's, never the key's.
+ */
+export function callerKey(req: FastifyRequest): string {
+  const prefix = (req as KeyedRequest)[AUTHENTICATED_KEY];
   return prefix ? `key:${prefix}` : `ip:${req.ip}`;
 }
 
@@ -148,8 +189,13 @@ export class SharedWindowCounter {
 
 /**
  * Rate limits on Redis (shared by every API instance), per minute: RATE_LIMIT_PER_KEY requests
- * per API key and RATE_LIMIT_PER_IP per client address for callers without a key; 0 turns a
- * limit off. Requests are counted by SharedWindowCounter: decided in this process, added to
+ * per API key and RATE_LIMIT_PER_IP per client address for every other request; 0 turns a
+ * limit off. A key counts only once it authenticated: a request presenting one is authenticated
+ * here, before it is counted (`authenticatesAtEdge`: a key seen in the last 5 s is answered from
+ * memory, another one costs the lookup by prefix that the route would make anyway — twice for a
+ * wrong secret, the route checking it again), and a key that does not authenticate makes the
+ * request its address's (issue #43: 400 wrong secrets with a key's prefix used to spend the key's budget).
+ * Requests are counted by SharedWindowCounter: decided in this process, added to
  * Redis in batches, so no request waits on Redis.
  *
  * Failed authentications (a 401 to a request that presented a credential) are counted per
@@ -168,7 +214,7 @@ export class SharedWindowCounter {
  * JSON-RPC endpoint). The limiter's Redis connection never queues: while Redis is down the
  * limits are not enforced (fail open) and nothing waits.
  */
-export async function installRateLimits(fastify: FastifyInstance, config: AppConfig): Promise<() => void> {
+export async function installRateLimits(fastify: FastifyInstance, config: AppConfig, keys: Pick<ApiKeyService, 'authenticate'>): Promise<() => void> {
   const redis = new Redis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 2_000, commandTimeout: 1_000 });
   redis.on('error', () => undefined);
   await fastify.register(rateLimit, { global: false, redis, skipOnError: true, nameSpace: `${config.REDIS_PREFIX}:rl:`, timeWindow: 60_000 });
@@ -221,7 +267,16 @@ export async function installRateLimits(fastify: FastifyInstance, config: AppCon
       }
       if (until !== undefined) spentPairs.delete(key);
     }
-    if (limitRequests(req, reply)) done();
+    const presented = presentedKey(req);
+    if (!presented) {
+      if (limitRequests(req, reply)) done();
+      return;
+    }
+    // counted as the key's only once it authenticated (its stream slots too: callerKey)
+    void authenticatesAtEdge(keys, presented.key).then((ok) => {
+      if (ok) (req as KeyedRequest)[AUTHENTICATED_KEY] = presented.prefix;
+      if (limitRequests(req, reply)) done();
+    });
   });
   // A failure is counted before its answer leaves, so the caller's next attempt already sees it;
   // a failure past the address's budget leaves as 429 (only failures do: a valid credential's

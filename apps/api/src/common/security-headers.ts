@@ -45,3 +45,33 @@ export async function installSecurityHeaders(fastify: FastifyInstance): Promise<
     done();
   });
 }
+
+/**
+ * The Content-Security-Policy of the OpenAPI UI at /docs (Swagger UI, as @nestjs/swagger serves it):
+ * its scripts are files of /docs (no inline script, no eval: the bundle's `new Function` probe for
+ * the global object is caught and falls back), it fetches the document and tries requests on this
+ * origin only, its images are its own or `data:` URLs. Styles allow 'unsafe-inline': the page
+ * carries two `<style>` blocks and a `style` attribute, and Swagger UI sets styles as it renders —
+ * a style cannot run code. No plugin, no `<base>`, no framing, forms post here only.
+ */
+export const DOCS_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/** DOCS_CSP on every response under `prefix` (the UI, its assets, the document). */
+export function installDocsCsp(fastify: FastifyInstance, prefix = '/docs'): void {
+  fastify.addHook('onRequest', (req, reply, done) => {
+    const url = req.url;
+    if (url.startsWith(prefix) && (url.length === prefix.length || url[prefix.length] === '/' || url[prefix.length] === '?')) reply.raw.setHeader('content-security-policy', DOCS_CSP);
+    done();
+  });
+}

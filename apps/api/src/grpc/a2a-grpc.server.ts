@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import type { Http2Server, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import * as grpc from '@grpc/grpc-js';
 import health from 'grpc-health-check';
@@ -21,12 +22,14 @@ import {
 import { RETRY_AFTER_SECONDS } from '#libs/common';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { Metrics } from '#libs/metrics';
-import type { ResolvedA2AAgent } from '#libs/registry';
-import { A2AAdmission, type PresentedCredentials } from '../a2a/a2a-admission.js';
+import { ApiKeyService, type ResolvedA2AAgent } from '#libs/registry';
+import { A2AAdmission } from '../a2a/a2a-admission.js';
 import { configuredBaseUrl } from '../a2a/a2a-http.js';
+import { checkJsonValue, MAX_JSON_DEPTH } from '../common/malformed-json.js';
 import { SseHeartbeat } from '../common/sse.js';
 import { ReadYourWrites } from '../common/read-your-writes.js';
 import { addReflection } from './grpc-reflection.js';
+import { credentialsOf, first, GrpcCallGate, rateLimited, type GrpcCallTicket } from './grpc-call-gate.js';
 import { GrpcCallLimits, type Refusal } from './grpc-limits.js';
 
 /** The service name health checks report on (besides the server-wide `""`). */
@@ -48,9 +51,15 @@ const SHUTDOWN_GRACE_MS = 5_000;
  *    anything else → VersionNotSupported) and negotiates `a2a-extensions` (activated ones are
  *    answered in the `a2a-extensions` response header);
  * 4. hands the decoded request to A2AGrpcBinding (the same v1.0 method table as JSON-RPC).
+ * Before any of that, while its message has not been read, a call passes GrpcCallGate (caps on open
+ * calls and on calls without a valid API key, the API key authenticated from the metadata, the
+ * rate limits, a smaller message limit before authentication, the receive deadline; docs/deploy.md
+ * "The gRPC listener"). A request that does not decode (malformed protobuf) is ParseError, one
+ * holding what the HTTP edge refuses in JSON (a NUL, an unpaired surrogate, nesting deeper than
+ * MAX_JSON_DEPTH) InvalidParams naming the field: INVALID_ARGUMENT, before anything is looked up.
  * Errors are the §5.4 status with `google.rpc.ErrorInfo` in `grpc-status-details-bin`
- * (`toGrpcError`); a dependency that cannot serve the call now is UNAVAILABLE with `retry-after`
- * (seconds) in the trailers, as a refusal over a limit is RESOURCE_EXHAUSTED with it. Streams: one per caller slot of MAX_STREAMS_PER_CALLER (shared with SSE),
+ * (`toGrpcError`, its texts bounded); a dependency that cannot serve the call now is UNAVAILABLE with `retry-after`
+ * (seconds) in the trailers, as a refusal over a rate limit is RESOURCE_EXHAUSTED with it. Streams: one per caller slot of MAX_STREAMS_PER_CALLER (shared with SSE; past it RESOURCE_EXHAUSTED),
  * written with backpressure (`drain`), ended when the client cancels; SubscribeToTask resumes
  * after request metadata `last-event-id` (or `a2a-cursor`), each streamed event carrying its id
  * in `metadata.eventId`. Metrics: aaas_grpc_requests_total{method,code},
@@ -66,6 +75,8 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
   /** The bound port once listening (GRPC_PORT=0 picks a free one). */
   port: number | null = null;
   private readonly limits: GrpcCallLimits;
+  /** What a call passes before its message is read (exposed for tests: its counts). */
+  readonly gate: GrpcCallGate;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -75,20 +86,16 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly metrics: Metrics,
     private readonly slots: SseHeartbeat,
     private readonly readYourWrites: ReadYourWrites,
+    keys: ApiKeyService,
   ) {
     this.limits = new GrpcCallLimits(config);
+    this.gate = new GrpcCallGate(config, keys, this.limits, (m) => this.log.warn(m));
   }
 
   async onApplicationBootstrap(): Promise<void> {
     if (this.config.GRPC_PORT === undefined || this.server) return;
-    const server = new grpc.Server({
-      // the same cap as an HTTP body; larger messages are RESOURCE_EXHAUSTED
-      'grpc.max_receive_message_length': this.config.REQUEST_BODY_LIMIT_BYTES,
-      // HTTP/2 pings keep idle streams alive through proxies, as SSE heartbeats do
-      'grpc.keepalive_time_ms': this.config.SSE_HEARTBEAT_MS,
-      'grpc.keepalive_timeout_ms': 20_000,
-    });
-    server.addService(A2AService, this.implementation());
+    const server = new grpc.Server(this.serverOptions());
+    server.addService(tolerantDecoding(A2AService), this.implementation());
     this.health.addToServer(server);
     if (!addReflection(server)) this.log.warn('gRPC server reflection off: libs/a2a/proto/a2a.proto is not shipped beside the app');
     const host = this.config.HOST;
@@ -99,10 +106,35 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
       ),
     );
     this.server = server;
+    drainUnserved(server, (m) => this.log.warn(m));
     this.endpoint.address = this.config.GRPC_PUBLIC_ADDRESS ?? `${new URL(configuredBaseUrl(this.config)).hostname}:${this.port}`;
     this.health.setStatus('', 'SERVING');
     this.health.setStatus(A2A_GRPC_SERVICE, 'SERVING');
     this.log.log(`A2A gRPC listening on ${host}:${this.port} (cards: ${this.endpoint.address})`);
+  }
+
+  /**
+   * The listener's bounds (docs/deploy.md "The gRPC listener"): streams per connection, the
+   * receive limit of a call before authentication (GrpcCallGate raises it for a call whose API key
+   * authenticated), keep-alive pings, idle and old connections closed, and the gate as the one
+   * interceptor.
+   */
+  private serverOptions(): grpc.ServerOptions {
+    const c = this.config;
+    return {
+      'grpc.max_concurrent_streams': c.GRPC_MAX_CONCURRENT_STREAMS,
+      // larger messages are RESOURCE_EXHAUSTED at their length prefix, unread
+      'grpc.max_receive_message_length': this.gate.preauthMessageBytes,
+      // HTTP/2 pings keep idle streams alive through proxies, as SSE heartbeats do; a peer that
+      // does not answer one in 20 s is gone
+      'grpc.keepalive_time_ms': c.SSE_HEARTBEAT_MS,
+      'grpc.keepalive_timeout_ms': 20_000,
+      ...(c.GRPC_MAX_CONNECTION_IDLE_MS > 0 && { 'grpc.max_connection_idle_ms': c.GRPC_MAX_CONNECTION_IDLE_MS }),
+      ...(c.GRPC_MAX_CONNECTION_AGE_MS > 0 && { 'grpc.max_connection_age_ms': c.GRPC_MAX_CONNECTION_AGE_MS, 'grpc.max_connection_age_grace_ms': c.A2A_BLOCKING_TIMEOUT_MS + 5_000 }),
+      // no channelz service is served: its per-connection and per-call bookkeeping is not kept
+      'grpc.enable_channelz': 0,
+      interceptors: [this.gate.interceptor],
+    };
   }
 
   /** Stop first (before the database closes): refuse new calls, end streams, give unary calls a grace period. */
@@ -133,7 +165,7 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     for (const key of Object.keys(A2A_GRPC_METHODS) as A2AGrpcMethodKey[]) {
       // each call as its caller's reader (read-your-writes on the read replica, as on the HTTP edge)
       const reader = (call: grpc.ServerUnaryCall<any, unknown> | grpc.ServerWritableStream<any, unknown>) =>
-        [key, first(call.metadata, 'x-api-key') ?? first(call.metadata, 'authorization'), addressOf(call.getPeer())] as const;
+        [key, first(call.metadata, 'x-api-key') ?? first(call.metadata, 'authorization'), this.gate.ticketOf(call.metadata)?.address ?? 'unknown'] as const;
       impl[key] = A2A_GRPC_METHODS[key].streaming
         ? (call: grpc.ServerWritableStream<any, unknown>) => void this.readYourWrites.runCall(...reader(call), () => this.serverStream(key, call))
         : (call: grpc.ServerUnaryCall<any, unknown>, callback: grpc.sendUnaryData<unknown>) => void this.readYourWrites.runCall(...reader(call), () => this.unary(key, call, callback));
@@ -145,8 +177,9 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     const started = performance.now();
     let code: GrpcCodeName = 'OK';
     try {
-      const { agent, ctx } = await this.admitLimited(call.request, call.metadata, call.getPeer());
-      const response = await this.binding.unary(agent, key, call.request, ctx);
+      const request = checkedRequest(key, call.request, call.metadata);
+      const { agent, ctx } = await this.admitLimited(request, call.metadata);
+      const response = await this.binding.unary(agent, key, request, ctx);
       await this.readYourWrites.remember();
       call.sendMetadata(responseMetadata(ctx));
       callback(null, response);
@@ -169,10 +202,11 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
     let release: (() => void) | null = null;
     let iterator: AsyncIterator<unknown> | undefined;
     try {
-      const { agent, ctx } = await this.admitLimited(call.request, call.metadata, call.getPeer(), ac.signal);
-      release = this.slots.reserve(callerKeyOf(call.metadata, call.getPeer()));
-      if (!release) throw new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with last-event-id');
-      iterator = (await this.binding.stream(agent, key, call.request, ctx))[Symbol.asyncIterator]();
+      const request = checkedRequest(key, call.request, call.metadata);
+      const { agent, ctx } = await this.admitLimited(request, call.metadata, ac.signal);
+      release = this.slots.reserve(callerKeyOf(ticketOf(this.gate, call.metadata)));
+      if (!release) throw new LimitExceeded({ message: `too many open streams for this caller (MAX_STREAMS_PER_CALLER ${this.config.MAX_STREAMS_PER_CALLER}); close one and resume with last-event-id` });
+      iterator = (await this.binding.stream(agent, key, request, ctx))[Symbol.asyncIterator]();
       let next = await iterator.next();
       await this.readYourWrites.remember();
       call.sendMetadata(responseMetadata(ctx));
@@ -204,21 +238,20 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * `admit` under the HTTP edge's limits (GrpcCallLimits): a call over a rate limit, or failing
-   * authentication past its address's budget, is refused with RESOURCE_EXHAUSTED (`retry-after` in
-   * the trailers); a valid credential is never refused for its address's failures.
+   * `admit`, after GrpcCallGate counted the call (per authenticated key, else per address): a call
+   * failing authentication past its address's budget is refused with RESOURCE_EXHAUSTED
+   * (`retry-after` in the trailers) instead of UNAUTHENTICATED; a valid credential is never refused
+   * for its address's failures. Once admitted, the call no longer counts as one before authentication.
    */
-  private async admitLimited(request: { tenant?: string }, md: grpc.Metadata, peer: string, signal?: AbortSignal): Promise<{ agent: ResolvedA2AAgent; ctx: A2AGrpcCall }> {
-    const address = addressOf(peer);
-    const presented = first(md, 'x-api-key') ?? first(md, 'authorization');
-    const prefix = credentialsOf(md).apiKey ? /^aaas_([A-Za-z0-9]{8})_/.exec(credentialsOf(md).apiKey!)?.[1] : undefined;
-    const refused = this.limits.admit(address, presented, prefix);
-    if (refused) throw new LimitExceeded(refused);
+  private async admitLimited(request: { tenant?: string }, md: grpc.Metadata, signal?: AbortSignal): Promise<{ agent: ResolvedA2AAgent; ctx: A2AGrpcCall }> {
+    const ticket = ticketOf(this.gate, md);
     try {
-      return await this.admit(request, md, signal);
+      const admitted = await this.admit(request, md, signal);
+      ticket.admitted();
+      return admitted;
     } catch (e) {
       if (toA2AError(e).type === 'Unauthenticated') {
-        const past = this.limits.failedAuthentication(address, presented);
+        const past = this.limits.failedAuthentication(ticket.address, ticket.credential);
         if (past) throw new LimitExceeded(past);
       }
       throw e;
@@ -262,9 +295,8 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
   /** The gRPC status of a failed call; internal errors are logged (never sent). */
   private errorStatus(e: unknown): { status: grpc.ServerErrorResponse; codeName: GrpcCodeName } {
     if (e instanceof LimitExceeded) {
-      const metadata = new grpc.Metadata();
-      metadata.set('retry-after', String(e.refusal.retryAfterSeconds));
-      return { status: Object.assign(new Error(e.message), { code: grpc.status.RESOURCE_EXHAUSTED, details: e.message, metadata }), codeName: 'RESOURCE_EXHAUSTED' };
+      const { code, details, metadata } = e.refusal.retryAfterSeconds === undefined ? { code: grpc.status.RESOURCE_EXHAUSTED, details: e.message, metadata: new grpc.Metadata() } : rateLimited(e.refusal as Refusal);
+      return { status: Object.assign(new Error(e.message), { code, details, metadata: metadata ?? new grpc.Metadata() }), codeName: 'RESOURCE_EXHAUSTED' };
     }
     const err = toA2AError(e);
     if (err.unavailable) this.log.warn(`unavailable: ${err.message} (${describeCause(err.cause)})`);
@@ -287,36 +319,101 @@ export class A2AGrpcServer implements OnApplicationBootstrap, OnModuleDestroy {
   }
 }
 
-/** A call refused by GrpcCallLimits (RESOURCE_EXHAUSTED). */
+/**
+ * grpc-js answers a call it does not serve (an unknown method: UNIMPLEMENTED; not
+ * `application/grpc`: HTTP 415) without reading its body, and Node counts a body nobody reads
+ * against its connection's memory: past it the connection's new streams are refused
+ * (ENHANCE_YOUR_CALM) and it is closed (GOAWAY INTERNAL_ERROR), which a client calling a missing
+ * method a few hundred times with large messages met. Such a stream's body is drained (discarded)
+ * instead. grpc-js 1.14 keeps its HTTP/2 servers and its handlers in private fields: without them
+ * nothing is done (said once in the log).
+ */
+function drainUnserved(server: grpc.Server, warn: (message: string) => void): void {
+  const internals = server as unknown as { http2Servers?: unknown; handlers?: unknown };
+  const { http2Servers, handlers } = internals;
+  if (!(http2Servers instanceof Map) || !(handlers instanceof Map)) {
+    warn('this grpc-js keeps its HTTP/2 servers elsewhere: bodies of calls to unknown methods are not drained');
+    return;
+  }
+  for (const h2 of http2Servers.keys() as Iterable<Http2Server>) {
+    h2.prependListener('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+      const path = headers[':path'];
+      const type = headers['content-type'];
+      if (typeof path !== 'string' || !handlers.has(path) || typeof type !== 'string' || !type.startsWith('application/grpc')) stream.resume();
+    });
+  }
+}
+
+/** A call refused over a limit (RESOURCE_EXHAUSTED; with `retry-after` when the limit says when). */
 class LimitExceeded extends Error {
-  constructor(readonly refusal: Refusal) {
+  constructor(readonly refusal: { message: string; retryAfterSeconds?: number }) {
     super(refusal.message);
   }
 }
 
-/** The client address of a grpc-js peer (`ipv4:1.2.3.4:5678`, `ipv6:[::1]:5678`). */
-function addressOf(peer: string): string {
-  return peer.replace(/^ipv[46]:/, '').replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+/** A request message the SDK's codec could not decode: answered ParseError (INVALID_ARGUMENT) by the handler. */
+class MalformedRequest {
+  constructor(readonly reason: string) {}
 }
 
-/** Credentials in metadata, read as the HTTP bindings read their headers (`x-api-key`, else a bearer). */
-function credentialsOf(md: grpc.Metadata): PresentedCredentials {
-  const auth = first(md, 'authorization');
-  const bearer = auth ? /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1] : undefined;
-  const x = first(md, 'x-api-key')?.trim();
-  return { apiKey: x ? x : bearer, bearer };
+/**
+ * The service definition with decoders that never throw: grpc-js answers a throwing decoder with
+ * INTERNAL, but a message that is not the method's protobuf is the client's fault. What does not
+ * decode (truncated, wrong wire types, nesting past the decoder's stack) becomes a MalformedRequest.
+ */
+function tolerantDecoding(service: typeof A2AService): grpc.ServiceDefinition {
+  const tolerant: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, def] of Object.entries(service as unknown as grpc.ServiceDefinition)) {
+    tolerant[name] = {
+      ...def,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return def.requestDeserialize(bytes);
+        } catch (e) {
+          return new MalformedRequest(e instanceof RangeError && /call stack/i.test(e.message) ? 'nested too deeply' : e instanceof Error ? e.message : String(e));
+        }
+      },
+    };
+  }
+  return tolerant;
 }
 
-/** The stream-slot key of a caller: its API key's prefix (never the secret), else its address. */
-function callerKeyOf(md: grpc.Metadata, peer: string): string {
-  const key = credentialsOf(md).apiKey;
-  const prefix = key ? /^aaas_([A-Za-z0-9]{8})_/.exec(key)?.[1] : undefined;
-  return prefix ? `key:${prefix}` : `ip:${peer.replace(/^ipv[46]:/, '').replace(/:\d+$/, '')}`;
+/**
+ * The decoded request, refused as the HTTP edge refuses a JSON body PostgreSQL cannot store:
+ * ParseError when it did not decode; InvalidParams naming the field for a string (or a metadata
+ * value the call reads) with a NUL or an unpaired surrogate, or nesting deeper than MAX_JSON_DEPTH.
+ */
+function checkedRequest(key: A2AGrpcMethodKey, request: unknown, md: grpc.Metadata): { tenant?: string } {
+  const rpc = A2A_GRPC_METHODS[key];
+  if (request instanceof MalformedRequest) {
+    throw new A2AError('ParseError', `the request is not a valid ${rpc.rpc} request message (protobuf): ${request.reason.slice(0, 200)}`);
+  }
+  let json: unknown;
+  try {
+    json = rpc.request.toJSON((request ?? {}) as never);
+  } catch {
+    throw new A2AError('InvalidParams', `the request message is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  const bad = checkJsonValue(json);
+  if (bad) throw new A2AError('InvalidParams', `${bad.path || 'the request'}: ${bad.reason}`, { metadata: { field: bad.path.slice(0, 200) } });
+  for (const name of ['a2a-version', 'a2a-extensions', 'x-a2a-extensions', 'last-event-id', 'a2a-cursor']) {
+    for (const v of md.get(name)) {
+      if (typeof v === 'string' && checkJsonValue(v)) throw new A2AError('InvalidParams', `metadata ${name}: contains a NUL character or an unpaired surrogate`, { metadata: { field: name } });
+    }
+  }
+  return (request ?? {}) as { tenant?: string };
 }
 
-function first(md: grpc.Metadata, key: string): string | undefined {
-  const v = md.get(key)[0];
-  return v === undefined ? undefined : String(v);
+/** The gate's ticket of a call (every call the handler sees passed the gate, which set it). */
+function ticketOf(gate: GrpcCallGate, md: grpc.Metadata): GrpcCallTicket {
+  const ticket = gate.ticketOf(md);
+  if (!ticket) throw new A2AError('InternalError', 'a gRPC call reached its handler without passing the gate');
+  return ticket;
+}
+
+/** The stream-slot key of a caller: its API key's prefix (never the secret) once the key authenticated, else its address. */
+function callerKeyOf(ticket: GrpcCallTicket): string {
+  return ticket.keyPrefix ? `key:${ticket.keyPrefix}` : `ip:${ticket.address}`;
 }
 
 /** Response headers: the extensions the call activated (`a2a-extensions`), as the HTTP bindings answer them. */

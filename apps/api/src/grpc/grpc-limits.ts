@@ -22,9 +22,11 @@ export interface Refusal {
 
 /**
  * The HTTP edge's limits applied to gRPC calls, with the same rules (apps/api/src/common/rate-limit.ts):
- * RATE_LIMIT_PER_KEY calls per minute per API key, RATE_LIMIT_PER_IP per address for callers without a
- * key, and failed authentications (UNAUTHENTICATED) counted per address and per (credential,
- * address) pair — a valid credential is never refused for its address's failures; past the address's
+ * RATE_LIMIT_PER_KEY calls per minute per API key — counted only for a key that authenticated —,
+ * RATE_LIMIT_PER_IP per address for every other call (no key, a JWT, a key that did not
+ * authenticate: a stranger who knows a key's prefix spends his address's budget, never the key's),
+ * and failed authentications (UNAUTHENTICATED) counted per address and per (credential, address)
+ * pair — a valid credential is never refused for its address's failures; past the address's
  * budget only further FAILED attempts are answered RESOURCE_EXHAUSTED; one credential failing
  * AUTH_FAILURES_PER_CREDENTIAL times from an address is refused there before it is checked.
  * Counted in this process (the HTTP limits share Redis across instances; gRPC's are per instance).
@@ -38,21 +40,26 @@ export class GrpcCallLimits {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** Before a call: a refusal, or null (the call is counted). `apiKeyPrefix` names a key without its secret. */
-  admit(address: string, credential: string | undefined, apiKeyPrefix: string | undefined): Refusal | null {
+  /**
+   * Before a credential is checked: a refusal when this (credential, address) pair failed
+   * AUTH_FAILURES_PER_CREDENTIAL times in the window (nothing is counted), or null.
+   */
+  spentCredential(address: string, credential: string | undefined): Refusal | null {
     const budget = this.config.RATE_LIMIT_AUTH_FAILURES_PER_IP;
-    if (budget > 0 && credential !== undefined) {
-      const pair = this.peek(`authfail:cred:${fingerprint(credential)}:${address}`);
-      if (pair && pair.count >= Math.min(AUTH_FAILURES_PER_CREDENTIAL, budget)) {
-        return this.refusal(pair, 'too many failed authentications with this credential from this address');
-      }
-    }
-    const limit = apiKeyPrefix ? this.config.RATE_LIMIT_PER_KEY : this.config.RATE_LIMIT_PER_IP;
-    if (limit > 0) {
-      const w = this.count(apiKeyPrefix ? `key:${apiKeyPrefix}` : `ip:${address}`);
-      if (w.count > limit) return this.refusal(w, apiKeyPrefix ? 'per API key' : 'per client address');
-    }
-    return null;
+    if (budget === 0 || credential === undefined) return null;
+    const pair = this.peek(`authfail:cred:${fingerprint(credential)}:${address}`);
+    return pair && pair.count >= Math.min(AUTH_FAILURES_PER_CREDENTIAL, budget) ? this.refusal(pair, 'too many failed authentications with this credential from this address') : null;
+  }
+
+  /**
+   * Count a call: against `authenticatedKeyPrefix` (RATE_LIMIT_PER_KEY) when its API key
+   * authenticated, else against its address (RATE_LIMIT_PER_IP). A refusal, or null.
+   */
+  count(address: string, authenticatedKeyPrefix: string | undefined): Refusal | null {
+    const limit = authenticatedKeyPrefix ? this.config.RATE_LIMIT_PER_KEY : this.config.RATE_LIMIT_PER_IP;
+    if (limit === 0) return null;
+    const w = this.increment(authenticatedKeyPrefix ? `key:${authenticatedKeyPrefix}` : `ip:${address}`);
+    return w.count > limit ? this.refusal(w, authenticatedKeyPrefix ? 'per API key' : 'per client address') : null;
   }
 
   /**
@@ -62,8 +69,8 @@ export class GrpcCallLimits {
   failedAuthentication(address: string, credential: string | undefined): Refusal | null {
     const budget = this.config.RATE_LIMIT_AUTH_FAILURES_PER_IP;
     if (budget === 0 || credential === undefined) return null;
-    this.count(`authfail:cred:${fingerprint(credential)}:${address}`);
-    const w = this.count(`authfail:${address}`);
+    this.increment(`authfail:cred:${fingerprint(credential)}:${address}`);
+    const w = this.increment(`authfail:${address}`);
     return w.count > budget ? this.refusal(w, 'too many failed authentications from this address') : null;
   }
 
@@ -72,7 +79,7 @@ export class GrpcCallLimits {
     return w && w.resetAt > this.now() ? w : undefined;
   }
 
-  private count(key: string): Window {
+  private increment(key: string): Window {
     let w = this.peek(key);
     if (!w) {
       w = { count: 0, resetAt: this.now() + WINDOW_MS };
