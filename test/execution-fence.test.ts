@@ -239,7 +239,7 @@ describe('one live execution per trigger', () => {
       `INSERT INTO run_dispatches (org_id, run_id, trigger_sequence, job) VALUES ($1, $2, 1000, '{}') RETURNING id::text AS id`,
       [seed.orgId, first],
     );
-    expect([...(await stack.api.get(DispatchRelay).claim([id, id, id], { owner: 'test-claimer', ttlMs: 1_000 })).keys()]).toEqual([id]);
+    expect([...(await stack.api.get(DispatchRelay).claim([id, id, id], { owner: 'test-claimer', ttlMs: 1_000, idleForMs: 0 })).keys()]).toEqual([id]);
   }, 60_000);
 
   it('dispatches parked behind an agent cap are held: the relay does not send them again while they wait, nor a sweeper take them for lost when they start', async () => {

@@ -104,10 +104,13 @@ export class ExecutionAdmission {
    * sent it again, or two copies came in one job) is dropped, the one here claims it.
    */
   private readonly holding = new Set<string>();
-  /** When the outbox rows of the parked dispatches were last marked held (ms; see holdRows). */
-  private heldAt = 0;
   /** OUTBOX_REDELIVER_MS: the relay re-sends a row nobody marked for this long. */
   private readonly redeliverMs: number;
+  /**
+   * Half of OUTBOX_RELAY_INTERVAL_MS: a parked dispatch this old has its row marked held (the
+   * relay sends rows older than twice its interval again when the queue looks idle).
+   */
+  private readonly holdAfterMs: number;
   /** Dispatches waiting here for a slot (their batch job stays active meanwhile), in enqueue order (park). */
   private parked: ParkedEntry[] = [];
   private parkTimer?: NodeJS.Timeout;
@@ -155,6 +158,7 @@ export class ExecutionAdmission {
     this.concurrency = config.WORKER_CONCURRENCY;
     this.spareMs = config.EXECUTION_SPARE_SLOT_MS;
     this.redeliverMs = config.OUTBOX_REDELIVER_MS;
+    this.holdAfterMs = config.OUTBOX_RELAY_INTERVAL_MS / 2;
   }
 
   /** How many jobs a transport should run at once (a batch job stays active while its dispatches run or wait here). */
@@ -482,16 +486,20 @@ export class ExecutionAdmission {
   /**
    * Mark the outbox rows of parked dispatches as held here (`relayed_at` = now, one statement), so
    * the relay's safety net does not send them again while they wait for a slot (their jobs are
-   * active, so an otherwise idle queue would look as if their jobs were gone): done when they park
-   * and every third of OUTBOX_REDELIVER_MS while they wait. A copy sent all the same is harmless
-   * (dropped here, or its claim lost elsewhere); if this process dies, the marks age and the relay
-   * sends the rows again. Best effort: a failure only means a copy may be sent.
+   * active, so an otherwise idle queue would look as if their jobs were gone). Only rows the relay
+   * could take soon are marked: a dispatch enqueued at least half a relay interval ago (the relay
+   * takes rows older than twice its interval), again every third of OUTBOX_REDELIVER_MS while it
+   * waits — checked when it parks and at every retry of the parking (PARK_RETRY_MS), so a dispatch
+   * parked for a moment (most, under a passing burst) costs no statement. A copy sent all the same
+   * is harmless (dropped here, or its claim lost elsewhere); if this process dies, the marks age
+   * and the relay sends the rows again. Best effort: a failure only means a copy may be sent.
    */
   private holdRows(ps: readonly Prepared[]): void {
-    const ids = ps.flatMap((p) => (p.item.id ? [p.item.id] : []));
-    if (ids.length === 0) return;
-    if (ps.length === this.parked.length) this.heldAt = Date.now();
-    void this.relay.hold(ids).catch(() => undefined);
+    const now = Date.now();
+    const due = ps.filter((p) => p.item.id && now - p.ticket.enqueuedAt >= this.holdAfterMs && now - (p.heldAt ?? 0) >= this.redeliverMs / 3);
+    if (due.length === 0) return;
+    for (const p of due) p.heldAt = now;
+    void this.relay.hold(due.map((p) => p.item.id!)).catch(() => undefined);
   }
 
   /**
@@ -519,7 +527,7 @@ export class ExecutionAdmission {
     try {
       if (this.parked.length === 0 || this.stopping) for (const { p } of this.freed.splice(0)) this.slots.release(p.job.orgId, p.run.agentId, p.slot.id);
       if (this.parked.length === 0) return;
-      if (!this.stopping && Date.now() - this.heldAt >= this.redeliverMs / 3) this.holdRows(this.parked.map((e) => e.p));
+      if (!this.stopping) this.holdRows(this.parked.map((e) => e.p));
       if (this.stopping) {
         const entries = this.parked.splice(0);
         // hand them back to the queue: another worker takes them (their rows are unclaimed)

@@ -24,6 +24,8 @@ export class ExecutionLease {
   readonly owner = `${hostname()}:${process.pid}`;
   /** EXECUTION_HEARTBEAT_MS: how often a long execution renews its lease and slot (the lease lasts 1.5 of them). */
   private readonly heartbeatMs: number;
+  /** RUN_STALE_AFTER_MS: a run unchanged this long with no live lease is taken for lost by a sweeper. */
+  private readonly staleAfterMs: number;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -32,12 +34,13 @@ export class ExecutionLease {
     private readonly metrics: Metrics,
   ) {
     this.heartbeatMs = config.EXECUTION_HEARTBEAT_MS;
+    this.staleAfterMs = config.RUN_STALE_AFTER_MS;
   }
 
   /**
-   * Start the execution's heartbeat; returns its stop. Every execution holds a lease from its claim
-   * (`claimLease`, 1.5 heartbeats); one that runs longer renews it every heartbeat (the first a
-   * quarter in): if this process dies the lease expires and a sweeper resumes or fails the run
+   * Start the execution's heartbeat; returns its stop. An execution whose run waited long holds a
+   * lease from its claim (`claimLease`, 1.5 heartbeats); one that runs longer than a quarter
+   * heartbeat takes or renews it every heartbeat (the first a quarter in): if this process dies the lease expires and a sweeper resumes or fails the run
    * within 2 heartbeats. The heartbeat also keeps the slot and reads the run's status: the
    * safety net for a lost cancellation signal (a terminal or gone run aborts `abort`). Short
    * executions (most) never renew it. A renewal the database could not take is tried again
@@ -47,9 +50,13 @@ export class ExecutionLease {
    * as fenced: its backend request is aborted, its upstream call released, and its next write
    * would be refused anyway.
    */
-  /** The lease a claim takes for an execution of this process (RunDispatchRepository.claim): 1.5 heartbeats. */
-  get claimLease(): { owner: string; ttlMs: number } {
-    return { owner: this.owner, ttlMs: this.heartbeatMs * 1.5 };
+  /**
+   * The lease a claim takes for an execution of this process (RunDispatchRepository.claim): 1.5
+   * heartbeats, on a run unchanged for half of RUN_STALE_AFTER_MS (one that could look stale
+   * before the execution's first heartbeat, a quarter heartbeat in).
+   */
+  get claimLease(): { owner: string; ttlMs: number; idleForMs: number } {
+    return { owner: this.owner, ttlMs: this.heartbeatMs * 1.5, idleForMs: this.staleAfterMs / 2 };
   }
 
   heartbeat(

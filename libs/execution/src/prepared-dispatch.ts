@@ -29,4 +29,6 @@ export interface Prepared {
    * execution carries it. Undefined for a dispatch with no outbox row (nothing to claim).
    */
   epoch?: number;
+  /** While parked: when its outbox row was last marked held (ms; ExecutionAdmission.holdRows). */
+  heldAt?: number;
 }

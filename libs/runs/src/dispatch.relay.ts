@@ -191,7 +191,7 @@ export class DispatchRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * execution's epoch), their runs' leases taken for `lease` (RunDispatchRepository.claim); the
    * others ran or run elsewhere.
    */
-  claim(ids: readonly string[], lease: { owner: string; ttlMs: number }): Promise<Map<string, number>> {
+  claim(ids: readonly string[], lease: { owner: string; ttlMs: number; idleForMs: number }): Promise<Map<string, number>> {
     return this.outbox.claim(ids, lease);
   }
 

@@ -22,24 +22,23 @@ export const RELAYABLE_SQL = `UPDATE run_dispatches SET relayed_at = now()
             (extract(epoch FROM created_at) * 1000)::float8 AS "enqueuedAt"`;
 
 /**
- * The claim (RunDispatchRepository.claim): the dispatches' rows deleted, and their runs' leases
- * taken for the claimer ($2) and the dispatch's trigger until now + $3 ms — unless another
- * execution holds a live lease there (an `a2a` follower while more input is only forwarded) —,
- * each with its run's fencing token. A run gone reads as no epoch.
+ * The claim (RunDispatchRepository.claim): the dispatches' rows deleted, each with its run's
+ * fencing token (`r`, read in the statement's snapshot), and the lease of each run that has not
+ * changed for $4 ms taken for the claimer ($2) and the dispatch's trigger until now + $3 ms —
+ * unless another execution holds a live lease there (an `a2a` follower while more input is only
+ * forwarded). A run gone reads as no epoch.
  */
 export const CLAIM_SQL = `WITH d AS (DELETE FROM run_dispatches WHERE id = ANY($1::bigint[]) RETURNING id, org_id, run_id, trigger_sequence),
+r AS (SELECT d.id, d.run_id, d.org_id, d.trigger_sequence, r.execution_epoch,
+             r.updated_at < now() - make_interval(secs => $4::double precision / 1000)
+               AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now() OR (r.lease_owner = $2 AND r.lease_trigger IS NOT DISTINCT FROM d.trigger_sequence)) AS take
+        FROM d JOIN runs r ON r.id = d.run_id AND r.org_id = d.org_id),
 l AS (
-  UPDATE runs SET
-    lease_owner = CASE WHEN t.takeable THEN $2 ELSE runs.lease_owner END,
-    lease_trigger = CASE WHEN t.takeable THEN t.trigger_sequence ELSE runs.lease_trigger END,
-    lease_expires_at = CASE WHEN t.takeable THEN now() + make_interval(secs => $3::double precision / 1000) ELSE runs.lease_expires_at END
-  FROM (SELECT d.run_id, d.org_id, d.trigger_sequence,
-               (r.lease_expires_at IS NULL OR r.lease_expires_at <= now() OR (r.lease_owner = $2 AND r.lease_trigger IS NOT DISTINCT FROM d.trigger_sequence)) AS takeable
-          FROM d JOIN runs r ON r.id = d.run_id AND r.org_id = d.org_id) t
-  WHERE runs.id = t.run_id AND runs.org_id = t.org_id
-  RETURNING runs.id, runs.execution_epoch
+  UPDATE runs SET lease_owner = $2, lease_trigger = r.trigger_sequence, lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
+  FROM r WHERE r.take AND runs.id = r.run_id AND runs.org_id = r.org_id
+  RETURNING 1
 )
-SELECT d.id::text AS id, l.execution_epoch AS epoch FROM d LEFT JOIN l ON l.id = d.run_id`;
+SELECT d.id::text AS id, r.execution_epoch AS epoch FROM d LEFT JOIN r ON r.id = d.id`;
 
 /**
  * The outbox table `run_dispatches` (rows are written only by the append path, in the statement
@@ -77,17 +76,17 @@ export class RunDispatchRepository {
    * (`runs.execution_epoch`: the execution's epoch, carried by every write it makes); an id not
    * returned was claimed already (the same dispatch enqueued twice) or never existed. One statement
    * for a whole batch; the ids are distinct (a dispatch is claimed once, whatever the batch holds).
-   * The claim also takes each run's execution lease for `lease.owner` and the dispatch's trigger
-   * for `lease.ttlMs` (ms) — unless another execution holds a live one —, so a run whose dispatch
-   * left the outbox is never without a live lease until its execution ends or dies: a sweeper
-   * cannot mistake a run that waited long in a queue for a stale one in the instant between its
-   * claim and its first heartbeat (it did: runs queued longer than RUN_STALE_AFTER_MS were resumed
-   * as they started, their backends called twice). A run that is gone reads as epoch 0 (its
-   * execution finds nothing to do).
+   * The claim also takes the execution lease of each run that has not changed for
+   * `lease.idleForMs` (ms) — unless another execution holds a live one —, for `lease.owner` and the
+   * dispatch's trigger, for `lease.ttlMs`: a run that waited long in a queue is never without a
+   * live lease between its claim and its execution's first heartbeat, so a sweeper cannot take it
+   * for a stale one as it starts (it did: runs queued longer than RUN_STALE_AFTER_MS were resumed
+   * as they started, their backends called twice). A run that changed lately is not stale and
+   * takes no write. A run that is gone reads as epoch 0 (its execution finds nothing to do).
    */
-  async claim(ids: readonly string[], lease: { owner: string; ttlMs: number }): Promise<Map<string, number>> {
+  async claim(ids: readonly string[], lease: { owner: string; ttlMs: number; idleForMs: number }): Promise<Map<string, number>> {
     if (ids.length === 0) return new Map();
-    const rows = await this.db.query<{ id: string; epoch: number | null }>(CLAIM_SQL, [[...new Set(ids)], lease.owner, lease.ttlMs], 'outbox.claim');
+    const rows = await this.db.query<{ id: string; epoch: number | null }>(CLAIM_SQL, [[...new Set(ids)], lease.owner, lease.ttlMs, lease.idleForMs], 'outbox.claim');
     return new Map(rows.map((r) => [r.id, r.epoch ?? 0]));
   }
 
