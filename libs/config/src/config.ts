@@ -358,6 +358,20 @@ export const ConfigSchema = z.object({
   SCRIPTED_MATCH_BUDGET: z.coerce.number().int().min(1024).default(262_144),
   /** Scripted runtime: most characters of a message's text the rules are matched against. */
   SCRIPTED_MATCH_TEXT_MAX_CHARS: z.coerce.number().int().min(16).default(4_096),
+  /**
+   * `http` and `a2a` runtimes: the largest answer a worker reads whole from a tenant's backend or
+   * upstream (bytes): an `http` backend's `application/json` answer; an `a2a` upstream's JSON-RPC /
+   * HTTP+JSON answers (SendMessage, GetTask, CancelTask, error bodies). Refused from its
+   * Content-Length before it is read, else once that many bytes arrived; the run fails ("… answer
+   * exceeds N bytes"). What one execution can make its worker hold is a few times this.
+   */
+  RUNTIME_MAX_ANSWER_BYTES: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(4 * 1024 * 1024),
+  /**
+   * `http` and `a2a` runtimes: the largest event of a streamed answer (bytes): an `http` backend's
+   * NDJSON line or SSE event, an `a2a` upstream's SSE event (from the last blank line, comments
+   * included). At most 4 MiB: `@a2a-js/sdk`'s SSE parser refuses larger events itself.
+   */
+  RUNTIME_MAX_EVENT_BYTES: z.coerce.number().int().min(64 * 1024).max(4 * 1024 * 1024).default(4 * 1024 * 1024),
 
   // ---------------------------------------------------------------- push notifications
   /**
