@@ -221,7 +221,7 @@ describe('issue #43 row 4: a tenant upstream answering 100 MiB to the a2a runtim
   it('a stream whose second event is 100 MiB: the run fails at once (no re-subscription), the upstream task is canceled', async () => {
     const before = calls.length;
     const m = await measured(async () => settled(await start('stream')));
-    report('one 100 MiB SSE event', m, calls.slice(before, before + 1));
+    report(`one 100 MiB SSE event (asked: ${calls.slice(before).map((c) => c.method).join(', ')})`, m, calls.slice(before, before + 1));
     expect(m.result.status).toBe('failed');
     expect(m.result.text).toBe(`The upstream agent failed: an event of the upstream's stream exceeds ${BUDGET} bytes (RUNTIME_MAX_EVENT_BYTES)`);
     const methods = calls.slice(before).map((c) => c.method);
