@@ -464,7 +464,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return parsed.data;
 }
 
-/** Prefix of the operator-declared runtime secret variables: `AAAS_RUNTIME_SECRET_<ORG>_<NAME>`. */
+/** Prefix of the operator-declared runtime secret variables `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (which organization owns which: libs/runtimes secretEnvOwner). */
 export const RUNTIME_SECRET_ENV_PREFIX = 'AAAS_RUNTIME_SECRET_';
 
 /** One entry of RUNTIME_SECRET_ENV_NAMESPACES: the organization (its id, or its slug) owns `AAAS_RUNTIME_SECRET_<token>_*`. */
