@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { createRemoteJWKSet, customFetch, exportJWK, generateKeyPair, SignJWT, jwtVerify } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { outboundFetch } from './outbound-fetch.js';
 import { outboundPolicy } from './outbound-guard.js';
@@ -156,5 +157,38 @@ describe('outboundFetch within a budget', () => {
     const { url } = await bigServer(32 * 1024);
     const res = await outboundFetch(policy, {}, budget)(`${url}/length`);
     expect((await res.arrayBuffer()).byteLength).toBe(32 * 1024);
+  });
+});
+
+describe('outboundFetch under a client library that reads the body itself (jose, as the JWT verifier uses it)', () => {
+  it('a key set within the default budget verifies; one past it fails the lookup instead of being read whole', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] });
+    const srv = http.createServer((req, res) => {
+      if (req.url === '/jwks') return void res.writeHead(200, { 'content-type': 'application/json' }).end(jwks);
+      // /huge: 5 MiB of key set, chunked
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"keys":[],"pad":"');
+      const chunk = Buffer.alloc(64 * 1024, 0x78);
+      let left = 80;
+      const pump = () => {
+        while (left > 0 && !res.destroyed) {
+          left--;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        if (!res.destroyed) res.end('"}');
+      };
+      pump();
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    servers.push(srv);
+    const base = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+    const fetchImpl = outboundFetch(outboundPolicy(['127.0.0.0/8']));
+    const token = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setIssuedAt().setExpirationTime('1m').sign(privateKey);
+    const ok = await jwtVerify(token, createRemoteJWKSet(new URL(`${base}/jwks`), { [customFetch]: fetchImpl }));
+    expect(ok.payload.sub).toBe('x');
+    const huge = await jwtVerify(token, createRemoteJWKSet(new URL(`${base}/huge`), { [customFetch]: fetchImpl })).catch((e: unknown) => e);
+    expect(huge).toBeInstanceOf(Error);
+    expect(String((huge as Error).message) + String((huge as { cause?: Error }).cause?.message ?? '')).toMatch(/exceeds 4194304 bytes/);
   });
 });
