@@ -25,15 +25,21 @@ let agent: PublishedAgent;
 let rpc: Client;
 let rest: Client;
 const V1 = { 'content-type': 'application/json', 'a2a-version': '1.0' };
-/** `AAAS_RUNTIME_SECRET_<ORG>_`: the worker variables an org's revisions may name in `secretEnv`. */
-const namespaceOf = (orgSlug: string) => `AAAS_RUNTIME_SECRET_${orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
+/** `AAAS_RUNTIME_SECRET_<org id: 32 hex digits>_`: the worker variables the stack's org's revisions may name in `secretEnv`. */
+async function namespaceOf(s: Stack): Promise<string> {
+  const org = await adminRequest<{ id: string }>(s.baseUrl, s.adminKey, 'GET', '/v1/organization');
+  return `AAAS_RUNTIME_SECRET_${org.body.id.replace(/-/g, '').toUpperCase()}_`;
+}
+/** The stack's org's namespace. */
+let NAMESPACE = '';
 /** The upstream token as a worker variable of the stack's org (the main agent uses the org's runtime secret `upstream-token`). */
 let UPSTREAM_ENV = '';
 
 beforeAll(async () => {
   upstream = await startUpstreamAgent({ UPSTREAM_TOKEN: 'upstream-secret', UPSTREAM_EXTENSIONS: SUBSTATES_EXTENSION_URI });
   stack = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', A2A_BLOCKING_TIMEOUT_MS: '15000', RUNTIME_SECRET_ENCRYPTION_SECRET: 'a2a-runtime-test-encryption-secret' } });
-  UPSTREAM_ENV = `${namespaceOf(stack.orgSlug)}UPSTREAM`;
+  NAMESPACE = await namespaceOf(stack);
+  UPSTREAM_ENV = `${NAMESPACE}UPSTREAM`;
   process.env[UPSTREAM_ENV] = 'upstream-secret';
   expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/runtime-secrets', { name: 'upstream-token', value: 'upstream-secret' })).status).toBe(201);
   agent = await publishAgent(stack.baseUrl, stack.adminKey, {
@@ -253,11 +259,11 @@ describe('the a2a runtime', () => {
     expect(stateOf(t)).toBe('TASK_STATE_FAILED');
     expect(textOf(t.status!.message)).toMatch(/^The upstream agent failed: .*(ECONNREFUSED|fetch failed)/);
 
-    const noSecret = await publishA2A('no-secret', { url: `${upstream.url}`, credentials: { secretEnv: `${namespaceOf(stack.orgSlug)}NOT_SET` } });
+    const noSecret = await publishA2A('no-secret', { url: `${upstream.url}`, credentials: { secretEnv: `${NAMESPACE}NOT_SET` } });
     const c2 = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(`${stack.baseUrl}${noSecret.basePath}/`);
     const t2 = (await c2.sendMessage(send('hi'))) as Task;
     expect(stateOf(t2)).toBe('TASK_STATE_FAILED');
-    expect(textOf(t2.status!.message)).toContain(`the worker variable ${namespaceOf(stack.orgSlug)}NOT_SET is not set on this worker`);
+    expect(textOf(t2.status!.message)).toContain(`the worker variable ${NAMESPACE}NOT_SET is not set on this worker`);
 
     // without our credentials the upstream refuses (401): a failed run that says so
     const unauth = await publishA2A('unauth', { url: `${upstream.url}` });
@@ -326,7 +332,7 @@ describe('the a2a runtime and the sweeper', () => {
     // 1.5 s and is renewed every second (a tighter heartbeat lapses under a loaded CI machine, and
     // a lapsed lease rightly counts as a dead follower)
     const quick = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', RUN_STALE_AFTER_MS: '1000', RUN_SWEEP_INTERVAL_MS: '200', EXECUTION_HEARTBEAT_MS: '1000' } });
-    const quickEnv = `${namespaceOf(quick.orgSlug)}UPSTREAM`;
+    const quickEnv = `${await namespaceOf(quick)}UPSTREAM`;
     process.env[quickEnv] = 'upstream-secret';
     try {
       const a = await publishAgent(quick.baseUrl, quick.adminKey, {

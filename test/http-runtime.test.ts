@@ -17,7 +17,7 @@ import { startStack, type Stack } from './support/stack.js';
  * the cancel URL; a backend at a private address is refused at draft unless allowlisted.
  */
 const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
-/** A worker variable in the stack's organization's namespace (`AAAS_RUNTIME_SECRET_<ORG>_<NAME>`, set once the org exists). */
+/** A worker variable in the stack's organization's namespace (`AAAS_RUNTIME_SECRET_<ORG ID>_<NAME>`, set once the org exists). */
 let SECRET_ENV = '';
 let NAMESPACE = '';
 
@@ -106,7 +106,8 @@ beforeAll(async () => {
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(backend.address() as AddressInfo).port}`;
   stack = await startStack({ env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', A2A_BLOCKING_TIMEOUT_MS: '10000' } });
-  NAMESPACE = `AAAS_RUNTIME_SECRET_${stack.orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
+  const org = await adminRequest<{ id: string }>(stack.baseUrl, stack.adminKey, 'GET', '/v1/organization');
+  NAMESPACE = `AAAS_RUNTIME_SECRET_${org.body.id.replace(/-/g, '').toUpperCase()}_`;
   SECRET_ENV = `${NAMESPACE}HTTP`;
   process.env[SECRET_ENV] = SECRET;
 });

@@ -16,8 +16,9 @@ import { startUpstreamAgent, type UpstreamAgent } from './support/upstream-agent
  * Runtime secrets cannot leave their organization (the hostile test: a revision naming
  * DATABASE_URL or another org's secret in `secretEnv` made the worker send its value upstream).
  * Secrets are stored per organization, encrypted, and referenced by name; `secretEnv` is accepted
- * only inside the org's namespace AAAS_RUNTIME_SECRET_<ORG>_<NAME>, at draft, at publish and again
- * in the worker for revisions published before the rule. A local receiver plays every backend and
+ * only inside the org's namespace AAAS_RUNTIME_SECRET_<ORG ID>_<NAME>, at draft, at publish and
+ * again in the worker for revisions published before the rule (test/runtime-secret-namespaces.test.ts
+ * shows the namespaces do not follow which slugs exist). A local receiver plays every backend and
  * verifies the Standard Webhooks signatures with the key each org stored.
  */
 const TTL_MS = 300;
@@ -32,9 +33,14 @@ let base: string;
 const received: Array<{ path: string; headers: http.IncomingHttpHeaders; body: string }> = [];
 let keyB = '';
 let slugB = '';
+let idA = '';
+let idB = '';
 const setVars: string[] = [];
 
-const namespaceOf = (orgSlug: string) => `AAAS_RUNTIME_SECRET_${orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
+/** `AAAS_RUNTIME_SECRET_<org id: 32 hex digits>_`: the worker variables an org's revisions may name in `secretEnv`. */
+const namespaceOf = (orgId: string) => `AAAS_RUNTIME_SECRET_${orgId.replace(/-/g, '').toUpperCase()}_`;
+/** What an earlier release derived from a slug (`org-1a2b` → `AAAS_RUNTIME_SECRET_ORG_1A2B_`). */
+const slugNamespaceOf = (orgSlug: string) => `AAAS_RUNTIME_SECRET_${orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
 const whsec = () => `whsec_${randomBytes(24).toString('base64')}`;
 const setVar = (name: string, value: string) => {
   process.env[name] = value;
@@ -66,12 +72,14 @@ beforeAll(async () => {
     },
   });
   slugB = `orgb-${randomUUID().slice(0, 8)}`;
-  const orgB = await adminRequest<{ adminKey: { key: string } }>(stack.baseUrl, stack.adminKey, 'POST', '/v1/organizations', { slug: slugB, name: 'Org B' });
+  const orgB = await adminRequest<{ id: string; adminKey: { key: string } }>(stack.baseUrl, stack.adminKey, 'POST', '/v1/organizations', { slug: slugB, name: 'Org B' });
   expect(orgB.status).toBe(201);
   keyB = orgB.body.adminKey.key;
+  idB = orgB.body.id;
+  idA = (await adminRequest<{ id: string }>(stack.baseUrl, stack.adminKey, 'GET', '/v1/organization')).body.id;
   // what a hostile revision would like to read: a platform variable, and a variable of B's namespace
   setVar(PLATFORM_VAR, PLATFORM_VALUE);
-  setVar(`${namespaceOf(slugB)}TOKEN`, `b-only-${randomUUID()}`);
+  setVar(`${namespaceOf(idB)}TOKEN`, `b-only-${randomUUID()}`);
 }, 60_000);
 
 afterAll(async () => {
@@ -81,8 +89,8 @@ afterAll(async () => {
   for (const v of setVars) delete process.env[v];
 });
 
-const A = () => ({ key: stack.adminKey, slug: stack.orgSlug });
-const B = () => ({ key: keyB, slug: slugB });
+const A = () => ({ key: stack.adminKey, slug: stack.orgSlug, id: idA });
+const B = () => ({ key: keyB, slug: slugB, id: idB });
 const SKILLS = { skillsProjection: [{ id: 's', name: 'S', description: 'd', tags: ['t'] }] };
 
 async function newAgent(org: { key: string }, slug: string): Promise<string> {
@@ -116,31 +124,35 @@ function signedWith(req: { headers: http.IncomingHttpHeaders; body: string }, ke
   }
 }
 
-function expectNotAllowed(res: { status: number; body: any }, path: string, org: { slug: string }) {
+function expectNotAllowed(res: { status: number; body: any }, path: string, org: { id: string }) {
   expect(res.status).toBe(422);
   expect(res.body.error.code).toBe('runtime.secret_not_allowed');
-  expect(res.body.error.details).toMatchObject({ path, allowed: `${namespaceOf(org.slug)}<NAME>` });
-  expect(res.body.error.message).toContain(`${namespaceOf(org.slug)}<NAME>`);
+  expect(res.body.error.details).toMatchObject({ path, allowed: `${namespaceOf(org.id)}<NAME>` });
+  expect(res.body.error.message).toContain(`${namespaceOf(org.id)}<NAME>`);
 }
 
 describe('secretEnv: only the organization\'s own namespace', () => {
-  it('a platform variable, another org\'s namespace or a longer slug\'s namespace is refused at draft, on both runtimes; the own namespace is accepted', async () => {
+  it('a platform variable, another org\'s namespace or a name derived from a slug that could be another org\'s is refused at draft, on both runtimes; the own namespace is accepted', async () => {
     const agentId = await newAgent(A(), 'ns-draft');
-    for (const name of ['DATABASE_URL', 'PUSH_ENCRYPTION_SECRET', 'SIGNING_KEY_ENCRYPTION_SECRET', PLATFORM_VAR, `${namespaceOf(slugB)}TOKEN`, 'AAAS_RUNTIME_SECRET_']) {
+    for (const name of ['DATABASE_URL', 'PUSH_ENCRYPTION_SECRET', 'SIGNING_KEY_ENCRYPTION_SECRET', PLATFORM_VAR, `${namespaceOf(idB)}TOKEN`, `${slugNamespaceOf(slugB)}TOKEN`, 'AAAS_RUNTIME_SECRET_']) {
       expectNotAllowed(await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secretEnv: name }), 'runtime.secretEnv', A());
       expectNotAllowed(await draft(A(), agentId, { kind: 'a2a', url: `${base}/leak/a2a`, credentials: { secretEnv: name } }), 'runtime.credentials.secretEnv', A());
     }
-    // an org whose slug extends A's owns the longer prefix: A cannot reach AAAS_RUNTIME_SECRET_<A>_B_*
-    const longer = await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/organizations', { slug: `${stack.orgSlug}-b`, name: 'Longer' });
-    expect(longer.status).toBe(201);
-    expectNotAllowed(await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secretEnv: `${namespaceOf(stack.orgSlug)}B_TOKEN` }), 'runtime.secretEnv', A());
+    // A's slug-derived names of an earlier release (its slug has a -) could be another org's: refused
+    // whether or not an org whose slug extends A's exists
+    for (const step of ['before', 'after'] as const) {
+      if (step === 'after') expect((await adminRequest(stack.baseUrl, stack.adminKey, 'POST', '/v1/organizations', { slug: `${stack.orgSlug}-b`, name: 'Longer' })).status).toBe(201);
+      for (const name of [`${slugNamespaceOf(stack.orgSlug)}HOOK`, `${slugNamespaceOf(stack.orgSlug)}B_TOKEN`]) {
+        expectNotAllowed(await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secretEnv: name }), 'runtime.secretEnv', A());
+      }
+    }
     // a draft edited to a platform variable is refused the same way
-    const ok = await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secretEnv: `${namespaceOf(stack.orgSlug)}HOOK` });
+    const ok = await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secretEnv: `${namespaceOf(idA)}HOOK` });
     expect(ok.status).toBe(201);
     const patched = await adminRequest<any>(stack.baseUrl, stack.adminKey, 'PATCH', `/v1/agents/${agentId}/revisions/${ok.body.id}`, { runtime: { kind: 'http', url: `${base}/hook/x`, secretEnv: 'DATABASE_URL' } });
     expectNotAllowed(patched, 'runtime.secretEnv', A());
     // giving both, or neither, is a schema error
-    expect((await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secret: 'a', secretEnv: `${namespaceOf(stack.orgSlug)}HOOK` })).body.error.code).toBe('request.invalid');
+    expect((await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x`, secret: 'a', secretEnv: `${namespaceOf(idA)}HOOK` })).body.error.code).toBe('request.invalid');
     expect((await draft(A(), agentId, { kind: 'http', url: `${base}/hook/x` })).body.error.code).toBe('request.invalid');
   });
 
@@ -163,9 +175,9 @@ describe('secretEnv: only the organization\'s own namespace', () => {
 
   it('the own namespace works: the http backend gets the variable as its signing key, the a2a upstream gets it as its token', async () => {
     const hookKey = whsec();
-    setVar(`${namespaceOf(stack.orgSlug)}HOOK`, hookKey);
-    setVar(`${namespaceOf(stack.orgSlug)}UPSTREAM`, 'namespace-token');
-    const httpAgent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'ns-http', runtime: { kind: 'http', url: `${base}/hook/ns`, secretEnv: `${namespaceOf(stack.orgSlug)}HOOK` } });
+    setVar(`${namespaceOf(idA)}HOOK`, hookKey);
+    setVar(`${namespaceOf(idA)}UPSTREAM`, 'namespace-token');
+    const httpAgent = await publishAgent(stack.baseUrl, stack.adminKey, { slug: 'ns-http', runtime: { kind: 'http', url: `${base}/hook/ns`, secretEnv: `${namespaceOf(idA)}HOOK` } });
     const task = await sendTo(httpAgent);
     expect(stateOf(task)).toBe('TASK_STATE_COMPLETED');
     expect(hits('/hook/ns')).toHaveLength(1);
@@ -173,7 +185,7 @@ describe('secretEnv: only the organization\'s own namespace', () => {
 
     const a2aAgent = await publishAgent(stack.baseUrl, stack.adminKey, {
       slug: 'ns-a2a',
-      runtime: { kind: 'a2a', url: upstream.url, credentials: { secretEnv: `${namespaceOf(stack.orgSlug)}UPSTREAM` } },
+      runtime: { kind: 'a2a', url: upstream.url, credentials: { secretEnv: `${namespaceOf(idA)}UPSTREAM` } },
     });
     const upstreamTask = await sendTo(a2aAgent, 'hello upstream');
     expect(stateOf(upstreamTask)).toBe('TASK_STATE_COMPLETED');
@@ -300,8 +312,8 @@ describe('the worker: defense in depth for revisions published before the rule',
   it('a legacy published revision naming a platform variable, another org\'s namespace or another org\'s secret: its run fails with a readable reason and the receiver gets nothing', async () => {
     const runs = runsOf(stack.api);
     const cases = [
-      { runtime: { kind: 'http', url: `${base}/leak/http-platform`, secretEnv: PLATFORM_VAR, timeoutMs: 60000, retries: 0 }, reason: /outside this organization's namespace: name a worker variable AAAS_RUNTIME_SECRET_ORG_[0-9A-F]{8}_<NAME>/ },
-      { runtime: { kind: 'http', url: `${base}/leak/http-other-org`, secretEnv: `${namespaceOf(slugB)}TOKEN`, timeoutMs: 60000, retries: 0 }, reason: /outside this organization's namespace/ },
+      { runtime: { kind: 'http', url: `${base}/leak/http-platform`, secretEnv: PLATFORM_VAR, timeoutMs: 60000, retries: 0 }, reason: /outside this organization's namespace: name a worker variable AAAS_RUNTIME_SECRET_[0-9A-F]{32}_<NAME> \(declared by the operator\)/ },
+      { runtime: { kind: 'http', url: `${base}/leak/http-other-org`, secretEnv: `${namespaceOf(idB)}TOKEN`, timeoutMs: 60000, retries: 0 }, reason: /outside this organization's namespace/ },
       { runtime: { kind: 'http', url: `${base}/leak/http-b-secret`, secret: 'only-b', timeoutMs: 60000, retries: 0 }, reason: /the runtime secret only-b does not exist in this organization/ },
       {
         runtime: { kind: 'a2a', url: `${base}/leak/a2a-platform`, protocolBinding: 'JSONRPC', protocolVersion: '1.0', pollIntervalMs: 1000, timeoutMs: 600000, credentials: { secretEnv: PLATFORM_VAR, header: 'Authorization', scheme: 'Bearer' } },
@@ -320,7 +332,7 @@ describe('the worker: defense in depth for revisions published before the rule',
       expect(text).toMatch(reason);
       expect(text).toContain('Nothing was sent');
       expect(JSON.stringify(events)).not.toContain(PLATFORM_VALUE);
-      expect(JSON.stringify(events)).not.toContain(process.env[`${namespaceOf(slugB)}TOKEN`]);
+      expect(JSON.stringify(events)).not.toContain(process.env[`${namespaceOf(idB)}TOKEN`]);
       expect(hits(new URL(runtime.url).pathname)).toHaveLength(0);
     }
     expect(received.filter((r) => r.path.startsWith('/leak/'))).toEqual([]);

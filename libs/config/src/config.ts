@@ -137,6 +137,17 @@ export const ConfigSchema = z.object({
   RUNTIME_SECRET_ENCRYPTION_SECRET: z.string().min(16).optional(),
   /** How long (ms) a process reuses a decrypted runtime secret: a rotation reaches runs within it. */
   RUNTIME_SECRET_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  /**
+   * Namespaces of worker variables (`secretEnv`) the operator gives organizations explicitly:
+   * `<org slug or id>=<TOKEN>,…` — the organization may name `AAAS_RUNTIME_SECRET_<TOKEN>_<NAME>`
+   * besides its id's namespace `AAAS_RUNTIME_SECRET_<id, 32 hex digits>_<NAME>`. For keeping the
+   * variable names of an older release (`acme-eu=ACME_EU`). Checked at boot so that no variable can
+   * have two owners: tokens A-Z0-9 in `_`-separated words, unique, none `<other token>_…`, none
+   * beginning with 32 hex digits (an id's namespace), and a one-word token only for the slug it
+   * spells (`acme=ACME`: a one-word token is that slug's own namespace). API and workers need the
+   * same value. Default: none.
+   */
+  RUNTIME_SECRET_ENV_NAMESPACES: z.string().default('').transform(parseSecretEnvNamespaces),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
@@ -358,6 +369,20 @@ export const ConfigSchema = z.object({
   SCRIPTED_MATCH_BUDGET: z.coerce.number().int().min(1024).default(262_144),
   /** Scripted runtime: most characters of a message's text the rules are matched against. */
   SCRIPTED_MATCH_TEXT_MAX_CHARS: z.coerce.number().int().min(16).default(4_096),
+  /**
+   * `http` and `a2a` runtimes: the largest answer a worker reads whole from a tenant's backend or
+   * upstream (bytes): an `http` backend's `application/json` answer; an `a2a` upstream's JSON-RPC /
+   * HTTP+JSON answers (SendMessage, GetTask, CancelTask, error bodies). Refused from its
+   * Content-Length before it is read, else once that many bytes arrived; the run fails ("… answer
+   * exceeds N bytes"). What one execution can make its worker hold is a few times this.
+   */
+  RUNTIME_MAX_ANSWER_BYTES: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(4 * 1024 * 1024),
+  /**
+   * `http` and `a2a` runtimes: the largest event of a streamed answer (bytes): an `http` backend's
+   * NDJSON line or SSE event, an `a2a` upstream's SSE event (from the last blank line, comments
+   * included). At most 4 MiB: `@a2a-js/sdk`'s SSE parser refuses larger events itself.
+   */
+  RUNTIME_MAX_EVENT_BYTES: z.coerce.number().int().min(64 * 1024).max(4 * 1024 * 1024).default(4 * 1024 * 1024),
 
   // ---------------------------------------------------------------- push notifications
   /**
@@ -439,8 +464,46 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return parsed.data;
 }
 
-/** Prefix of the operator-declared runtime secret variables: `AAAS_RUNTIME_SECRET_<ORG>_<NAME>`. */
+/** Prefix of the operator-declared runtime secret variables `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (which organization owns which: libs/runtimes secretEnvOwner). */
 export const RUNTIME_SECRET_ENV_PREFIX = 'AAAS_RUNTIME_SECRET_';
+
+/** One entry of RUNTIME_SECRET_ENV_NAMESPACES: the organization (its id, or its slug) owns `AAAS_RUNTIME_SECRET_<token>_*`. */
+export interface SecretEnvNamespace {
+  org: string;
+  token: string;
+}
+
+const UUID_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const SLUG_KEY = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const TOKEN = /^[A-Z0-9]+(?:_[A-Z0-9]+)*$/;
+
+/**
+ * RUNTIME_SECRET_ENV_NAMESPACES parsed, or an issue per rule broken (see the variable): every
+ * variable name then has at most one owner, whatever organizations exist.
+ */
+function parseSecretEnvNamespaces(raw: string, ctx: z.RefinementCtx<string>): SecretEnvNamespace[] {
+  const out: SecretEnvNamespace[] = [];
+  const issue = (message: string) => ctx.addIssue({ code: 'custom', message, input: raw });
+  for (const entry of raw.split(',').map((x) => x.trim()).filter((x) => x.length > 0)) {
+    const [key = '', token = '', extra] = entry.split('=').map((x) => x.trim());
+    if (extra !== undefined || !(UUID_KEY.test(key) || SLUG_KEY.test(key))) {
+      issue(`"${entry}": give <org slug or id>=<TOKEN>`);
+      continue;
+    }
+    const org = UUID_KEY.test(key) ? key.toLowerCase() : key;
+    if (!TOKEN.test(token) || token.length > 64) issue(`"${entry}": a token is 1..64 characters A-Z, 0-9 in words separated by single _`);
+    else if (/^[0-9A-F]{32}(_|$)/.test(token)) issue(`"${entry}": a token beginning with 32 hex digits reads as an organization id's namespace`);
+    else if (!token.includes('_') && token !== org.toUpperCase()) {
+      issue(`"${entry}": the one-word token ${token} is the namespace of the organization with slug ${token.toLowerCase()}; give a token with _ (e.g. ${token}_X) or map ${token.toLowerCase()}=${token}`);
+    } else if (out.some((o) => o.org === org)) issue(`"${entry}": ${org} is mapped twice`);
+    else {
+      const clash = out.find((o) => o.token === token || o.token.startsWith(`${token}_`) || token.startsWith(`${o.token}_`));
+      if (clash) issue(`"${entry}": AAAS_RUNTIME_SECRET_${token}_… and AAAS_RUNTIME_SECRET_${clash.token}_… (${clash.org}) overlap: a variable could belong to both; rename one`);
+      else out.push({ org, token });
+    }
+  }
+  return out;
+}
 
 /**
  * The value of an operator-declared runtime secret variable (read when asked, not at boot);

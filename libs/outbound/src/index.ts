@@ -7,4 +7,5 @@ export { checkOutboundUrl, guardedLookup, outboundPolicy, refusedAddress, refuse
 export { OutboundSender, parseRetryAfter, type OutboundPost, type OutboundResult } from './outbound-sender.js';
 export { openOutboundStream, type OutboundStream } from './outbound-stream.js';
 export { outboundFetch } from './outbound-fetch.js';
+export { DEFAULT_RESPONSE_BUDGET, ResponseTooLargeError, type ResponseBudget } from './response-budget.js';
 export { WebhookSigner, webhookHeaders } from './webhook-signature.js';

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
-import { Readable } from 'node:stream';
 import { guardedLookup, refusedLiteral, type OutboundPolicy } from './outbound-guard.js';
+import { answerCounter, countedBody, DEFAULT_RESPONSE_BUDGET, isEventStream, ResponseTooLargeError, sseEventCounter, type ResponseBudget } from './response-budget.js';
 
 /**
  * Connections are kept alive and reused per policy (every new connection goes through the guard).
@@ -13,8 +13,16 @@ import { guardedLookup, refusedLiteral, type OutboundPolicy } from './outbound-g
  * keep-alive connection before any answer (the server closed it while idle) is sent once more on
  * a new connection. Rejects with a TypeError-like network error (`refused: …` for a forbidden
  * address), as fetch does.
+ *
+ * Every answer is read within `budget` (default DEFAULT_RESPONSE_BUDGET, 4 MiB): a body that is
+ * not `text/event-stream` whose Content-Length exceeds `maxBodyBytes` is refused before a byte of
+ * it is read (the fetch rejects with ResponseTooLargeError, the connection is closed), and any other
+ * fails its reader with ResponseTooLargeError once `maxBodyBytes` arrived; an event stream fails
+ * once one event passes `maxEventBytes` (after the events before it were read), and is handed on
+ * in whole lines (see sseEventCounter). In each case the connection is closed, so what a refused
+ * answer costs stays near its budget. The body is read only as its reader asks.
  */
-export function outboundFetch(policy: OutboundPolicy, extraHeaders: Record<string, string> = {}): typeof fetch {
+export function outboundFetch(policy: OutboundPolicy, extraHeaders: Record<string, string> = {}, budget: ResponseBudget = DEFAULT_RESPONSE_BUDGET): typeof fetch {
   const agents = keepAliveAgents(policy);
   return (async (input: string | URL | Request, init: RequestInit = {}) => {
     const request = input instanceof Request ? input : undefined;
@@ -55,9 +63,21 @@ export function outboundFetch(policy: OutboundPolicy, extraHeaders: Record<strin
             else if (v !== undefined) out.set(k, v);
           }
           const status = res.statusCode ?? 0;
-          const nullBody = method === 'HEAD' || status === 204 || status === 304;
-          if (nullBody) res.resume();
-          resolve(new Response(nullBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, statusText: res.statusMessage, headers: out }));
+          const init = { status, statusText: res.statusMessage, headers: out };
+          if (method === 'HEAD' || status === 204 || status === 304) {
+            res.resume();
+            return resolve(new Response(null, init));
+          }
+          const stream = isEventStream(res.headers['content-type']);
+          const declared = Number(res.headers['content-length']);
+          if (!stream && declared > budget.maxBodyBytes) {
+            const refusal = new ResponseTooLargeError('answer', budget.maxBodyBytes);
+            budget.onRefused?.(refusal);
+            res.destroy();
+            return reject(refusal);
+          }
+          const counter = stream ? sseEventCounter(budget.maxEventBytes) : answerCounter(budget.maxBodyBytes);
+          resolve(new Response(countedBody(res, counter, budget.onRefused), init));
         });
         req.once('error', (e) => {
           // a kept-alive connection reset as it was reused, before any answer: the server closed it

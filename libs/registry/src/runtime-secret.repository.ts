@@ -11,9 +11,6 @@ export interface RuntimeSecretRow {
 
 const COLUMNS = `name, version, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-/** `'AAAS_RUNTIME_SECRET_' || <slug upper-cased, non [A-Z0-9] as _> || '_'` of organizations `o` (orgSecretEnvPrefix in SQL). */
-const PREFIX_SQL = `'AAAS_RUNTIME_SECRET_' || regexp_replace(upper(o.slug), '[^A-Z0-9]', '_', 'g') || '_'`;
-
 /**
  * The `runtime_secrets` table ((org_id, name) primary key, ciphertext, version). Every query is
  * scoped by org_id; the ciphertext is read by `ciphertext` only (the resolver) and never listed.
@@ -61,20 +58,11 @@ export class RuntimeSecretRepository {
   }
 
   /**
-   * Whose namespace the worker variable `variable` is in, and the namespace prefix of `orgId`:
-   * the owner is the organization with the longest slug whose prefix `AAAS_RUNTIME_SECRET_<ORG>_`
-   * starts the name (with something after it), so org `a` never reaches `AAAS_RUNTIME_SECRET_A_B_X`
-   * once an org `a-b` exists. `prefix` is null when `orgId` is no organization.
+   * The organization's id and slug (what its namespace of worker variables is derived from, with
+   * the operator's mapping; see secretEnvOwner); null when `orgId` is no organization.
    */
-  async envNamespace(orgId: string, variable: string): Promise<{ prefix: string | null; owner: string | null }> {
-    const rows = await this.db.query<{ prefix: string | null; owner: string | null }>(
-      `SELECT (SELECT ${PREFIX_SQL} FROM organizations o WHERE o.id = $1::uuid) AS prefix,
-              (SELECT o.id::text FROM organizations o
-                WHERE starts_with($2::text, ${PREFIX_SQL}) AND length($2::text) > length(${PREFIX_SQL})
-                ORDER BY length(o.slug) DESC LIMIT 1) AS owner`,
-      [orgId, variable],
-      'runtime_secrets.env_namespace',
-    );
-    return rows[0] ?? { prefix: null, owner: null };
+  async organization(orgId: string): Promise<{ id: string; slug: string } | null> {
+    const rows = await this.db.query<{ id: string; slug: string }>(`SELECT id::text AS id, slug FROM organizations WHERE id = $1::uuid`, [orgId], 'runtime_secrets.organization');
+    return rows[0] ?? null;
   }
 }

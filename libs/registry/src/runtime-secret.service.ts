@@ -1,8 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError, TtlLruCache } from '#libs/common';
-import { APP_CONFIG, runtimeSecretEnv, type AppConfig } from '#libs/config';
+import { APP_CONFIG, runtimeSecretEnv, type AppConfig, type SecretEnvNamespace } from '#libs/config';
 import { RuntimeSecretNameSchema } from '#libs/contracts';
-import { describeSecretRef, type RuntimeSecretRef, type RuntimeSecrets, type RuntimeSecretUse } from '#libs/runtimes';
+import {
+  describeSecretRef,
+  isLegacySecretEnvName,
+  isSecretEnvOwner,
+  orgSecretEnvNamespaces,
+  secretEnvOwner,
+  type RuntimeSecretRef,
+  type RuntimeSecrets,
+  type RuntimeSecretUse,
+} from '#libs/runtimes';
 import { AesGcmKeyCipher, type KeyCipher } from '#libs/trust';
 import { RuntimeSecretRepository, type RuntimeSecretRow } from './runtime-secret.repository.js';
 
@@ -29,8 +38,10 @@ const info = (r: RuntimeSecretRow): RuntimeSecretInfo => ({ name: r.name, versio
  *   plaintext binds the value to (org, name), so a row moved to another organization or name does
  *   not decrypt. Values are never returned by the admin API.
  * - `resolve(orgId, ref)` reads the run's organization only: a `secret` of that org, or a worker
- *   variable inside that org's namespace `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (the owner of a name
- *   is the longest matching slug); nothing else of the environment is ever read. Values are cached
+ *   variable inside that org's namespace — `AAAS_RUNTIME_SECRET_<its id>_<NAME>`, a token the
+ *   operator mapped to it (RUNTIME_SECRET_ENV_NAMESPACES), or `AAAS_RUNTIME_SECRET_<SLUG>_<NAME>`
+ *   with one `_` (secretEnvOwner: decided by the name and the mapping, never by which other
+ *   organizations exist); nothing else of the environment is ever read. Values are cached
  *   RUNTIME_SECRET_CACHE_TTL_MS (bounded; refusals are not cached; a rotation or delete in this
  *   process clears its entry at once, in other processes within the TTL).
  *
@@ -43,6 +54,7 @@ export class RuntimeSecretService implements RuntimeSecrets {
   private readonly cipher: KeyCipher | null;
   private readonly cache: TtlLruCache<string, { orgId: string; secret?: string; value: string }>;
   private readonly ttlMs: number;
+  private readonly envNamespaces: readonly SecretEnvNamespace[];
 
   constructor(
     private readonly repo: RuntimeSecretRepository,
@@ -51,6 +63,7 @@ export class RuntimeSecretService implements RuntimeSecrets {
     const secret = config.RUNTIME_SECRET_ENCRYPTION_SECRET ?? config.SIGNING_KEY_ENCRYPTION_SECRET;
     this.cipher = secret ? new AesGcmKeyCipher(`aaas.runtime-secrets/v1\n${secret}`) : null;
     this.ttlMs = config.RUNTIME_SECRET_CACHE_TTL_MS;
+    this.envNamespaces = config.RUNTIME_SECRET_ENV_NAMESPACES;
     this.cache = new TtlLruCache(CACHE_MAX_ENTRIES, this.ttlMs);
   }
 
@@ -124,14 +137,32 @@ export class RuntimeSecretService implements RuntimeSecrets {
     return value;
   }
 
+  /**
+   * `variable` must be `orgId`'s (secretEnvOwner); else `runtime.secret_not_allowed` at `at`, naming
+   * the organization's forms (`details.namespaces`, the first as `allowed`) and, for a name an
+   * earlier release derived from its slug, why it is refused now and what to rename it to.
+   */
   private async requireInNamespace(orgId: string, variable: string, at: string): Promise<void> {
-    const { prefix, owner } = await this.repo.envNamespace(orgId, variable);
-    if (prefix !== null && owner === orgId) return;
-    const allowed = `${prefix ?? 'AAAS_RUNTIME_SECRET_<ORG>_'}<NAME>`;
+    const org = await this.repo.organization(orgId);
+    const owner = secretEnvOwner(variable, this.envNamespaces);
+    if (org && isSecretEnvOwner(owner, org)) return;
+    const namespaces = org ? orgSecretEnvNamespaces(org, this.envNamespaces) : ['AAAS_RUNTIME_SECRET_<ORG ID>_<NAME>'];
+    const allowed = namespaces[0]!;
+    const what = describeSecretRef({ secretEnv: variable });
+    // nobody's, but an earlier release's reading of this org's slug: say why, and the new name
+    if (org && owner === null && isLegacySecretEnvName(variable, org)) {
+      const name = variable.slice(`AAAS_RUNTIME_SECRET_${org.slug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`.length);
+      const rename = allowed.replace('<NAME>', name);
+      throw new AppError(
+        'runtime.secret_not_allowed',
+        `${what} is ambiguous: a name derived from the organization slug with more than one _ after AAAS_RUNTIME_SECRET_ could be another organization's (${org.slug} vs a slug that extends or shortens it), so it is no longer accepted. The operator renames it to ${rename} (this organization's namespace: ${namespaces.join(', ')}), or maps this organization in RUNTIME_SECRET_ENV_NAMESPACES`,
+        { details: { path: at, secretEnv: variable, allowed, namespaces, rename } },
+      );
+    }
     throw new AppError(
       'runtime.secret_not_allowed',
-      `${describeSecretRef({ secretEnv: variable })} is outside this organization's namespace: name a worker variable ${allowed} (declared by the operator), or store the secret with POST /v1/runtime-secrets and reference it as "secret"`,
-      { details: { path: at, secretEnv: variable, allowed } },
+      `${what} is outside this organization's namespace: name a worker variable ${[allowed, ...namespaces.slice(1)].join(' or ')} (declared by the operator), or store the secret with POST /v1/runtime-secrets and reference it as "secret"`,
+      { details: { path: at, secretEnv: variable, allowed, namespaces } },
     );
   }
 

@@ -1,5 +1,6 @@
 export * from './runtime.js';
 export * from './runtime-secrets.js';
+export { DEFAULT_ANSWER_BUDGET, type AnswerBudget } from './answer-budget.js';
 export * from './runtime.registry.js';
 export { ScriptedRuntime, selectRule } from './scripted/scripted.runtime.js';
 export { RuntimesModule, builtInRuntimes } from './runtimes.module.js';

@@ -6,6 +6,7 @@ import { DEFAULT_SCRIPTED_LIMITS, scriptedLimits } from './scripted/scripted-lim
 import { HttpRuntime } from './http/http.runtime.js';
 import { A2ARuntime } from './a2a/a2a.runtime.js';
 import { NO_RUNTIME_SECRETS, RUNTIME_SECRETS, type RuntimeSecrets } from './runtime-secrets.js';
+import { answerBudget, DEFAULT_ANSWER_BUDGET } from './answer-budget.js';
 import { APP_CONFIG, type AppConfig } from '#libs/config';
 import { outboundPolicy } from '#libs/outbound';
 
@@ -13,11 +14,13 @@ import { outboundPolicy } from '#libs/outbound';
  * The built-in runtimes of this deployment: `scripted` (held to the SCRIPTED_* budgets), `http` and
  * `a2a` (the last two reach only public addresses, plus what HTTP_RUNTIME_ALLOWED_CIDRS allows, and
  * take their secrets from `secrets`, for the run's organization only; without it every secret
- * reference is refused).
+ * reference is refused), and read their backends' and upstreams' answers within
+ * RUNTIME_MAX_ANSWER_BYTES / RUNTIME_MAX_EVENT_BYTES.
  */
 export function builtInRuntimes(config?: AppConfig, secrets: RuntimeSecrets = NO_RUNTIME_SECRETS): AgentRuntime[] {
   const policy = outboundPolicy(config?.HTTP_RUNTIME_ALLOWED_CIDRS ?? []);
-  return [new ScriptedRuntime(config ? scriptedLimits(config) : DEFAULT_SCRIPTED_LIMITS), new HttpRuntime(policy, secrets), new A2ARuntime(policy, secrets)];
+  const budget = config ? answerBudget(config) : DEFAULT_ANSWER_BUDGET;
+  return [new ScriptedRuntime(config ? scriptedLimits(config) : DEFAULT_SCRIPTED_LIMITS), new HttpRuntime(policy, secrets, budget), new A2ARuntime(policy, secrets, budget)];
 }
 
 /**

@@ -4,7 +4,8 @@ import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestT
 import { z } from 'zod';
 import { AppError, TtlLruCache } from '#libs/common';
 import { A2ARuntimeConfigSchema, type A2ARuntimeConfig, type CanonicalMessage, type Part } from '#libs/contracts';
-import { outboundFetch, refusedLiteral, type OutboundPolicy } from '#libs/outbound';
+import { outboundFetch, refusedLiteral, ResponseTooLargeError, type OutboundPolicy } from '#libs/outbound';
+import { DEFAULT_ANSWER_BUDGET, type AnswerBudget } from '../answer-budget.js';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { isRunTerminal, type AgentMessageInput, type AgentRuntime, type RecordedRun, type RuntimeCardDefaults, type RuntimeContext } from '../runtime.js';
 import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
@@ -33,6 +34,16 @@ interface UpstreamState {
 
 /** An upstream answer the runtime cannot use: the run fails with this reason. */
 class UpstreamError extends Error {}
+
+/**
+ * What one execution learned of the upstream's HTTP answers beyond what the SDK's errors say: the
+ * last error status, and the answer refused for its size (the run fails with that reason, and the
+ * upstream is not asked again).
+ */
+interface UpstreamIo {
+  status: number;
+  refused?: ResponseTooLargeError;
+}
 
 /** An upstream card as fetched: the SDK's (normalized) card and the JSON as served (what signatures cover). */
 interface FetchedCard {
@@ -64,6 +75,11 @@ interface FetchedCard {
  *   and on every card fetch of an execution (the card is cached 60 s): a card that does not verify
  *   refuses the publish and fails the run (`runtime.upstream_card_unverified`) before anything is
  *   sent upstream.
+ * - Every answer is read within `budget`: a JSON-RPC / HTTP+JSON answer (error bodies included)
+ *   of at most RUNTIME_MAX_ANSWER_BYTES (refused from its Content-Length, else as it arrives), each
+ *   SSE event of at most RUNTIME_MAX_EVENT_BYTES, the card of at most 1 MiB. An answer past its
+ *   budget fails the run at once ("the upstream's answer exceeds N bytes"; no re-subscription: the
+ *   upstream would send it again) and cancels the upstream task; the worker holds about the budget.
  */
 export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   readonly kind = 'a2a';
@@ -72,10 +88,14 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
   private readonly cards = new TtlLruCache<string, FetchedCard>(500, CARD_TTL_MS);
   private readonly trust: UpstreamCardTrust;
 
-  /** `secrets`: the credentials' source, asked for the run's organization only (the default refuses all). */
+  /**
+   * `secrets`: the credentials' source, asked for the run's organization only (the default refuses
+   * all); `budget`: the most bytes read of one answer and of one streamed event.
+   */
   constructor(
     private readonly policy: OutboundPolicy,
     private readonly secrets: RuntimeSecrets = NO_RUNTIME_SECRETS,
+    private readonly budget: AnswerBudget = DEFAULT_ANSWER_BUDGET,
   ) {
     this.trust = new UpstreamCardTrust(policy);
   }
@@ -149,8 +169,8 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
     }
     let client: Client;
     let streaming: boolean;
-    // the last HTTP error status the upstream answered: SDK errors do not always carry it
-    const http = { status: 0 };
+    // the last HTTP error status the upstream answered (SDK errors do not always carry it), and a refusal for size
+    const http: UpstreamIo = { status: 0 };
     try {
       const card = await this.card(config, headers, false, ctx.run.orgId);
       streaming = config.streaming ?? card.capabilities?.streaming ?? false;
@@ -162,7 +182,7 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
         await ctx.setStatus('failed', { parts: [{ text }], metadata: { error: { code: e.code, message: e.message } } }).catch(() => undefined);
         return;
       }
-      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent could not be reached: ${describe(e, http.status)}` }] }).catch(() => undefined);
+      await ctx.setStatus('failed', { parts: [{ text: `The upstream agent could not be reached: ${describe(e, http)}` }] }).catch(() => undefined);
       return;
     }
     await new UpstreamSession(client, config, ctx, streaming, http).run();
@@ -179,8 +199,13 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
     return { [config.credentials.header]: config.credentials.scheme ? `${config.credentials.scheme} ${secret}` : secret };
   }
 
-  private factory(headers: Record<string, string>, http: { status: number }): ClientFactory {
-    const guarded = outboundFetch(this.policy, headers);
+  /** The SDK's clients over the guarded fetch, every answer within the budget (a refusal is noted on `http`). */
+  private factory(headers: Record<string, string>, http: UpstreamIo): ClientFactory {
+    const guarded = outboundFetch(this.policy, headers, {
+      maxBodyBytes: this.budget.maxAnswerBytes,
+      maxEventBytes: this.budget.maxEventBytes,
+      onRefused: (e) => (http.refused ??= e),
+    });
     const fetchImpl: typeof fetch = async (input, init) => {
       const res = await guarded(input, init);
       if (!res.ok) http.status = res.status;
@@ -210,7 +235,7 @@ export class A2ARuntime implements AgentRuntime<A2ARuntimeConfig> {
     const key = `${orgId} ${url}`;
     const hit = fresh ? undefined : this.cards.get(key);
     if (hit) return hit;
-    const bounded = boundedFetch(outboundFetch(this.policy, headers), CARD_TIMEOUT_MS, CARD_MAX_BYTES);
+    const bounded = boundedFetch(outboundFetch(this.policy, headers, { maxBodyBytes: CARD_MAX_BYTES, maxEventBytes: CARD_MAX_BYTES }), CARD_TIMEOUT_MS, CARD_MAX_BYTES);
     // the JSON as served is kept: signatures cover it, not the SDK's normalized card
     let raw: unknown;
     const capturing = (async (input, init) => {
@@ -273,7 +298,7 @@ class UpstreamSession {
     private readonly config: A2ARuntimeConfig,
     private readonly ctx: RuntimeContext,
     private readonly streaming: boolean,
-    private readonly http: { status: number },
+    private readonly http: UpstreamIo,
   ) {
     this.contextId = ctx.run.threadId;
     this.deadline = AbortSignal.timeout(config.timeoutMs);
@@ -310,7 +335,8 @@ class UpstreamSession {
           if (this.done) break;
           if (n >= MAX_REATTACH) throw new UpstreamError('its stream kept ending before the task did');
         } catch (e) {
-          if (this.taskId === undefined || n >= MAX_REATTACH || e instanceof UpstreamError || isRunTerminal(e) || this.signal.aborted) throw e;
+          // an answer refused for its size is not asked for again (the upstream would send it again)
+          if (this.taskId === undefined || n >= MAX_REATTACH || e instanceof UpstreamError || this.http.refused || isRunTerminal(e) || this.signal.aborted) throw e;
         }
         step = () => this.reattach();
         // the budget is for streams that end without news: one that carried events starts afresh
@@ -337,7 +363,7 @@ class UpstreamSession {
     } catch (e) {
       if (isRunTerminal(e)) throw e;
       // the task goes on; the caller learns that this message did not get through
-      await ctx.emitMessage({ parts: [{ text: `The upstream agent did not take this message: ${describe(e, this.http.status)}` }] });
+      await ctx.emitMessage({ parts: [{ text: `The upstream agent did not take this message: ${describe(e, this.http)}` }] });
     }
   }
 
@@ -603,7 +629,9 @@ class UpstreamSession {
       await ctx.setStatus('failed', { parts: [{ text: `The upstream agent did not finish within ${this.config.timeoutMs} ms.` }] }).catch(() => undefined);
       return;
     }
-    await ctx.setStatus('failed', { parts: [{ text: `The upstream agent failed: ${describe(e, this.http.status)}` }] }).catch(() => undefined);
+    // we stop following a task whose answers we refuse: it is canceled upstream, as on a timeout
+    if (this.http.refused && this.taskId) await this.client.cancelTask({ tenant: '', id: this.taskId, metadata: undefined }, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
+    await ctx.setStatus('failed', { parts: [{ text: `The upstream agent failed: ${describe(e, this.http)}` }] }).catch(() => undefined);
   }
 }
 
@@ -619,6 +647,7 @@ function boundedFetch(inner: typeof fetch, timeoutMs: number, maxBytes: number):
     try {
       res = await inner(input, { ...init, signal });
     } catch (e) {
+      if (e instanceof ResponseTooLargeError) throw new UpstreamError(`the answer is larger than ${maxBytes} bytes`);
       throw signal.aborted && !init.signal?.aborted ? new UpstreamError(`no answer within ${timeoutMs} ms`) : e;
     }
     const declared = Number(res.headers.get('content-length') ?? 0);
@@ -633,10 +662,18 @@ function boundedFetch(inner: typeof fetch, timeoutMs: number, maxBytes: number):
       }
     } catch (e) {
       if (e instanceof UpstreamError) throw e;
+      if (e instanceof ResponseTooLargeError) throw new UpstreamError(`the answer is larger than ${maxBytes} bytes`);
       throw signal.aborted ? new UpstreamError(`no answer within ${timeoutMs} ms`) : e;
     }
     return new Response(Buffer.concat(chunks), { status: res.status, statusText: res.statusText, headers: res.headers });
   }) as typeof fetch;
+}
+
+/** Why an answer was refused, naming the setting that bounds it. */
+function refusalReason(e: ResponseTooLargeError): string {
+  return e.kind === 'answer'
+    ? `the upstream's answer exceeds ${e.limit} bytes (RUNTIME_MAX_ANSWER_BYTES)`
+    : `an event of the upstream's stream exceeds ${e.limit} bytes (RUNTIME_MAX_EVENT_BYTES)`;
 }
 
 function asState(raw: unknown): UpstreamState | null {
@@ -652,8 +689,13 @@ function isUpstreamTerminal(state: TaskState | undefined): boolean {
   return state === TaskState.TASK_STATE_COMPLETED || state === TaskState.TASK_STATE_FAILED || state === TaskState.TASK_STATE_CANCELED || state === TaskState.TASK_STATE_REJECTED;
 }
 
-/** A readable reason from an SDK, network or upstream error (`httpStatus`: the last error status seen). */
-function describe(e: unknown, httpStatus = 0): string {
+/**
+ * A readable reason from an SDK, network or upstream error (`io`: the last error status seen, and
+ * an answer refused for its size, which is the reason whatever the SDK made of it).
+ */
+function describe(e: unknown, io: UpstreamIo = { status: 0 }): string {
+  if (io.refused) return refusalReason(io.refused);
+  const httpStatus = io.status;
   if (!(e instanceof Error)) return String(e);
   const cause = (e as { cause?: unknown }).cause;
   let why = cause instanceof Error && cause.message && !e.message.includes(cause.message) ? `${e.message} (${cause.message})` : e.message;

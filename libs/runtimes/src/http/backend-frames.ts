@@ -25,7 +25,8 @@ export class FrameLimitError extends Error {}
  *   through a streaming `TextDecoder`. An event the stream ends without a blank line still counts.
  * `maxFrameBytes` bounds a frame in UTF-8 bytes: an NDJSON line, or the bytes received since the last
  * SSE event was dispatched. Yields CHUNK_END after each network chunk's frames.
- * Errors: FrameLimitError when a frame is longer; the body's own errors as they are.
+ * Errors: FrameLimitError when a frame is longer (`line 3 of the answer exceeds N bytes`, `event 2 …`);
+ * the body's own errors as they are.
  */
 export async function* backendFrames(
   body: AsyncIterable<Buffer>,
@@ -39,12 +40,12 @@ export async function* backendFrames(
       let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
       let nl: number;
       while ((nl = data.indexOf(0x0a)) >= 0) {
-        if (nl > maxFrameBytes) throw new FrameLimitError('a line of the answer is too long');
+        if (nl > maxFrameBytes) throw tooLong(`line ${line + 1}`, maxFrameBytes);
         line++;
         yield { text: lineText(data.subarray(0, nl)), where: `line ${line}` };
         data = data.subarray(nl + 1);
       }
-      if (data.length > maxFrameBytes) throw new FrameLimitError('a line of the answer is too long');
+      if (data.length > maxFrameBytes) throw tooLong(`line ${line + 1}`, maxFrameBytes);
       // a copy: the remainder must not pin the (possibly much larger) chunk it came from
       rest = Buffer.from(data);
       yield CHUNK_END;
@@ -62,10 +63,10 @@ export async function* backendFrames(
     pendingBytes += chunk.length;
     parser.feed(decoder.decode(chunk, { stream: true }));
     if (ready.length > 0) pendingBytes = 0;
-    if (pendingBytes > maxFrameBytes) throw new FrameLimitError('an event of the answer is too long');
+    if (pendingBytes > maxFrameBytes) throw tooLong(`event ${events + ready.length + 1}`, maxFrameBytes);
     while (ready.length > 0) {
       const event = ready.shift()!;
-      if (Buffer.byteLength(event.data, 'utf8') > maxFrameBytes) throw new FrameLimitError('an event of the answer is too long');
+      if (Buffer.byteLength(event.data, 'utf8') > maxFrameBytes) throw tooLong(`event ${events + 1}`, maxFrameBytes);
       yield { text: event.data, where: `event ${++events}` };
     }
     yield CHUNK_END;
@@ -73,6 +74,10 @@ export async function* backendFrames(
   parser.feed(decoder.decode());
   parser.feed('\n\n');
   for (const event of ready) yield { text: event.data, where: `event ${++events}` };
+}
+
+function tooLong(where: string, maxFrameBytes: number): FrameLimitError {
+  return new FrameLimitError(`${where} of the answer exceeds ${maxFrameBytes} bytes`);
 }
 
 function lineText(bytes: Buffer): string {

@@ -12,11 +12,9 @@ import {
 import { openOutboundStream, webhookHeaders, type OutboundPolicy } from '#libs/outbound';
 import { refuseLiteralAddresses } from '../outbound-config.js';
 import { backendFrames, CHUNK_END, FrameLimitError } from './backend-frames.js';
+import { DEFAULT_ANSWER_BUDGET, type AnswerBudget } from '../answer-budget.js';
 import { abortedByCancel, isRunTerminal, type AgentMessageInput, type AgentRuntime, type OperationOptions, type RuntimeContext } from '../runtime.js';
 import { describeSecretRef, isSecretRefusal, NO_RUNTIME_SECRETS, secretRefOf, type RuntimeSecrets, type RuntimeSecretUse } from '../runtime-secrets.js';
-
-/** Largest NDJSON line / SSE event / JSON body accepted from a backend (bytes). */
-const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 /** A backend answer the runtime cannot use: the run fails with this reason. */
 class BackendError extends Error {}
@@ -58,6 +56,11 @@ async function onContext<T>(fn: () => Promise<T>): Promise<T> {
  * operations the log holds — under the lost execution's `webhook-id`; operations the backend sends
  * again are dropped by id (its `id`, `message:<messageId>`, or `<artifactId>#<n>` for the n-th chunk
  * of an artifact, per execution).
+ *
+ * Answers are read within `budget`: an `application/json` answer of at most RUNTIME_MAX_ANSWER_BYTES
+ * (refused from its Content-Length, else as it arrives), each NDJSON line or SSE event of at most
+ * RUNTIME_MAX_EVENT_BYTES; past either the run fails ("the backend's answer exceeds N bytes") and
+ * the connection is closed. A 5xx answer retried is drained up to RUNTIME_MAX_ANSWER_BYTES, then cut.
  */
 export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   readonly kind = 'http';
@@ -68,10 +71,14 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
     return config.resumable !== false;
   }
 
-  /** `secrets`: the signing key's source, asked for the run's organization only (the default refuses all). */
+  /**
+   * `secrets`: the signing key's source, asked for the run's organization only (the default refuses
+   * all); `budget`: the most bytes read of a JSON answer and of one streamed operation.
+   */
   constructor(
     private readonly policy: OutboundPolicy,
     private readonly secrets: RuntimeSecrets = NO_RUNTIME_SECRETS,
+    private readonly budget: AnswerBudget = DEFAULT_ANSWER_BUDGET,
   ) {}
 
   /** Throws a ZodError for an invalid config, including a literal address the guard refuses. */
@@ -115,12 +122,15 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       try {
         const res = await openOutboundStream(new URL(config.url), body, headers, { policy: this.policy, timeoutMs: config.timeoutMs, signal: ctx.signal });
         if (res.status >= 500 && state.applied === 0 && attempt < config.retries) {
-          await drain(res.body);
+          await drain(res.body, this.budget.maxAnswerBytes);
           await ctx.sleep(Math.min(2000, 200 * 2 ** attempt));
           continue;
         }
-        if (res.status < 200 || res.status >= 300) throw new BackendError(`the backend answered HTTP ${res.status}`);
-        await this.consume(res.headers['content-type'] ?? '', res.body, ctx, state);
+        if (res.status < 200 || res.status >= 300) {
+          discard(res.body);
+          throw new BackendError(`the backend answered HTTP ${res.status}`);
+        }
+        await this.consume(res.headers['content-type'] ?? '', res.headers['content-length'], res.body, ctx, state);
         break;
       } catch (e) {
         if (ctx.signal.aborted) {
@@ -146,8 +156,8 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
     if (!state.ended && !ctx.signal.aborted) await ctx.setStatus('completed');
   }
 
-  /** Read the answer in its format and apply each operation as it arrives. */
-  private async consume(contentType: string, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: ApplyState): Promise<void> {
+  /** Read the answer in its format (within the budget) and apply each operation as it arrives. */
+  private async consume(contentType: string, contentLength: string | undefined, body: AsyncIterable<Buffer>, ctx: RuntimeContext, state: ApplyState): Promise<void> {
     const type = contentType.split(';')[0]!.trim().toLowerCase();
     const apply = async (raw: string, where: string) => {
       if (raw.trim() === '') return;
@@ -162,7 +172,13 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
       await onContext(() => applyOperation(op.data, ctx, state));
     };
     if (type === 'application/json') {
-      const text = await readAll(body);
+      const max = this.budget.maxAnswerBytes;
+      // refused before a byte is read
+      if (Number(contentLength) > max) {
+        discard(body);
+        throw tooLarge(max);
+      }
+      const text = await readAll(body, max);
       let parsed: unknown;
       try {
         parsed = JSON.parse(text);
@@ -176,13 +192,13 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
     }
     if (type !== 'application/x-ndjson' && type !== 'text/event-stream') throw new BackendError(`the backend answered with Content-Type ${type || '(none)'}`);
     try {
-      for await (const frame of backendFrames(body, type === 'text/event-stream' ? 'sse' : 'ndjson', MAX_FRAME_BYTES)) {
+      for await (const frame of backendFrames(body, type === 'text/event-stream' ? 'sse' : 'ndjson', this.budget.maxEventBytes)) {
         // what arrived is committed before waiting for more: readers follow the backend live
         if (frame === CHUNK_END) await onContext(async () => ctx.flush?.());
         else await apply(frame.text, frame.where);
       }
     } catch (e) {
-      throw e instanceof FrameLimitError ? new BackendError(e.message) : e;
+      throw e instanceof FrameLimitError ? new BackendError(`${e.message} (RUNTIME_MAX_EVENT_BYTES)`) : e;
     }
   }
 
@@ -190,7 +206,7 @@ export class HttpRuntime implements AgentRuntime<HttpRuntimeConfig> {
   private notifyCancel(url: string, secret: string, runId: string): void {
     const body = JSON.stringify({ runId, canceled: true });
     void openOutboundStream(new URL(url), body, webhookHeaders(secret, `cancel_${runId}`, body), { policy: this.policy, timeoutMs: 10_000 })
-      .then((r) => drain(r.body))
+      .then((r) => drain(r.body, this.budget.maxAnswerBytes))
       .catch(() => undefined);
   }
 }
@@ -275,20 +291,32 @@ function lastRecordedChunk(prefix: string, ids: readonly string[]): number {
   return last;
 }
 
-async function readAll(body: AsyncIterable<Buffer>): Promise<string> {
+function tooLarge(max: number): BackendError {
+  return new BackendError(`the backend's answer exceeds ${max} bytes (RUNTIME_MAX_ANSWER_BYTES)`);
+}
+
+/** The whole body as text; BackendError past `max` bytes (leaving the loop closes the body). */
+async function readAll(body: AsyncIterable<Buffer>, max: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of body) {
     size += c.length;
-    if (size > MAX_FRAME_BYTES) throw new BackendError('the answer is too large');
+    if (size > max) throw tooLarge(max);
     chunks.push(c);
   }
   return Buffer.concat(chunks).toString('utf8');
 }
 
-async function drain(body: AsyncIterable<Buffer>): Promise<void> {
-  for await (const _ of body) {
-    /* discard */
+/** Close a body without reading it (its connection goes with it). */
+function discard(body: AsyncIterable<Buffer>): void {
+  (body as { destroy?: () => void }).destroy?.();
+}
+
+/** Read and drop a body we do not use, so its connection ends cleanly; past `max` bytes it is cut instead. */
+async function drain(body: AsyncIterable<Buffer>, max: number): Promise<void> {
+  let size = 0;
+  for await (const c of body) {
+    if ((size += c.length) > max) return;
   }
 }
 
