@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { DatabaseService } from '#libs/db';
-import { publishAgent } from './support/admin-client.js';
+import { adminRequest, publishAgent } from './support/admin-client.js';
 import { sendMessageRpc } from './support/a2a-rpc.js';
 import { readSse, type SseFrame } from './support/sse.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -74,7 +74,9 @@ beforeAll(async () => {
     worker: false,
     env: { HTTP_RUNTIME_ALLOWED_CIDRS: '127.0.0.0/8', EXECUTION_HEARTBEAT_MS: String(HEARTBEAT_MS), RUN_SWEEP_INTERVAL_MS: String(HEARTBEAT_MS / 2), RUN_STALE_AFTER_MS: '600000' },
   });
-  secretEnv = `AAAS_RUNTIME_SECRET_${stack.orgSlug.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_HOOK`;
+  // the organization's namespace by its id (docs/runtimes.md: a slug with a '-' is ambiguous)
+  const org = await adminRequest<{ id: string }>(stack.baseUrl, stack.adminKey, 'GET', '/v1/organization');
+  secretEnv = `AAAS_RUNTIME_SECRET_${org.body.id.replace(/-/g, '').toUpperCase()}_HOOK`;
   process.env[secretEnv] = SECRET;
 }, 60_000);
 

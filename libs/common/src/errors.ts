@@ -63,7 +63,7 @@ export const ERROR_CODES = {
   'runtime.unknown_kind': { httpStatus: 422, when: 'a revision names a runtime kind this deployment does not have' },
   'runtime.failed': { httpStatus: 500, when: 'a runtime threw while executing a run' },
   'run.runtime_state_too_large': { httpStatus: 422, when: 'a runtime saved more state on a run than RUNTIME_STATE_MAX_BYTES' },
-  'runtime.secret_not_allowed': { httpStatus: 422, when: 'a revision\'s runtime names a worker environment variable (`secretEnv`) outside its organization\'s namespace AAAS_RUNTIME_SECRET_<ORG>_<NAME> (draft, publish, and again when a run resolves it)' },
+  'runtime.secret_not_allowed': { httpStatus: 422, when: 'a revision\'s runtime names a worker environment variable (`secretEnv`) outside its organization\'s namespace AAAS_RUNTIME_SECRET_<ORG>_<NAME> (<ORG>: its id, or a token RUNTIME_SECRET_ENV_NAMESPACES maps to it), or one that could belong to two organizations (draft, publish, and again when a run resolves it)' },
   'runtime.secret_not_found': { httpStatus: 422, when: 'a revision\'s runtime references a runtime secret (`secret`) its organization does not have (publish, and when a run resolves it)' },
   'runtime_secret.not_found': { httpStatus: 404, when: 'no runtime secret with that name in the caller\'s organization' },
   'runtime_secret.conflict': { httpStatus: 409, when: 'a runtime secret with that name exists in the organization (rotate it with PUT instead)' },

@@ -249,9 +249,11 @@ export const RuntimeSecretNameSchema = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{
 
 /**
  * A worker environment variable holding a secret: accepted only inside the revision's own
- * organization's namespace `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (<ORG>: the org slug upper-cased,
- * `-` as `_`), checked by the registry at draft and publish and by the worker at every run
- * (`runtime.secret_not_allowed`). The shape alone is checked here.
+ * organization's namespace `AAAS_RUNTIME_SECRET_<ORG>_<NAME>` (<ORG>: the organization's id
+ * without dashes, upper-cased, or a token RUNTIME_SECRET_ENV_NAMESPACES maps to it; a legacy
+ * slug form only where no other organization could claim the name — docs/runtimes.md), checked by
+ * the registry at draft and publish and by the worker at every run (`runtime.secret_not_allowed`).
+ * The shape alone is checked here.
  */
 const SecretEnvSchema = z.string().regex(/^[A-Z][A-Z0-9_]{0,127}$/, 'an environment variable name (A-Z, 0-9, _)');
 
