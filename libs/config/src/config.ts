@@ -262,9 +262,16 @@ export const ConfigSchema = z.object({
   /**
    * Default storage quota of an organization in bytes (messages and artifacts of its runs), for
    * organizations whose own quota (organizations.storage_quota_bytes, set by a platform key) is
-   * unset. 0 or unset = unlimited. New tasks and messages past it: `org.storage_quota_exceeded`.
+   * unset. 0 or unset = unlimited. New tasks and messages past it: `org.storage_quota_exceeded`;
+   * an agent's write past it fails its run ("the organization's storage quota is exhausted").
    */
   ORG_STORAGE_QUOTA_BYTES: z.coerce.number().int().min(0).default(0),
+  /**
+   * Worker: how often (ms) the delta rows of `org_storage` (an organization's stored bytes, which
+   * the append statement sums to check a runtime's writes against the quota) are folded into one
+   * row per organization; 0 = never (the sums stay exact, each check reads more rows).
+   */
+  ORG_STORAGE_FOLD_MS: z.coerce.number().int().min(0).default(250),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */
