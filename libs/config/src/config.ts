@@ -137,6 +137,12 @@ export const ConfigSchema = z.object({
   RUNTIME_SECRET_ENCRYPTION_SECRET: z.string().min(16).optional(),
   /** How long (ms) a process reuses a decrypted runtime secret: a rotation reaches runs within it. */
   RUNTIME_SECRET_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  /**
+   * Runtime secrets an organization may store (admin API: a create past it is 409
+   * `runtime_secret.conflict`). Each value is at most 4096 bytes (printable ASCII, the contract's
+   * RuntimeSecretValueSchema), so an organization stores at most this many × 4 KiB of values.
+   */
+  RUNTIME_SECRETS_MAX_PER_ORG: z.coerce.number().int().min(1).max(100_000).default(100),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
@@ -412,6 +418,17 @@ export const ConfigSchema = z.object({
   JWT_ISSUER_FAILURE_TTL_MS: z.coerce.number().int().min(0).max(300_000).default(5_000),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
+  /**
+   * Push configs an organization may have in delivery at once (not deleted, status active: the
+   * ones the workers deliver, until their task ends or they give up); a set past it:
+   * `push.too_many_configs`.
+   */
+  PUSH_MAX_ACTIVE_CONFIGS_PER_ORG: z.coerce.number().int().min(1).max(1_000_000).default(1_000),
+  /**
+   * Bytes one push config may hold: its URL, token, authentication scheme and credentials (UTF-8),
+   * stored with it and sent with each delivery; a set past it: `request.invalid` (A2A InvalidParams).
+   */
+  PUSH_CONFIG_MAX_BYTES: z.coerce.number().int().min(256).max(1_048_576).default(4_096),
 
   // ---------------------------------------------------------------- traces (OpenTelemetry)
   // The standard OTel variables; tracing is on when an exporter is named or an OTLP endpoint is
