@@ -217,7 +217,6 @@ export class RuntimeOperations {
    */
   async apply(orgId: string, runId: string, ops: readonly RuntimeOp[], opts: ApplyOptions = {}): Promise<RunRecord> {
     if (ops.length === 0) throw new Error('apply needs at least one op');
-    const quota = await this.quotas.limit(orgId);
     for (let left = ops; ; ) {
       const { events, guard } = batchOf(runId, left);
       // a terminal status closes the run's open interactions (`interaction.canceled` each, same
@@ -225,7 +224,6 @@ export class RuntimeOperations {
       const terminal = guard.status !== undefined && isTerminal(guard.status);
       if (terminal) guard.openInteractions = 0;
       if (opts.epoch !== undefined) guard.epoch = opts.epoch;
-      if (quota > 0) guard.quotaBytes = quota;
       try {
         return await this.appendBatch(orgId, runId, events, guard, terminal, opts);
       } catch (e) {
@@ -263,8 +261,11 @@ export class RuntimeOperations {
       let run: RunState | null;
       try {
         if (retryUntil && expected === undefined) expected = (await this.runs.get(orgId, runId))?.lastSequence ?? 0;
+        // the organization's storage quota, checked by the statement (read at most STORAGE_USAGE_TTL_MS
+        // ago; a reading the database cannot give now is retried like the append)
+        const quota = await this.quotas.limit(orgId);
         sent = expected;
-        const result = await this.appendOnce(orgId, runId, expected === undefined ? guard : { ...guard, lastSequence: expected }, events);
+        const result = await this.appendOnce(orgId, runId, { ...guard, ...(expected !== undefined && { lastSequence: expected }), ...(quota > 0 && { quotaBytes: quota }) }, events);
         if (result) return result;
         sent = undefined;
         run = await this.runs.get(orgId, runId);
