@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { SendMessageRequest, type AgentCard, type Message, type StreamResponse, type Task } from '@a2a-js/sdk';
-import { ClientFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
+import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
 import { GrpcTransportFactory } from '@a2a-js/sdk/client/grpc';
 import { isGrpcError, type GrpcA2AError } from '@a2a-js/sdk/errors/grpc';
 import { DatabaseService } from '#libs/db';
@@ -168,6 +168,24 @@ describe('a messageId reused by another anonymous caller (issue #43 row 9)', () 
     expect(retry.error, retry.text).toBeUndefined();
     expect(retry.taskId).toBe(first.taskId);
     expect(await runsWith(messageId)).toEqual([{ id: first.taskId }]);
+  });
+
+  it('an identical retry on another surface or client gets the same task (as the fault suite retries, alternating bindings)', async () => {
+    const url = `${stack.baseUrl}${agent.basePath}/`;
+    const sdkRpc = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(url);
+    const sdkRest = await new ClientFactory({ transports: [new RestTransportFactory()], preferredTransports: ['HTTP+JSON'] }).createFromUrl(url);
+    const viaSdk = async (client: A2AClient, messageId: string, text: string) =>
+      ((await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId, role: 'ROLE_USER', parts: [{ text }] }, configuration: { returnImmediately: true } }))) as Task).id;
+    const pairs: Array<[string, (m: string, t: string) => Promise<string | undefined>]> = [
+      ['sdk json-rpc', (m, t) => viaSdk(sdkRpc, m, t)],
+      ['sdk http+json', (m, t) => viaSdk(sdkRest, m, t)],
+      ...(['jsonrpc', 'v0.3', 'rest', 'grpc'] as const).map((surface) => [surface, async (m: string, t: string) => (await send(surface, m, t, { immediate: true })).taskId] as [string, (m: string, t: string) => Promise<string | undefined>]),
+    ];
+    for (const [firstName, first] of pairs) {
+      const messageId = `anon-across-${randomUUID()}`;
+      const taskId = await first(messageId, 'hold across');
+      for (const [name, again] of pairs) expect(await again(messageId, 'hold across'), `${firstName} then ${name}`).toBe(taskId);
+    }
   });
 
   it('the same message naming another contextId is a conflict; naming its own is the retry', async () => {
