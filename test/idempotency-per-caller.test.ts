@@ -212,12 +212,19 @@ describe('SendMessage is idempotent per caller, not per messageId', () => {
     expect(contentOf(theirs.task)).toContain(`artifact of ${bravo}`);
     if (mode === 'streaming') expect(theirs.streamed).toContain(`artifact of ${bravo}`);
 
-    // the same caller retrying: the same task, nothing new (its text is the first one's)
-    const retry = await send(a, mode, `${alpha} again`, messageId);
+    // the same caller retrying: the same task, nothing new (its text is the first one's). Anonymous
+    // callers share one owner, so one is told from another by its message only: its retry is the
+    // same message, and another text under the messageId is a conflict (issue #43 row 9,
+    // test/idempotency-anonymous.test.ts)
+    const anonymous = { a: Object.keys(pair.a()).length === 0, b: Object.keys(pair.b()).length === 0 };
+    const retry = await send(a, mode, anonymous.a ? alpha : `${alpha} again`, messageId);
     expect(retry.taskId).toBe(first.taskId);
     expect(contentOf(retry.task)).toEqual(contentOf(first.task));
-    const again = await send(b, mode, `${bravo} again`, messageId);
+    const again = await send(b, mode, anonymous.b ? bravo : `${bravo} again`, messageId);
     expect(again.taskId).toBe(theirs.taskId);
+    for (const [who, client, text] of [['a', a, alpha], ['b', b, bravo]] as const) {
+      if (anonymous[who]) await expect(send(client, mode, `${text} again`, messageId)).rejects.toThrow(/already used with another message/);
+    }
 
     const rows = await runsWith(agent, messageId);
     expect(rows.map((r) => r.id).sort()).toEqual([first.taskId, theirs.taskId].sort());

@@ -147,7 +147,7 @@ describe('the append statement', () => {
   });
 });
 
-const NO_PARTS: AppendParts = { links: false, artifacts: false, interactions: false, linked: false, dispatch: false };
+const NO_PARTS: AppendParts = { links: false, artifacts: false, interactions: false, linked: false, dispatch: false, quota: false };
 
 /** One item of the append statement's input ($1), unguarded but for `from`: `fields` on top. */
 function appendItem(runId: string, fields: Record<string, unknown>): Record<string, unknown> {
@@ -174,6 +174,10 @@ describe('the append statement holds only the parts its batch needs', () => {
     expect(
       appendParts([item([{ type: 'artifact.updated' }]), item([{ type: 'interaction.responded' }]), item([{ type: 'run.linked' }]), item([{ type: 'interaction.requested' }])]),
     ).toEqual({ ...NO_PARTS, artifacts: true, interactions: true, linked: true });
+    // the storage quota's check: only for an item that adds bytes under a quota
+    expect(appendParts([item([{ type: 'message.added' }], { storedBytes: 10, quotaBytes: null })])).toEqual(NO_PARTS);
+    expect(appendParts([item([{ type: 'run.status_changed' }], { storedBytes: 0, quotaBytes: 1000 })])).toEqual(NO_PARTS);
+    expect(appendParts([item([{ type: 'message.added' }], { storedBytes: 10, quotaBytes: 1000 })])).toEqual({ ...NO_PARTS, quota: true });
   });
 
   it('prepares in every combination of parts', async () => {
@@ -182,7 +186,7 @@ describe('the append statement holds only the parts its batch needs', () => {
       const parts = Object.fromEntries(keys.map((k, i) => [k, (bits & (1 << i)) !== 0])) as unknown as AppendParts;
       await client.query(`PREPARE parts_${bits}(jsonb) AS ${appendSql(parts)}`);
     }
-    expect(APPEND_SQL).toBe(appendSql({ links: true, artifacts: true, interactions: true, linked: true, dispatch: true }));
+    expect(APPEND_SQL).toBe(appendSql({ links: true, artifacts: true, interactions: true, linked: true, dispatch: true, quota: true }));
   });
 
   it("appends an agent message without touching the other projections' tables", async () => {

@@ -41,12 +41,13 @@ const KNOWN_EXCEPTIONS: Record<string, string> = {};
  */
 const NO_PRIMARY_KEY: Record<string, string> = {
   run_counts: 'signed delta rows summed by key (docs/architecture.md "Counting runs"): rows repeat by design, nothing looks one up',
+  org_storage: 'signed delta rows of stored bytes summed per organization (docs/deploy.md "Storage quotas"): rows repeat by design, nothing looks one up',
 };
 
 /** The run tables the rules must cover at least (a renamed or dropped one must be noticed). */
 const EXPECTED_RUN_TABLES = [
   'runs', 'run_events', 'messages', 'artifacts', 'interaction_requests', 'run_links', 'run_dispatches',
-  'push_configs', 'push_deliveries', 'idempotency_records', 'run_counts',
+  'push_configs', 'push_deliveries', 'idempotency_records', 'run_counts', 'org_storage',
 ];
 
 type Query = <T extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<T[]>;

@@ -255,6 +255,8 @@ function a2aMessage(e: AppError): string {
       return `contextId ${String(d.requestedThreadId ?? '')} is not the contextId of ${task}`.replace('contextId  is', 'the contextId is');
     case 'run.conflict':
     case 'run.duplicate_message':
+      // an anonymous caller's messageId recorded with another message: nothing of that message or its task is said
+      if (d.reuse === 'other_message') return `messageId ${String(d.messageId ?? '')} was already used with another message; send a new messageId (a retry must resend the same message)`;
       return `messageId ${String(d.messageId ?? '')} was already used on another task`;
     case 'run.awaiting_interaction':
       return `${task} is waiting for an answer to its interaction ${String(d.interactionId ?? '')}`.trim();

@@ -148,6 +148,12 @@ export const ConfigSchema = z.object({
    * same value. Default: none.
    */
   RUNTIME_SECRET_ENV_NAMESPACES: z.string().default('').transform(parseSecretEnvNamespaces),
+  /**
+   * Runtime secrets an organization may store (admin API: a create past it is 409
+   * `runtime_secret.conflict`). Each value is at most 4096 bytes (printable ASCII, the contract's
+   * RuntimeSecretValueSchema), so an organization stores at most this many × 4 KiB of values.
+   */
+  RUNTIME_SECRETS_MAX_PER_ORG: z.coerce.number().int().min(1).max(100_000).default(100),
   /** Public base URL used in Agent Cards (interfaces' `url`). Defaults to http://localhost:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/aaas'),
@@ -273,9 +279,16 @@ export const ConfigSchema = z.object({
   /**
    * Default storage quota of an organization in bytes (messages and artifacts of its runs), for
    * organizations whose own quota (organizations.storage_quota_bytes, set by a platform key) is
-   * unset. 0 or unset = unlimited. New tasks and messages past it: `org.storage_quota_exceeded`.
+   * unset. 0 or unset = unlimited. New tasks and messages past it: `org.storage_quota_exceeded`;
+   * an agent's write past it fails its run ("the organization's storage quota is exhausted").
    */
   ORG_STORAGE_QUOTA_BYTES: z.coerce.number().int().min(0).default(0),
+  /**
+   * Worker: how often (ms) the delta rows of `org_storage` (an organization's stored bytes, which
+   * the append statement sums to check a runtime's writes against the quota) are folded into one
+   * row per organization; 0 = never (the sums stay exact, each check reads more rows).
+   */
+  ORG_STORAGE_FOLD_MS: z.coerce.number().int().min(0).default(250),
   /** Worker: a non-terminal, unblocked run with no live job for this long (ms) is failed. */
   RUN_STALE_AFTER_MS: z.coerce.number().int().min(1000).default(60_000),
   /** Worker: how often (ms) the sweeper looks for lost runs. */
@@ -430,6 +443,17 @@ export const ConfigSchema = z.object({
   JWT_ISSUER_FAILURE_TTL_MS: z.coerce.number().int().min(0).max(300_000).default(5_000),
   /** Push configs one task may have. */
   PUSH_MAX_CONFIGS_PER_TASK: z.coerce.number().int().min(1).max(100).default(10),
+  /**
+   * Push configs an organization may have in delivery at once (not deleted, status active: the
+   * ones the workers deliver, until their task ends or they give up); a set past it:
+   * `push.too_many_configs`.
+   */
+  PUSH_MAX_ACTIVE_CONFIGS_PER_ORG: z.coerce.number().int().min(1).max(1_000_000).default(1_000),
+  /**
+   * Bytes one push config may hold: its URL, token, authentication scheme and credentials (UTF-8),
+   * stored with it and sent with each delivery; a set past it: `request.invalid` (A2A InvalidParams).
+   */
+  PUSH_CONFIG_MAX_BYTES: z.coerce.number().int().min(256).max(1_048_576).default(4_096),
 
   // ---------------------------------------------------------------- traces (OpenTelemetry)
   // The standard OTel variables; tracing is on when an exporter is named or an OTLP endpoint is

@@ -145,9 +145,19 @@ export class PushConfigRepository {
   }
 
   /** Live configs of a run (every principal's). */
-  async count(orgId: string, runId: string): Promise<number> {
-    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL`, [orgId, runId], 'push.count');
-    return rows[0]?.n ?? 0;
+  /**
+   * The live configs of a run (`task`), and those of the organization still in delivery (`active`:
+   * status active, the ones the workers deliver) counted up to `activeMax` (a bounded count: at most that many index
+   * entries are read), in one statement.
+   */
+  async count(orgId: string, runId: string, activeMax: number): Promise<{ task: number; active: number }> {
+    const rows = await this.db.query<{ task: number; active: number }>(
+      `SELECT (SELECT count(*)::int FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL) AS task,
+              (SELECT count(*)::int FROM (SELECT 1 FROM push_configs WHERE org_id = $1 AND deleted_at IS NULL AND status = 'active' LIMIT $3) x) AS active`,
+      [orgId, runId, activeMax],
+      'push.count',
+    );
+    return rows[0] ?? { task: 0, active: 0 };
   }
 
   /**

@@ -61,14 +61,19 @@ export interface PushTarget {
  * created them. URLs are checked against the outbound policy when set (and again when connecting);
  * authentication credentials and the Standard Webhooks secret are stored encrypted
  * (PUSH_ENCRYPTION_SECRET, else SIGNING_KEY_ENCRYPTION_SECRET). A new config wakes the workers'
- * delivery loops. Errors: `push.not_configured`, `push.url_refused`, `push.too_many_configs`,
- * `push.config_not_found`.
+ * delivery loops. Bounded: PUSH_MAX_CONFIGS_PER_TASK per task, PUSH_MAX_ACTIVE_CONFIGS_PER_ORG in
+ * delivery per organization (checked before the insert: concurrent sets may pass it by what they
+ * add together), PUSH_CONFIG_MAX_BYTES per config.
+ * Errors: `push.not_configured`, `push.url_refused`, `push.too_many_configs`,
+ * `push.config_not_found`, `request.invalid` (a config over PUSH_CONFIG_MAX_BYTES).
  */
 @Injectable()
 export class PushConfigService {
   private readonly cipher: KeyCipher | null;
   readonly policy: OutboundPolicy;
   private readonly maxPerTask: number;
+  private readonly maxActivePerOrg: number;
+  private readonly maxBytes: number;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -79,6 +84,8 @@ export class PushConfigService {
     this.cipher = secret ? new AesGcmKeyCipher(secret) : null;
     this.policy = outboundPolicy(config.PUSH_ALLOWED_CIDRS);
     this.maxPerTask = config.PUSH_MAX_CONFIGS_PER_TASK;
+    this.maxActivePerOrg = config.PUSH_MAX_ACTIVE_CONFIGS_PER_ORG;
+    this.maxBytes = config.PUSH_CONFIG_MAX_BYTES;
   }
 
   /** True when this deployment can keep push secrets (and so serve push at all). */
@@ -96,8 +103,20 @@ export class PushConfigService {
     const cipher = this.requireCipher();
     const url = await checkOutboundUrl(input.url, this.policy);
     const configId = input.configId || randomUUID();
-    if ((await this.repo.count(scope.orgId, scope.runId)) >= this.maxPerTask && !(await this.repo.list(scope.orgId, scope.runId, scope.createdBy)).some((c) => c.configId === configId)) {
-      throw new AppError('push.too_many_configs', `task ${scope.runId} already has ${this.maxPerTask} push notification configs`, { details: { runId: scope.runId } });
+    const bytes = configBytes(input);
+    if (bytes > this.maxBytes) {
+      throw new AppError('request.invalid', `the push notification config holds ${bytes} bytes (url, token, authentication); at most ${this.maxBytes} (PUSH_CONFIG_MAX_BYTES)`, {
+        details: { bytes, limit: this.maxBytes },
+      });
+    }
+    const count = await this.repo.count(scope.orgId, scope.runId, this.maxActivePerOrg);
+    const full = count.task >= this.maxPerTask || count.active >= this.maxActivePerOrg;
+    // an update of the caller's own config adds none
+    if (full && !(await this.repo.list(scope.orgId, scope.runId, scope.createdBy)).some((c) => c.configId === configId)) {
+      if (count.task >= this.maxPerTask) throw new AppError('push.too_many_configs', `task ${scope.runId} already has ${this.maxPerTask} push notification configs`, { details: { runId: scope.runId } });
+      throw new AppError('push.too_many_configs', `the organization already has ${this.maxActivePerOrg} push notification configs in delivery (PUSH_MAX_ACTIVE_CONFIGS_PER_ORG)`, {
+        details: { runId: scope.runId, limit: this.maxActivePerOrg },
+      });
     }
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
     const saved = await this.repo.upsert({
@@ -185,6 +204,11 @@ export class PushConfigService {
     }
     return this.cipher;
   }
+}
+
+/** What a config stores of the caller's (UTF-8 bytes): its URL, token, authentication scheme and credentials. */
+function configBytes(input: PushConfigInput): number {
+  return [input.url, input.token, input.authentication?.scheme, input.authentication?.credentials].reduce((n, v) => n + (v ? Buffer.byteLength(v) : 0), 0);
 }
 
 function toView(row: PushConfigRow): PushConfigView {

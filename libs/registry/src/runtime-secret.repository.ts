@@ -19,13 +19,28 @@ const COLUMNS = `name, version, created_at AS "createdAt", updated_at AS "update
 export class RuntimeSecretRepository {
   constructor(private readonly db: DatabaseService) {}
 
-  /** Null when the org already has a secret with that name. */
-  async insert(orgId: string, name: string, ciphertext: string): Promise<RuntimeSecretRow | null> {
-    const rows = await this.db.query<RuntimeSecretRow>(
-      `INSERT INTO runtime_secrets (org_id, name, ciphertext) VALUES ($1, $2, $3) ON CONFLICT (org_id, name) DO NOTHING RETURNING ${COLUMNS}`,
-      [orgId, name, ciphertext],
-    );
-    return rows[0] ?? null;
+  /**
+   * Insert a secret unless the org has one of that name (`exists`) or has `max` secrets already
+   * (`full`, with how many it has). One transaction under the organization's advisory lock, so
+   * concurrent creations cannot pass `max` together.
+   */
+  async insert(orgId: string, name: string, ciphertext: string, max: number): Promise<RuntimeSecretRow | { refused: 'exists' } | { refused: 'full'; count: number }> {
+    return this.db.transaction(async (q) => {
+      await q(`SELECT pg_advisory_xact_lock(hashtextextended('aaas.runtime-secrets:' || $1, 0))`, [orgId]);
+      const rows = await q<RuntimeSecretRow & { count: number }>(
+        `WITH n AS (SELECT count(*)::int AS count FROM runtime_secrets WHERE org_id = $1),
+              ins AS (
+                INSERT INTO runtime_secrets (org_id, name, ciphertext) SELECT $1, $2, $3 FROM n WHERE n.count < $4
+                ON CONFLICT (org_id, name) DO NOTHING RETURNING ${COLUMNS})
+         SELECT ins.*, n.count FROM n LEFT JOIN ins ON true`,
+        [orgId, name, ciphertext, max],
+      );
+      const row = rows[0]!;
+      if (row.name !== null) return { name: row.name, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt };
+      // the name is checked first: a name that exists is a conflict whatever the count
+      const [taken] = await q<{ taken: boolean }>(`SELECT EXISTS (SELECT 1 FROM runtime_secrets WHERE org_id = $1 AND name = $2) AS taken`, [orgId, name]);
+      return taken!.taken ? { refused: 'exists' } : { refused: 'full', count: row.count };
+    });
   }
 
   /** A new value, version + 1. Null when the org has no such secret. */

@@ -45,8 +45,12 @@ const info = (r: RuntimeSecretRow): RuntimeSecretInfo => ({ name: r.name, versio
  *   RUNTIME_SECRET_CACHE_TTL_MS (bounded; refusals are not cached; a rotation or delete in this
  *   process clears its entry at once, in other processes within the TTL).
  *
+ * - Bounded: at most RUNTIME_SECRETS_MAX_PER_ORG secrets per organization, each value at most
+ *   4096 bytes (the contract's RuntimeSecretValueSchema).
+ *
  * Errors: `runtime_secret.not_configured` (no encryption secret, or a value that does not
- * decrypt), `runtime_secret.conflict`, `runtime_secret.not_found` (admin routes),
+ * decrypt), `runtime_secret.conflict` (the name exists, or the organization is at its count),
+ * `runtime_secret.not_found` (admin routes),
  * `runtime.secret_not_allowed`, `runtime.secret_not_found` (references).
  */
 @Injectable()
@@ -55,6 +59,7 @@ export class RuntimeSecretService implements RuntimeSecrets {
   private readonly cache: TtlLruCache<string, { orgId: string; secret?: string; value: string }>;
   private readonly ttlMs: number;
   private readonly envNamespaces: readonly SecretEnvNamespace[];
+  private readonly maxPerOrg: number;
 
   constructor(
     private readonly repo: RuntimeSecretRepository,
@@ -64,13 +69,24 @@ export class RuntimeSecretService implements RuntimeSecrets {
     this.cipher = secret ? new AesGcmKeyCipher(`aaas.runtime-secrets/v1\n${secret}`) : null;
     this.ttlMs = config.RUNTIME_SECRET_CACHE_TTL_MS;
     this.envNamespaces = config.RUNTIME_SECRET_ENV_NAMESPACES;
+    this.maxPerOrg = config.RUNTIME_SECRETS_MAX_PER_ORG;
     this.cache = new TtlLruCache(CACHE_MAX_ENTRIES, this.ttlMs);
   }
 
-  /** Create a secret of the org (version 1). Throws `runtime_secret.conflict` when the name exists. */
+  /**
+   * Create a secret of the org (version 1). Throws `runtime_secret.conflict` when the name exists,
+   * or when the org has RUNTIME_SECRETS_MAX_PER_ORG secrets already (details `limit`).
+   */
   async create(orgId: string, name: string, value: string): Promise<RuntimeSecretInfo> {
-    const row = await this.repo.insert(orgId, name, this.requireCipher().encrypt(seal(orgId, name, value)));
-    if (!row) throw new AppError('runtime_secret.conflict', `a runtime secret named ${name} exists; rotate it (PUT /v1/runtime-secrets/${name})`, { details: { name } });
+    const row = await this.repo.insert(orgId, name, this.requireCipher().encrypt(seal(orgId, name, value)), this.maxPerOrg);
+    if ('refused' in row) {
+      if (row.refused === 'exists') throw new AppError('runtime_secret.conflict', `a runtime secret named ${name} exists; rotate it (PUT /v1/runtime-secrets/${name})`, { details: { name } });
+      throw new AppError(
+        'runtime_secret.conflict',
+        `the organization has ${row.count} runtime secrets, the most this deployment allows (RUNTIME_SECRETS_MAX_PER_ORG ${this.maxPerOrg}); delete one first`,
+        { details: { name, limit: this.maxPerOrg } },
+      );
+    }
     this.forget(orgId, name);
     return info(row);
   }

@@ -66,6 +66,13 @@ export interface AppendGuard {
    * its lease is cleared, in this statement, so every write of an older execution is refused.
    */
   takeOver?: boolean;
+  /**
+   * The organization's storage quota in bytes (a runtime's writes; absent: not checked): the append
+   * is refused — nothing of it written, its row `overQuota` — when the organization's stored bytes
+   * (the sum of `org_storage` in the statement's snapshot) plus what it adds would pass this.
+   * Appends that add no bytes are never refused.
+   */
+  quotaBytes?: number;
   status?: RunStatus;
   blockedReason?: BlockedReason | null;
 }
@@ -179,7 +186,15 @@ export const APPEND_BATCH_MAX = 64;
  * - `artifacts`: `artifact.updated` events (the `artifacts` projection);
  * - `interactions`: `interaction.*` events (the `interaction_requests` projection);
  * - `linked`: `run.linked` events (the `run_links` projection);
- * - `dispatch`: an item carries a dispatch (its outbox row).
+ * - `dispatch`: an item carries a dispatch (its outbox row);
+ * - `quota`: an item adds bytes under a storage quota (`quotaBytes`: a runtime's write to a run of
+ *   an organization with a quota). Each such item reads its organization's stored bytes, the sum of
+ *   `org_storage` in the statement's snapshot (`todo.org_stored`: the folded row and the deltas
+ *   since, a few index entries), and is refused by the guard of `r` when that sum plus its own bytes
+ *   would pass its quota: nothing of it is written, like any refused guard, and its row says
+ *   `overQuota`. The statement sees what committed before it, so appends in flight together (other
+ *   items of the batch, other statements) may pass the quota by what they add: one batch each.
+ *   No CTE of its own: without it `org_stored` is NULL and the guard is left out.
  */
 export interface AppendParts {
   links: boolean;
@@ -187,6 +202,7 @@ export interface AppendParts {
   interactions: boolean;
   linked: boolean;
   dispatch: boolean;
+  quota: boolean;
 }
 
 /** The CTEs of the append statement in their order; those of an optional part are named in APPEND_PART_CTES. */
@@ -200,7 +216,8 @@ const APPEND_CTES: ReadonlyArray<readonly [name: string, sql: string]> = [
          (x->>'interactionVersion')::int AS interaction_version, (x->>'openInteractions')::int AS open_interactions,
          (x->>'lastSequence')::int AS last_sequence, (x->>'openDelta')::int AS open_delta, (x->>'versionDelta')::int AS version_delta,
          (x->>'epoch')::int AS epoch, (x->>'takeOver')::boolean AS take_over,
-         (x->>'storedBytes')::bigint AS stored_bytes, (x->>'statusChange')::boolean AS status_change, x->>'sentBy' AS sent_by
+         (x->>'storedBytes')::bigint AS stored_bytes, (x->>'statusChange')::boolean AS status_change, x->>'sentBy' AS sent_by,
+         (x->>'quotaBytes')::bigint AS quota_bytes
   FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)
   -- always true (a batch has at most APPEND_BATCH_MAX items), and it makes the planner expect one
   -- item (0.005 of jsonb_array_elements' 100 rows), as for a single-run append: the cached plan then
@@ -216,7 +233,8 @@ const APPEND_CTES: ReadonlyArray<readonly [name: string, sql: string]> = [
   ['todo', `todo AS MATERIALIZED (
   SELECT i.*, @held AS held,
          (i.open_interaction_id IS NULL OR EXISTS (SELECT 1 FROM interaction_requests ir
-                                                    WHERE ir.id = i.open_interaction_id AND ir.run_id = i.id AND ir.status = 'open')) AS interaction_open
+                                                    WHERE ir.id = i.open_interaction_id AND ir.run_id = i.id AND ir.status = 'open')) AS interaction_open,
+         @org_stored AS org_stored
   FROM input i
 )`],
   ['r', `r AS (
@@ -244,7 +262,7 @@ const APPEND_CTES: ReadonlyArray<readonly [name: string, sql: string]> = [
     AND (i.interaction_version IS NULL OR runs.interaction_version = i.interaction_version)
     AND (i.open_interactions IS NULL OR runs.open_interactions = i.open_interactions)
     AND (i.last_sequence IS NULL OR runs.last_sequence = i.last_sequence)
-    AND (i.epoch IS NULL OR runs.execution_epoch = i.epoch)
+    AND (i.epoch IS NULL OR runs.execution_epoch = i.epoch)@quota_guard
   RETURNING runs.*, i.n AS in_n, i.events AS in_events, i.dispatch AS in_dispatch, i.sent_by AS in_sent_by
 )`],
   ['ev', `ev AS (
@@ -411,7 +429,15 @@ const APPEND_PART_CTES: Record<keyof AppendParts, readonly string[]> = {
   interactions: ['ir_new', 'ir_close', 'ir_done'],
   linked: ['link_new'],
   dispatch: ['outbox', 'oj'],
+  quota: [],
 };
+
+/** The storage quota's read (todo) and guard (r) when the `quota` part is on. */
+const ORG_STORED_SQL = `CASE WHEN i.quota_bytes IS NOT NULL AND i.stored_bytes > 0
+           THEN (SELECT COALESCE(sum(s.bytes), 0) FROM org_storage s WHERE s.org_id = i.org_id) END`;
+const QUOTA_GUARD_SQL = `
+    AND (i.org_stored IS NULL OR i.org_stored + i.stored_bytes <= i.quota_bytes)`;
+const OVER_QUOTA_SQL = `COALESCE(i.org_stored + i.stored_bytes > i.quota_bytes, false)`;
 
 /**
  * The append statement with the parts `p` (all parts: APPEND_SQL). Without `links`, no item is
@@ -420,11 +446,17 @@ const APPEND_PART_CTES: Record<keyof AppendParts, readonly string[]> = {
 export function appendSql(p: AppendParts): string {
   const left = new Set<string>();
   for (const part of Object.keys(APPEND_PART_CTES) as Array<keyof AppendParts>) if (!p[part]) for (const n of APPEND_PART_CTES[part]) left.add(n);
-  const ctes = APPEND_CTES.filter(([n]) => !left.has(n)).map(([, sql]) => sql.replace('@held', p.links ? 'EXISTS (SELECT 1 FROM links WHERE links.parent_run_id = i.id)' : 'false'));
+  const ctes = APPEND_CTES.filter(([n]) => !left.has(n)).map(([, sql]) =>
+    sql
+      .replace('@held', p.links ? 'EXISTS (SELECT 1 FROM links WHERE links.parent_run_id = i.id)' : 'false')
+      .replace('@org_stored', p.quota ? ORG_STORED_SQL : 'NULL::bigint')
+      .replace('@quota_guard', p.quota ? QUOTA_GUARD_SQL : ''),
+  );
   return `
 WITH ${ctes.join(', ')}
 SELECT i.ord, i.held, rj.run, ${p.dispatch ? 'oj.dispatch' : 'NULL::json AS dispatch'}, ${p.links ? 'pj.parents' : 'NULL::json AS parents'},
-       ${p.links ? 'dj.dispatches' : 'NULL::json'} AS "parentDispatches", COALESCE(evj.events, '[]'::json) AS events
+       ${p.links ? 'dj.dispatches' : 'NULL::json'} AS "parentDispatches", COALESCE(evj.events, '[]'::json) AS events,
+       ${p.quota ? OVER_QUOTA_SQL : 'false'} AS "overQuota", i.org_stored AS "orgStored"
 FROM todo i LEFT JOIN rj ON rj.id = i.id LEFT JOIN evj ON evj.run_id = i.id${p.dispatch ? ' LEFT JOIN oj ON oj.run_id = i.id' : ''}${
     p.links ? ' LEFT JOIN pj ON pj.child_id = i.id LEFT JOIN dj ON dj.child_id = i.id' : ''
   }
@@ -432,14 +464,15 @@ ORDER BY i.ord`;
 }
 
 /** The whole append statement (every part). */
-export const APPEND_SQL = appendSql({ links: true, artifacts: true, interactions: true, linked: true, dispatch: true });
+export const APPEND_SQL = appendSql({ links: true, artifacts: true, interactions: true, linked: true, dispatch: true, quota: true });
 
 /** The parts a batch of appends needs (see AppendParts). */
 export function appendParts(batch: readonly AppendInput[]): AppendParts {
-  const p: AppendParts = { links: false, artifacts: false, interactions: false, linked: false, dispatch: false };
+  const p: AppendParts = { links: false, artifacts: false, interactions: false, linked: false, dispatch: false, quota: false };
   for (const item of batch) {
     if (item.statusChange) p.links = true;
     if (item.dispatch) p.dispatch = true;
+    if (item.quotaBytes != null && item.storedBytes > 0) p.quota = true;
     for (const e of item.events) {
       if (e.type === 'artifact.updated') p.artifacts = true;
       else if (e.type === 'run.linked') p.linked = true;
@@ -475,6 +508,10 @@ export interface AppendRow {
   dispatch: (RecordedDispatch & { job: RunExecuteJob }) | null;
   parents: Array<{ runId: string; lastSequence: number }> | null;
   parentDispatches: Array<RecordedDispatch & { job: RunExecuteJob }> | null;
+  /** The item was not written: its bytes would have taken its organization past `quotaBytes`. */
+  overQuota: boolean;
+  /** The organization's stored bytes the quota check read (null: not checked). */
+  orgStored: string | number | null;
 }
 
 export interface RawEvent {
@@ -523,6 +560,8 @@ export interface AppendInput {
   /** The sender of user messages: '' = anonymous, null = not given (the run's owner). */
   sentBy: string | null;
   storedBytes: number;
+  /** The organization's storage quota the item is checked against (bytes); null: not checked. */
+  quotaBytes: number | null;
   events: RunEvent[];
   dispatch: Partial<RunExecuteJob> | null;
 }
@@ -549,6 +588,7 @@ export function appendInput(orgId: string, runId: string, guard: AppendGuard, ev
     statusChange: guard.status !== undefined || guard.blockedReason !== undefined,
     sentBy: sentBy === undefined ? null : (sentBy ?? ''),
     storedBytes: storedBytes(events),
+    quotaBytes: guard.quotaBytes ?? null,
     events,
     dispatch: dispatch ?? null,
   };

@@ -98,6 +98,18 @@ export interface RestoreResult {
   linksSkipped: number;
 }
 
+/**
+ * `org.storage_quota_exceeded` for an append the storage quota refused in its statement (the
+ * `quota` part of the append statement: nothing of it was written).
+ */
+function refuseOverQuota(item: AppendInput, row: AppendRow): void {
+  if (!row.overQuota) return;
+  const stored = Number(row.orgStored ?? 0);
+  throw new AppError('org.storage_quota_exceeded', `the organization's storage quota is exhausted (${stored} of ${item.quotaBytes} bytes stored; this write adds ${item.storedBytes})`, {
+    details: { quotaBytes: item.quotaBytes, storedBytes: stored, writeBytes: item.storedBytes },
+  });
+}
+
 /** SQLSTATE of a deadlock PostgreSQL broke by aborting this statement (nothing of it committed). */
 const PG_DEADLOCK = '40P01';
 
@@ -226,7 +238,9 @@ export class EventLogRepository {
    * sender) across the agent's runs; the agent's own messageIds are unique within the run.
    * Errors: `run.duplicate_message` when a message id in `events` is already recorded for its
    * sender (a user message: on any run of the agent; an agent message: on this run);
-   * `run.duplicate_operation` when an operation id (`opId`) of `events` is in the run's log already.
+   * `run.duplicate_operation` when an operation id (`opId`) of `events` is in the run's log already;
+   * `org.storage_quota_exceeded` when `guard.quotaBytes` is given and the organization's stored bytes
+   * (org_storage, in the statement's snapshot) plus what `events` add would pass it (nothing written).
    * A guard with `epoch` is refused (null) when a newer execution holds the run; with `takeOver` the
    * append takes the run's executions over (docs/architecture.md "The fence").
    */
@@ -261,7 +275,7 @@ export class EventLogRepository {
     }
     const rows: AppendRow[] = [];
     order.forEach((i, k) => (rows[i] = sorted[k]!));
-    return Promise.allSettled(batch.map((item, i) => (rows[i]!.held ? this.appendAlone(item) : Promise.resolve(this.appended(item, rows[i]!)))));
+    return Promise.allSettled(batch.map((item, i) => (rows[i]!.held ? this.appendAlone(item) : new Promise<AppendResult | null>((resolve) => resolve(this.appended(item, rows[i]!))))));
   }
 
   /**
@@ -298,8 +312,12 @@ export class EventLogRepository {
     }
   }
 
-  /** An item's result from its row (null: its guard did not hold), its events counted. */
+  /**
+   * An item's result from its row (null: its guard did not hold), its events counted. Throws
+   * `org.storage_quota_exceeded` when the storage quota refused it (nothing of it was written).
+   */
   private appended(item: AppendInput, row: AppendRow): AppendResult | null {
+    refuseOverQuota(item, row);
     const result = this.result(row);
     if (result) this.count(item.events);
     return result;
@@ -310,7 +328,9 @@ export class EventLogRepository {
    * parent's `run.linked` event, in ONE transaction — a link exists exactly when its child does.
    * The child's (createdBy, originMessageId) makes it idempotent: when such a run exists, nothing
    * is written and `{ child: null }` is returned (the caller reads the existing link).
-   * Null when the parent's guard does not hold (nothing is written).
+   * Null when the parent's guard does not hold (nothing is written). With `guard.quotaBytes`, the
+   * parent's append is checked with the child's bytes counted (same transaction): over the quota,
+   * nothing is written and `org.storage_quota_exceeded` is thrown.
    */
   async createLinked(
     child: NewRunWithEvents,
@@ -328,7 +348,11 @@ export class EventLogRepository {
           run: toRecord(row),
           dispatch: dispatchId != null ? { id: String(dispatchId), triggerSequence: Number(triggerSequence) } : null,
         };
-        const appended = this.result((await this.appendRows([appendInput(parent.orgId, parent.runId, parent.guard, parent.events)], q))[0]);
+        const parentInput = appendInput(parent.orgId, parent.runId, parent.guard, parent.events);
+        const [parentRow] = await this.appendRows([parentInput], q);
+        // the parent's check sees the child's bytes: this transaction's creation counted them (org_storage)
+        refuseOverQuota(parentInput, parentRow!);
+        const appended = this.result(parentRow);
         if (!appended) throw rollback;
         this.count(child.events);
         this.count(parent.events);

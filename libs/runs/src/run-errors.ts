@@ -47,6 +47,15 @@ export function messageConflict(messageId: string): AppError {
   return runConflict(`messageId ${messageId} was already used on another run`, { messageId });
 }
 
+/**
+ * `run.conflict`: an anonymous caller sent a messageId that is recorded with another message
+ * (anonymous callers share one sender, so only the message itself tells a retry from another
+ * caller's message). Says nothing of the recorded message or its task.
+ */
+export function messageReused(messageId: string): AppError {
+  return runConflict(`messageId ${messageId} was already used with another message`, { messageId, reuse: 'other_message' });
+}
+
 /** `run.duplicate_message`: the append path found the messageId recorded for its sender (handlers resolve it). */
 export function duplicateMessage(cause: unknown): AppError {
   return new AppError('run.duplicate_message', 'a message with this messageId is already recorded', { cause });

@@ -9,6 +9,8 @@ import { PartitionMaintenanceJob, RunEventPartitions } from './run-event-partiti
 import { PeriodicJob } from './periodic-task.js';
 import { RunCountsFoldJob } from './run-counts.js';
 import { RunCountsRepository } from './run-counts.repository.js';
+import { StorageFoldJob } from './storage-fold.js';
+import { StorageQuotaRepository } from './storage-quota.repository.js';
 import { RunEventPartitionsRepository } from './run-event-partitions.repository.js';
 import { RunRetentionRepository, type RetentionPolicy } from './run-retention.repository.js';
 
@@ -128,12 +130,23 @@ export class RetentionJob extends PeriodicJob {
 }
 
 /**
- * The retention job, `run_events` partition maintenance and the fold of `run_counts`, for workers (the API serves policies
- * through RunsModule's RunRetention).
+ * The retention job, `run_events` partition maintenance and the folds of `run_counts` and
+ * `org_storage`, for workers (the API serves policies through RunsModule's RunRetention).
  */
 @Module({
   imports: [MetricsModule],
-  providers: [RunRetentionRepository, RunRetention, RetentionJob, RunEventPartitionsRepository, RunEventPartitions, PartitionMaintenanceJob, RunCountsRepository, RunCountsFoldJob],
+  providers: [
+    RunRetentionRepository,
+    RunRetention,
+    RetentionJob,
+    RunEventPartitionsRepository,
+    RunEventPartitions,
+    PartitionMaintenanceJob,
+    RunCountsRepository,
+    RunCountsFoldJob,
+    StorageQuotaRepository,
+    StorageFoldJob,
+  ],
   exports: [RunRetention, RunEventPartitions, RunCountsRepository],
 })
 export class RunRetentionModule {}

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { AppError, isDependencyUnavailable } from '#libs/common';
 import {
   ArtifactChunkSchema,
@@ -30,6 +30,10 @@ import { CommandReads } from './reads/command-reads.repository.js';
 import type { RunState } from './reads/run-rows.repository.js';
 import { ACTIVE_STATUSES, isTerminal, statusUpdateSources } from './run-state.js';
 import { newRunId } from './run-id.js';
+import { StorageQuotas } from './storage-quotas.service.js';
+
+/** Why a run fails when a runtime's write would take its organization past its storage quota. */
+export const STORAGE_QUOTA_EXHAUSTED = "the organization's storage quota is exhausted";
 
 /** Statuses a runtime may set (canceling is the caller's; submitted is where runs start). */
 export type RuntimeStatus = Exclude<RunStatus, 'canceled' | 'submitted'>;
@@ -129,15 +133,25 @@ function agentMessage(draft: AgentMessageDraft): CanonicalMessage {
  * interaction requests — each one event through the append path, guarded by the run state
  * machine, followed by a wake-up. Errors: `run.not_found`, `run.terminal` (the run ended, e.g.
  * canceled meanwhile: the runtime should stop), `run.invalid_transition`.
+ *
+ * The storage quota: every write of a runtime (`apply`, `delegate`) carries its organization's
+ * quota (StorageQuotas.limit) and the append statement refuses it when the organization's stored
+ * bytes plus what it adds would pass the quota — nothing of it is written. The run then fails
+ * through `failRun` with STORAGE_QUOTA_EXHAUSTED, and the runtime's call rejects with `run.terminal`,
+ * so it stops as it does for a canceled run. The platform's own appends (failing, expiring,
+ * resuming, cancelling) are never refused.
  */
 @Injectable()
 export class RuntimeOperations {
+  private readonly log = new Logger(RuntimeOperations.name);
+
   constructor(
     private readonly events: EventLogRepository,
     private readonly runs: CommandReads,
     private readonly notifier: RunNotifier,
     private readonly leases: RunLeaseRepository,
     private readonly relay: DispatchRelay,
+    private readonly quotas: StorageQuotas,
   ) {}
 
   /**
@@ -196,6 +210,10 @@ export class RuntimeOperations {
    * An operation whose id (`opId`) the run's log holds already is dropped, not appended again
    * (PostgreSQL refuses it by the unique index `run_events_op_id_key`; the rest of the batch goes
    * on); a batch left with nothing resolves to the run as it is.
+   *
+   * The batch is checked against the organization's storage quota in its statement: past it,
+   * nothing of the batch is written, the run fails (STORAGE_QUOTA_EXHAUSTED, through `failRun`) and
+   * `apply` rejects with `run.terminal` (or `run.fenced`, when a newer execution holds the run).
    */
   async apply(orgId: string, runId: string, ops: readonly RuntimeOp[], opts: ApplyOptions = {}): Promise<RunRecord> {
     if (ops.length === 0) throw new Error('apply needs at least one op');
@@ -209,6 +227,7 @@ export class RuntimeOperations {
       try {
         return await this.appendBatch(orgId, runId, events, guard, terminal, opts);
       } catch (e) {
+        if (e instanceof AppError && e.code === 'org.storage_quota_exceeded') throw await this.failForQuota(orgId, runId, e, opts.epoch);
         if (!(e instanceof AppError && e.code === 'run.duplicate_operation')) throw e;
         // PostgreSQL refused an operation id the log holds (run_events_op_id_key): the recorded
         // operations are dropped, the rest appended — a replayed operation is never recorded twice
@@ -242,8 +261,11 @@ export class RuntimeOperations {
       let run: RunState | null;
       try {
         if (retryUntil && expected === undefined) expected = (await this.runs.get(orgId, runId))?.lastSequence ?? 0;
+        // the organization's storage quota, checked by the statement (read at most STORAGE_USAGE_TTL_MS
+        // ago; a reading the database cannot give now is retried like the append)
+        const quota = await this.quotas.limit(orgId);
         sent = expected;
-        const result = await this.appendOnce(orgId, runId, expected === undefined ? guard : { ...guard, lastSequence: expected }, events);
+        const result = await this.appendOnce(orgId, runId, { ...guard, ...(expected !== undefined && { lastSequence: expected }), ...(quota > 0 && { quotaBytes: quota }) }, events);
         if (result) return result;
         sent = undefined;
         run = await this.runs.get(orgId, runId);
@@ -393,28 +415,36 @@ export class RuntimeOperations {
       referenceTaskIds: [childRunId],
       metadata: { runLink: { linkId, kind, childTaskId: childRunId, childContextId: childThreadId, agent: draft.agent, awaiting } },
     };
-    const outcome = await this.events.createLinked(
-      {
-        // the child belongs to the parent's owner, who can follow it on the child's agent
-        run: { id: childRunId, orgId, agentId: target.agentId, revisionId: target.revisionId, threadId: childThreadId, originMessageId: input.messageId, metadata: { parentTaskId: parentRunId, runLinkKind: kind }, createdBy: parent.createdBy },
-        events: [
-          { type: 'run.created', payload: { runId: childRunId, threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, status: 'submitted' } },
-          { type: 'message.added', payload: { message: input } },
-        ],
-        dispatch,
-      },
-      {
-        orgId,
-        runId: parentRunId,
-        guard: { from: ACTIVE_STATUSES, blocked: false, ...(opts.epoch !== undefined && { epoch: opts.epoch }) },
-        events: [
-          {
-            type: 'run.linked',
-            payload: { linkId, childRunId, childThreadId, agentId: target.agentId, agentSlug: draft.agent, kind, awaiting, ...(draft.state !== undefined && { state: draft.state }), message: notice },
-          },
-        ],
-      },
-    );
+    const quota = await this.quotas.limit(orgId);
+    let outcome: Awaited<ReturnType<EventLogRepository['createLinked']>>;
+    try {
+      outcome = await this.events.createLinked(
+        {
+          // the child belongs to the parent's owner, who can follow it on the child's agent
+          run: { id: childRunId, orgId, agentId: target.agentId, revisionId: target.revisionId, threadId: childThreadId, originMessageId: input.messageId, metadata: { parentTaskId: parentRunId, runLinkKind: kind }, createdBy: parent.createdBy },
+          events: [
+            { type: 'run.created', payload: { runId: childRunId, threadId: childThreadId, agentId: target.agentId, revisionId: target.revisionId, status: 'submitted' } },
+            { type: 'message.added', payload: { message: input } },
+          ],
+          dispatch,
+        },
+        {
+          orgId,
+          runId: parentRunId,
+          guard: { from: ACTIVE_STATUSES, blocked: false, ...(opts.epoch !== undefined && { epoch: opts.epoch }), ...(quota > 0 && { quotaBytes: quota }) },
+          events: [
+            {
+              type: 'run.linked',
+              payload: { linkId, childRunId, childThreadId, agentId: target.agentId, agentSlug: draft.agent, kind, awaiting, ...(draft.state !== undefined && { state: draft.state }), message: notice },
+            },
+          ],
+        },
+      );
+    } catch (e) {
+      // the child's input and the parent's notice do not fit: neither was written
+      if (e instanceof AppError && e.code === 'org.storage_quota_exceeded') throw await this.failForQuota(orgId, parentRunId, e, opts.epoch);
+      throw e;
+    }
     if (!outcome) {
       const run = await this.runs.get(orgId, parentRunId);
       if (!run) throw runNotFound(parentRunId);
@@ -470,6 +500,23 @@ export class RuntimeOperations {
     if (!result) return null;
     publish(result, this.notifier, this.relay);
     return { outcome: 'resumed', attempt };
+  }
+
+  /**
+   * A runtime's write the storage quota refused (nothing of it was written): the run fails through
+   * `failRun` with STORAGE_QUOTA_EXHAUSTED, and the error the runtime gets is returned — `run.terminal`
+   * (the run ended: stop), `run.fenced` when a newer execution holds the run, or the refusal itself
+   * when the run could not be failed and is still active.
+   */
+  private async failForQuota(orgId: string, runId: string, refusal: AppError, epoch: number | undefined): Promise<AppError> {
+    this.log.warn(`run ${runId}: ${refusal.message}; failing the run`);
+    const failed = await this.failRun(orgId, runId, STORAGE_QUOTA_EXHAUSTED, epoch !== undefined ? { epoch } : {});
+    if (failed) return new AppError('run.terminal', `run ${runId} is failed: ${STORAGE_QUOTA_EXHAUSTED}`, { details: { runId, status: failed.status }, cause: refusal });
+    // not failed by this call: it ended meanwhile, or a newer execution holds it
+    const run = await this.runs.get(orgId, runId);
+    if (!run) return runNotFound(runId);
+    if (epoch !== undefined && run.executionEpoch !== undefined && run.executionEpoch !== epoch) return executionFenced(runId, epoch, run.executionEpoch);
+    return isTerminal(run.status) ? runTerminal(run) : refusal;
   }
 
   /**

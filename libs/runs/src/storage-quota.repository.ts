@@ -5,14 +5,18 @@ import { DatabaseService } from '#libs/db';
 export interface OrgStorageRow {
   /** organizations.storage_quota_bytes: the organization's own quota (null: the deployment default). */
   ownQuotaBytes: number | null;
-  /** Sum of runs.stored_bytes over the organization's runs; null when not asked for. */
+  /** The organization's stored bytes (the sum of its `org_storage` rows); null when not asked for. */
   storedBytes: number | null;
 }
 
+/** Delta rows folded per statement at most (a backlog is folded over several ticks). */
+export const STORAGE_FOLD_BATCH = 20_000;
+
 /**
- * Reads for storage quotas: the organization's quota column and the sum of its runs'
- * `stored_bytes` (kept by the append path, EventLogRepository). The sum reads the organization's
- * runs (no index on stored_bytes, so appends stay HOT updates): StorageQuotas caches it briefly.
+ * Reads for storage quotas: the organization's quota column and its stored bytes, the sum of its
+ * `org_storage` rows (migration 20261128130000_org_storage: signed deltas of `runs.stored_bytes`
+ * kept by triggers on `runs` in the transaction that changes them, folded by the worker), which is
+ * also what the append statement checks a runtime's writes against (append-sql.ts, part `quota`).
  */
 @Injectable()
 export class StorageQuotaRepository {
@@ -26,7 +30,7 @@ export class StorageQuotaRepository {
     const rows = await this.db.query<{ ownQuotaBytes: string | null; storedBytes: string | null }>(
       `SELECT o.storage_quota_bytes AS "ownQuotaBytes",
               CASE WHEN $3::boolean OR COALESCE(o.storage_quota_bytes, $2::bigint) > 0
-                   THEN (SELECT COALESCE(sum(r.stored_bytes), 0) FROM runs r WHERE r.org_id = o.id) END AS "storedBytes"
+                   THEN (SELECT COALESCE(sum(s.bytes), 0) FROM org_storage s WHERE s.org_id = o.id) END AS "storedBytes"
          FROM organizations o WHERE o.id = $1`,
       [orgId, defaultQuotaBytes, withUsage],
       'runs.org_storage',
@@ -37,5 +41,36 @@ export class StorageQuotaRepository {
       ownQuotaBytes: row.ownQuotaBytes === null ? null : Number(row.ownQuotaBytes),
       storedBytes: row.storedBytes === null ? null : Number(row.storedBytes),
     };
+  }
+
+  /**
+   * Folds up to STORAGE_FOLD_BATCH unfolded delta rows, with the folded rows of the same
+   * organizations, into one folded row per organization (a sum of 0 leaves no row), in one
+   * statement, under a cluster-wide advisory lock (transaction-level). Folding changes no sum, at
+   * any snapshot: it only keeps the rows the quota check reads few. Resolves to the delta rows
+   * folded, or null when another process holds the lock.
+   */
+  fold(): Promise<number | null> {
+    return this.db.transaction(async (q) => {
+      const [lock] = await q<{ ok: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended('aaas.org-storage-fold', 0)) AS ok`, [], 'org_storage.lock');
+      if (!lock!.ok) return null;
+      const [row] = await q<{ n: number }>(
+        `WITH delta AS (
+           DELETE FROM org_storage WHERE ctid = ANY(ARRAY(SELECT ctid FROM org_storage WHERE NOT folded LIMIT $1))
+           RETURNING org_id, bytes),
+         orgs AS (SELECT DISTINCT org_id FROM delta),
+         base AS (
+           DELETE FROM org_storage s USING orgs o WHERE s.folded AND s.org_id = o.org_id
+           RETURNING s.org_id, s.bytes),
+         folded AS (
+           INSERT INTO org_storage (org_id, bytes, folded)
+           SELECT org_id, sum(bytes), true FROM (SELECT * FROM delta UNION ALL SELECT * FROM base) x
+            GROUP BY org_id HAVING sum(bytes) <> 0)
+         SELECT count(*)::int AS n FROM delta`,
+        [STORAGE_FOLD_BATCH],
+        'org_storage.fold',
+      );
+      return row!.n;
+    });
   }
 }

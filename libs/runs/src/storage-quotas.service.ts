@@ -28,15 +28,20 @@ interface Reading {
 
 /**
  * Per-organization storage quotas (bytes of messages and artifacts, runs.stored_bytes, which the
- * append path keeps in the statement that writes them). The quota is the organization's own
+ * append path keeps in the statement that writes them; an organization's total is the sum of its
+ * `org_storage` rows, kept from runs.stored_bytes by triggers). The quota is the organization's own
  * (`organizations.storage_quota_bytes`, set by a platform key), else ORG_STORAGE_QUOTA_BYTES;
  * 0 = unlimited.
  *
- * The hot path stays cheap: each process reads an organization's quota and usage at most once per
- * STORAGE_USAGE_TTL_MS and counts what it admits meanwhile, so no row is updated per append and
- * no sum is read per request. It is a soft limit across processes: several API instances (and the
- * agents' own output, which is never refused) may take an organization past its quota by what
- * they admit within one TTL; the next reading refuses from then on.
+ * Two enforcements:
+ * - a caller's input (`admit`): each process reads an organization's quota and usage at most once
+ *   per STORAGE_USAGE_TTL_MS and counts what it admits meanwhile, so no sum is read per request.
+ *   A soft limit across processes: several API instances may take an organization past its quota
+ *   by what they admit within one TTL; the next reading refuses from then on.
+ * - a runtime's writes (RuntimeOperations, `limit`): the append statement itself refuses a write
+ *   that would pass the quota (append-sql.ts, part `quota`), against the total in its snapshot,
+ *   and the run fails ("the organization's storage quota is exhausted"). Only the quota's value may
+ *   be STORAGE_USAGE_TTL_MS old.
  */
 @Injectable()
 export class StorageQuotas {
@@ -68,6 +73,14 @@ export class StorageQuotas {
       throw new AppError('org.storage_quota_exceeded', message, { details: { quotaBytes: r.limit, storedBytes: r.used, messageBytes: bytes } });
     }
     r.used += bytes;
+  }
+
+  /**
+   * The quota in force for the organization (bytes; 0 = unlimited), as this process read it at most
+   * STORAGE_USAGE_TTL_MS ago: what the append statement checks a runtime's writes against.
+   */
+  async limit(orgId: string): Promise<number> {
+    return (await this.reading(orgId)).limit;
   }
 
   /** The organization's storage now (read afresh; also refreshes this process's reading). Errors: `org.not_found`. */

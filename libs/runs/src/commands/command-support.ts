@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import { newRunId } from '../run-id.js';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, RunEvent } from '#libs/contracts';
@@ -7,8 +8,9 @@ import type { AppendResult } from '../event-log.repository.js';
 import { storedBytes, type RunRecord } from '../run-record.js';
 import type { RunNotifier } from '../run-notifier.js';
 import type { StorageQuotas } from '../storage-quotas.service.js';
+import type { CommandReads } from '../reads/command-reads.repository.js';
 import type { RunState } from '../reads/run-rows.repository.js';
-import { runTerminal, threadMismatch } from '../run-errors.js';
+import { messageReused, runTerminal, threadMismatch } from '../run-errors.js';
 import { isTerminal } from '../run-state.js';
 
 /**
@@ -43,6 +45,50 @@ export async function admitInput<T>(admit: () => Promise<void>, replay: () => Pr
     if (earlier !== null) return earlier;
     throw e;
   }
+}
+
+/**
+ * Whether a recorded message carries what `sent` carries: its parts, metadata, extensions and
+ * referenced tasks, compared as JSON values (key order, and absent versus empty, do not count).
+ * The messageId and role are the key's; the task and contextId are checked by the callers.
+ */
+export function sameMessage(recorded: CanonicalMessage, sent: CanonicalMessage): boolean {
+  const content = (m: CanonicalMessage) =>
+    JSON.parse(
+      JSON.stringify({
+        parts: m.parts,
+        metadata: m.metadata && Object.keys(m.metadata).length > 0 ? m.metadata : null,
+        extensions: m.extensions?.length ? m.extensions : null,
+        referenceTaskIds: m.referenceTaskIds?.length ? m.referenceTaskIds : null,
+      }),
+    ) as unknown;
+  return isDeepStrictEqual(content(recorded), content(sent));
+}
+
+/** True for the sender of anonymous callers (null, or '' as the keys store it). */
+export function isAnonymousSender(sender: string | null | undefined): boolean {
+  return sender === null || sender === '';
+}
+
+/**
+ * The retry check of anonymous callers (docs/architecture.md, invariant 3). Every anonymous caller
+ * is the sender '' of the keys `(org, agent, owner, originMessageId)` and `(org, agent, sender,
+ * messageId)`, so a messageId one of them used is, for the next one, the same key: it is a retry
+ * only when it is the same message — the same content (`sameMessage`), on the same run `runId`,
+ * naming no contextId or the run's own (`threadId` vs `runThreadId`). Anything else is another
+ * caller's message (or a client reusing an id for new content): `run.conflict` (messageReused),
+ * never the recorded run or its content. Reads the recorded message (one statement), on the retry
+ * path only. Authenticated senders are told apart by their keys and are not checked here.
+ */
+export async function requireSameAnonymousMessage(
+  runs: CommandReads,
+  key: { orgId: string; agentId: string; runId: string; runThreadId: string },
+  message: CanonicalMessage,
+  threadId: string | undefined,
+): Promise<void> {
+  const recorded = await runs.recordedMessage(key.orgId, key.agentId, null, message.messageId);
+  const same = recorded !== null && recorded.runId === key.runId && sameMessage(recorded.message, message) && (threadId === undefined || threadId === key.runThreadId);
+  if (!same) throw messageReused(message.messageId);
 }
 
 /** A new run's first input, ready to write: its ids, the caller's message as the log records it, its size. */

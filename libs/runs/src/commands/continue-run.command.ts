@@ -6,10 +6,11 @@ import { EventLogRepository } from '../event-log.repository.js';
 import { storedBytes, type RunRecord } from '../run-record.js';
 import { RunNotifier } from '../run-notifier.js';
 import { CommandReads } from '../reads/command-reads.repository.js';
+import type { RunState } from '../reads/run-rows.repository.js';
 import { ACTIVE_STATUSES } from '../run-state.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
 import { awaitingInteraction, messageConflict, runNotFound } from '../run-errors.js';
-import { admitInput, commitInput, refuseInput, userMessage } from './command-support.js';
+import { admitInput, commitInput, isAnonymousSender, refuseInput, requireSameAnonymousMessage, userMessage } from './command-support.js';
 
 /** More input on a run that is not waiting on an interaction (A2A: a message carrying taskId). */
 export interface ContinueRunCommand {
@@ -31,9 +32,10 @@ export interface ContinueRunCommand {
  * and not blocked on an InteractionRequest; the user's `message.added` and the dispatch of a new
  * execution are recorded with it. A retried message (same sender and messageId, already on this
  * run) has no second effect and returns the run as it is; another sender's same messageId is its
- * own message.
+ * own message. Anonymous callers are one sender (''): for them a retry must be the same message.
  * Errors: `run.not_found`, `run.thread_mismatch`, `run.terminal`, `run.awaiting_interaction`
- * (answer it with RespondInteractionCommand), `run.conflict` (messageId used on another run),
+ * (answer it with RespondInteractionCommand), `run.conflict` (messageId used on another run, or —
+ * anonymous — on this one with another message or naming another contextId),
  * `org.storage_quota_exceeded` (the message does not fit in the organization's storage quota).
  */
 @Injectable()
@@ -81,8 +83,25 @@ export async function recordedOn(
 ): Promise<RunRecord | null> {
   const run = await runs.get(cmd.orgId, cmd.runId);
   if (!run || (cmd.agentId !== undefined && run.agentId !== cmd.agentId)) return null;
-  const seenOn = await runs.findMessageRun(cmd.orgId, run.agentId, cmd.sentBy !== undefined ? cmd.sentBy : run.createdBy, cmd.message.messageId);
-  return seenOn === run.id ? run : null;
+  return (await seenOn(runs, run, cmd)) === run.id ? run : null;
+}
+
+/**
+ * The run this sender's messageId is recorded on (null: none). For an anonymous sender, when it
+ * is this run, it must be the same message (requireSameAnonymousMessage, `run.conflict` otherwise):
+ * anonymous callers share the sender '', so the key alone cannot tell a retry from another caller.
+ */
+async function seenOn(
+  runs: CommandReads,
+  run: RunState,
+  cmd: { orgId: string; threadId?: string; message: CanonicalMessage; sentBy?: string | null },
+): Promise<string | null> {
+  const sender = cmd.sentBy !== undefined ? cmd.sentBy : run.createdBy;
+  const runId = await runs.findMessageRun(cmd.orgId, run.agentId, sender, cmd.message.messageId);
+  if (runId === run.id && isAnonymousSender(sender)) {
+    await requireSameAnonymousMessage(runs, { orgId: cmd.orgId, agentId: run.agentId, runId: run.id, runThreadId: run.threadId }, cmd.message, cmd.threadId);
+  }
+  return runId;
 }
 
 /**
@@ -97,8 +116,8 @@ export async function replayOrRefuse(
 ): Promise<RunRecord> {
   const run = await runs.get(cmd.orgId, cmd.runId);
   if (!run || run.agentId !== cmd.agentId) throw runNotFound(cmd.runId);
-  const seenOn = await runs.findMessageRun(cmd.orgId, cmd.agentId, cmd.sentBy !== undefined ? cmd.sentBy : run.createdBy, cmd.message.messageId);
-  if (seenOn === run.id) return run;
-  if (seenOn) throw messageConflict(cmd.message.messageId);
+  const seen = await seenOn(runs, run, cmd);
+  if (seen === run.id) return run;
+  if (seen) throw messageConflict(cmd.message.messageId);
   throw refuseInput(run, cmd.threadId, () => blocked(run));
 }

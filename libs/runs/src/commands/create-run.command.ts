@@ -5,10 +5,11 @@ import { injectTrace } from '#libs/telemetry';
 import { DispatchRelay } from '../dispatch.relay.js';
 import { EventLogRepository, type CreatedRun } from '../event-log.repository.js';
 import type { RunRecord } from '../run-record.js';
+import type { RunState } from '../reads/run-rows.repository.js';
 import { CommandReads } from '../reads/command-reads.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
 import { messageConflict } from '../run-errors.js';
-import { prepareNewRun } from './command-support.js';
+import { isAnonymousSender, prepareNewRun, requireSameAnonymousMessage } from './command-support.js';
 
 /** A new run: the first user message to an agent's active revision (A2A: SendMessage without taskId). */
 export interface CreateRunCommand {
@@ -43,10 +44,12 @@ export interface CreateRunResult {
  * run's dispatch in the outbox. The committed dispatch is handed to the relay; nothing waits on Redis.
  * No wake-up is published: nobody can follow a run whose id has not been returned yet.
  * Idempotent per caller: the same (org, agent, createdBy, messageId) returns the run it created
- * (`created: false`); the same messageId from another caller is another run.
+ * (`created: false`); the same messageId from another caller is another run. Anonymous callers
+ * share one owner (''), so for them a retry must be the same message too (requireSameAnonymousMessage).
  * Errors: `run.conflict` when the caller already used the messageId on another run of the agent
- * (e.g. as a follow-up message); `org.storage_quota_exceeded` when the message does not fit in the
- * organization's storage quota (a retry of a created run still returns it).
+ * (e.g. as a follow-up message), or — anonymous — with another message or naming another contextId;
+ * `org.storage_quota_exceeded` when the message does not fit in the organization's storage quota
+ * (a retry of a created run still returns it).
  */
 @Injectable()
 export class CreateRunHandler {
@@ -58,7 +61,7 @@ export class CreateRunHandler {
   ) {}
 
   async execute(cmd: CreateRunCommand): Promise<CreateRunResult> {
-    const { input, retried } = await prepareNewRun(this.quotas, cmd, (message) => this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId));
+    const { input, retried } = await prepareNewRun(this.quotas, cmd, (message) => this.retried(cmd, message));
     if (retried) return { run: retried, created: false };
     const { runId, threadId, message, bytes } = input;
     const inline = bytes <= JOB_INLINE_INPUT_MAX_BYTES;
@@ -86,12 +89,21 @@ export class CreateRunHandler {
       throw e;
     }
     if (!created) {
-      const existing = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId);
+      const existing = await this.retried(cmd, message);
       if (!existing) throw new AppError('internal', 'run vanished after an idempotent create');
       return { run: existing, created: false };
     }
     if (created.dispatch) this.relay.relay({ ...created.dispatch, job: dispatch });
     return { run: created.run, created: true, message };
+  }
+
+  /** The run this caller's messageId created, if any; an anonymous caller's only when it is the same message (else `run.conflict`). */
+  private async retried(cmd: CreateRunCommand, message: CanonicalMessage): Promise<RunState | null> {
+    const run = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId);
+    if (run && isAnonymousSender(cmd.createdBy ?? null)) {
+      await requireSameAnonymousMessage(this.runs, { orgId: cmd.orgId, agentId: cmd.agentId, runId: run.id, runThreadId: run.threadId }, message, cmd.threadId);
+    }
+    return run;
   }
 }
 

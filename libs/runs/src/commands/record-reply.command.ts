@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '#libs/common';
 import type { CanonicalMessage, Part } from '#libs/contracts';
@@ -8,7 +7,7 @@ import type { RunRecord } from '../run-record.js';
 import { CommandReads } from '../reads/command-reads.repository.js';
 import { StorageQuotas } from '../storage-quotas.service.js';
 import { messageConflict, runConflict } from '../run-errors.js';
-import { prepareNewRun } from './command-support.js';
+import { isAnonymousSender, prepareNewRun, requireSameAnonymousMessage, sameMessage } from './command-support.js';
 
 /**
  * A direct reply: the caller's first message to an agent, answered by the runtime on the spot with
@@ -62,8 +61,9 @@ export interface RecordReplyResult {
  * the same message again returns the reply recorded first, with its thread (`created: false`, one
  * read); a run of kind `execution` created by that messageId is returned as it is (`reply: null`).
  * Errors: `run.conflict` when the messageId was recorded with other content (parts, metadata,
- * extensions, referenced tasks) or in another thread than `threadId`, when the caller already used
- * it on another run (e.g. as a follow-up message); `org.storage_quota_exceeded` when the caller's
+ * extensions, referenced tasks) or in another thread than `threadId` — for an anonymous caller
+ * whatever the kind of the run it created — when the caller already used it on another run (e.g.
+ * as a follow-up message); `org.storage_quota_exceeded` when the caller's
  * message does not fit in the organization's storage quota (the agent's reply is output, never
  * refused; a retry of a recorded exchange still returns it). The agent's reply messageId is unique
  * within its run only, so it never conflicts (the run is new).
@@ -114,30 +114,17 @@ export class RecordReplyHandler {
   private async recorded(cmd: RecordReplyCommand, message: CanonicalMessage): Promise<RecordReplyResult | null> {
     const run = await this.runs.findByOriginMessage(cmd.orgId, cmd.agentId, cmd.createdBy ?? null, message.messageId);
     if (!run) return null;
+    // anonymous callers share one owner: the same message, or another caller's (either kind of run)
+    if (isAnonymousSender(cmd.createdBy ?? null)) {
+      await requireSameAnonymousMessage(this.runs, { orgId: cmd.orgId, agentId: cmd.agentId, runId: run.id, runThreadId: run.threadId }, message, cmd.threadId);
+    }
     if (run.kind !== 'reply') return { run, reply: null, created: false };
     const view = await this.runs.view(cmd.orgId, run.id);
     const sent = view?.history.find((m) => m.role === 'user' && m.messageId === message.messageId);
     if (!view?.statusMessage || !sent) throw new AppError('internal', `reply run ${run.id} has no recorded exchange`);
-    if (!sameContent(sent, message) || (cmd.threadId !== undefined && cmd.threadId !== run.threadId)) {
+    if (!sameMessage(sent, message) || (cmd.threadId !== undefined && cmd.threadId !== run.threadId)) {
       throw runConflict(`messageId ${message.messageId} was already used with other content`, { messageId: message.messageId });
     }
     return { run, reply: { message: view.statusMessage, sequence: run.lastSequence }, created: false };
   }
-}
-
-/**
- * Whether a recorded message carries what `sent` carries (parts, metadata, extensions, referenced
- * tasks), compared as JSON values (key order and absent-versus-empty do not count).
- */
-function sameContent(recorded: CanonicalMessage, sent: CanonicalMessage): boolean {
-  const content = (m: CanonicalMessage) =>
-    JSON.parse(
-      JSON.stringify({
-        parts: m.parts,
-        metadata: m.metadata && Object.keys(m.metadata).length > 0 ? m.metadata : null,
-        extensions: m.extensions?.length ? m.extensions : null,
-        referenceTaskIds: m.referenceTaskIds?.length ? m.referenceTaskIds : null,
-      }),
-    ) as unknown;
-  return isDeepStrictEqual(content(recorded), content(sent));
 }

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { CanonicalMessage, Part } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { selectInteractions, selectLinks, selectRun, selectViews, type InteractionRecord, type RunLinkRecord, type RunState, type RunView } from './run-rows.repository.js';
 
@@ -71,6 +72,30 @@ export class CommandReads {
       [orgId, agentId, sentBy ?? '', messageId],
     );
     return rows[0]?.runId ?? null;
+  }
+
+  /**
+   * The user message `sentBy` (null: anonymous) recorded with `messageId` on the agent, and its
+   * run: what a retry is compared with when the sender cannot tell two callers apart (anonymous
+   * callers all send as ''). Read only on a retry (the write found the key taken), never on the
+   * first write: `message_keys`' primary key, then the message by its row id (`messages` primary key,
+   * its partition found from the key's run id).
+   */
+  async recordedMessage(orgId: string, agentId: string, sentBy: string | null, messageId: string): Promise<{ runId: string; message: CanonicalMessage } | null> {
+    const rows = await this.db.query<{ runId: string; parts: Part[]; metadata: Record<string, unknown> | null; extensions: string[]; referenceTaskIds: string[] }>(
+      `SELECT k.run_id AS "runId", m.parts, m.metadata, m.extensions, m.reference_task_ids AS "referenceTaskIds"
+         FROM message_keys k JOIN messages m ON m.org_id = k.org_id AND m.run_id = k.run_id AND m.id = k.message_row_id
+        WHERE k.org_id = $1 AND k.agent_id = $2 AND k.sent_by = $3 AND k.message_id = $4`,
+      [orgId, agentId, sentBy ?? '', messageId],
+      'runs.recorded_message',
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const message: CanonicalMessage = { messageId, role: 'user', parts: row.parts };
+    if (row.metadata) message.metadata = row.metadata;
+    if (row.extensions.length) message.extensions = row.extensions;
+    if (row.referenceTaskIds.length) message.referenceTaskIds = row.referenceTaskIds;
+    return { runId: row.runId, message };
   }
 
   /** The link whose child run is `childRunId`, if any. */
