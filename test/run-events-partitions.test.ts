@@ -155,7 +155,8 @@ const dropDatabase = dropDatabaseJs as (url: string) => Promise<void>;
 
 /**
  * Today's append path writes `message_keys` (migration 20261127140000_messages_partitioned) and
- * reads and writes `runs.execution_epoch` (20261128120000_execution_fence), which a schema from
+ * reads and writes `runs.execution_epoch` (20261128120000_execution_fence) and `org_storage`
+ * (20261128130000_org_storage), which a schema from
  * before those migrations lacks. The conversion tests populate such schemas through the
  * application, so stand-ins (the columns and key the migrations make) take those rows meanwhile;
  * they drop them (dropStandIns) before the migration under test, which then runs on the schema as it was.
@@ -164,11 +165,13 @@ async function standInMessageKeys(c: pg.Client): Promise<void> {
   await c.query(`CREATE TABLE message_keys (org_id uuid NOT NULL, agent_id uuid NOT NULL, sent_by text NOT NULL, message_id text NOT NULL,
                                              run_id uuid NOT NULL, message_row_id uuid NOT NULL, PRIMARY KEY (org_id, agent_id, sent_by, message_id))`);
   await c.query(`ALTER TABLE runs ADD COLUMN execution_epoch integer NOT NULL DEFAULT 0`);
+  await c.query(`CREATE TABLE org_storage (org_id uuid NOT NULL, bytes bigint NOT NULL, folded boolean NOT NULL DEFAULT false)`);
 }
 
 async function dropStandIns(c: pg.Client): Promise<void> {
   await c.query(`DROP TABLE message_keys`);
   await c.query(`ALTER TABLE runs DROP COLUMN execution_epoch`);
+  await c.query(`DROP TABLE org_storage`);
 }
 
 /** Apply every migration after `migration`, in order: the schema of today, for today's application. */
