@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiApp } from '../apps/api/src/app.factory.js';
 import { adminRequest, publishAgent } from './support/admin-client.js';
@@ -82,9 +84,40 @@ describe('edge security', () => {
       const asset = await fetch(new URL(src!, page.url));
       expect(asset.status, src).toBe(200);
       expect(asset.headers.get('content-security-policy')).toBe(csp);
+      await asset.arrayBuffer();
     }
-    expect((await fetch(`${stack.baseUrl}/docs/openapi.json`)).headers.get('content-security-policy')).toBe(csp);
-    expect((await fetch(`${stack.baseUrl}${cardPath}`)).headers.get('content-security-policy')).toBeNull();
+    const openapi = await fetch(`${stack.baseUrl}/docs/openapi.json`);
+    expect(openapi.headers.get('content-security-policy')).toBe(csp);
+    await openapi.arrayBuffer();
+    const card = await fetch(`${stack.baseUrl}${cardPath}`);
+    expect(card.headers.get('content-security-policy')).toBeNull();
+    await card.arrayBuffer();
+  });
+
+  it('a client that stops reading a large response cannot hold a stop: its connection is cut API_SHUTDOWN_TIMEOUT_MS after close began', async () => {
+    const app = await createApiApp({ ...stack.env, API_SHUTDOWN_TIMEOUT_MS: '300', BOOTSTRAP_ORG_SLUG: undefined as never, BOOTSTRAP_ADMIN_KEY: undefined as never });
+    await app.listen(0, '127.0.0.1');
+    const { port } = app.getHttpServer().address() as { port: number };
+    const html = await (await fetch(`http://127.0.0.1:${port}/docs`)).text();
+    const srcs = [...html.matchAll(/src=['"]([^'"]+)['"]/g)].map((m) => new URL(m[1]!, `http://127.0.0.1:${port}/docs`).pathname);
+    // the largest script of the docs page (the Swagger UI bundle, over a megabyte), asked many times, never read
+    const sizes = await Promise.all(srcs.map(async (p) => [p, (await (await fetch(`http://127.0.0.1:${port}${p}`)).arrayBuffer()).byteLength] as const));
+    const [big, bytes] = sizes.sort((a, b) => b[1] - a[1])[0]!;
+    expect(bytes).toBeGreaterThan(500_000);
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.setNoDelay(true);
+    socket.write(Array.from({ length: 20 }, () => `GET ${big} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`).join(''));
+    socket.pause();
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    try {
+      await app.close();
+      // bounded by the shutdown timeout (300 ms) plus Nest's own hooks, never by the client
+      expect(Date.now() - t0).toBeLessThan(20_000);
+    } finally {
+      socket.destroy();
+    }
   });
 
   it('/docs can be turned off', async () => {

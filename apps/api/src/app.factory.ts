@@ -118,6 +118,13 @@ export async function createApiApp(
     stopLimiter();
     done();
   });
+  // a stop always completes: responses still in flight API_SHUTDOWN_TIMEOUT_MS after close began
+  // (a client that stopped reading, a stream not yet ended) have their connections destroyed
+  fastify.addHook('preClose', (done) => {
+    const server = fastify.server;
+    setTimeout(() => server.closeAllConnections(), config.API_SHUTDOWN_TIMEOUT_MS).unref();
+    done();
+  });
   // security headers (helmet's, CSP off: the API serves JSON and the /docs UI, not pages of its own)
   await installSecurityHeaders(fastify);
   // the operator console at /console (static, its own strict CSP): apps/api/src/console

@@ -214,6 +214,13 @@ export const ConfigSchema = z.object({
    * ones are resumed). Keep it below the orchestrator's grace period (30 s in deploy/k8s).
    */
   WORKER_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
+  /**
+   * API: on shutdown, how long (ms) in-flight responses may take to finish once the server stops
+   * accepting connections; past it every connection left (e.g. a client that stopped reading a
+   * large response) is destroyed, so a stop always completes. Keep it below the orchestrator's
+   * grace period (30 s in deploy/k8s).
+   */
+  API_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
   /** Outbox relay: run it in this process (every API process should). */
   OUTBOX_RELAY_ENABLED: z
     .enum(['true', 'false'])
