@@ -20,6 +20,12 @@ const limits = loadConfig(testEnv());
 const SKILLS = [{ id: 's', name: 'S', description: 'd', tags: ['t'] }];
 /** Longest /healthz answer allowed while an attack runs (the issue's bar). */
 const HEALTHZ_MAX_MS = 100;
+/**
+ * Tries of an attack beyond the first: the bar is a wall-clock one, and a machine shared with other
+ * processes can deschedule the API for more than 100 ms on its own. The defects these tests guard
+ * stall for seconds on every try (15.8 s for row 1, 15.6 s for row 2), so a retry never hides them.
+ */
+const HEALTHZ_RETRIES = 2;
 /** RSS growth allowed over one attack (measured here: at most 9 MB; the caches' bounds are in docs/deploy.md). */
 const RSS_GROWTH_MAX_MB = 64;
 
@@ -88,7 +94,7 @@ const structured = (schema: unknown) => [{ uri: STRUCTURED_INPUT_EXTENSION_URI, 
 const ACTIVATE = { 'A2A-Extensions': STRUCTURED_INPUT_EXTENSION_URI };
 
 describe('row 1: the structured-input schema', () => {
-  it('row 1: the schema ^(a+)+$ and one anonymous message of 32 × "a" + "!": /healthz stays under 100 ms', { timeout: 120_000 }, async () => {
+  it('row 1: the schema ^(a+)+$ and one anonymous message of 32 × "a" + "!": /healthz stays under 100 ms', { timeout: 120_000, retry: HEALTHZ_RETRIES }, async () => {
     const a = await publishAgent(stack.baseUrl, stack.adminKey, {
       slug: `redos-${randomUUID().slice(0, 6)}`,
       a2a: { extensions: structured({ type: 'object', required: ['s'], properties: { s: { type: 'string', pattern: '^(a+)+$' } } }) },
@@ -104,7 +110,7 @@ describe('row 1: the structured-input schema', () => {
     expect((await send(a, [{ data: { s: 'aaaa' } }], ACTIVATE)).result?.task).toBeDefined();
   });
 
-  it('the same pattern, ×4 per 2 more characters on a backtracking engine: 33 to 71 characters, then the largest DataPart allowed, then larger data refused before any matching', { timeout: 120_000 }, async () => {
+  it('the same pattern, ×4 per 2 more characters on a backtracking engine: 33 to 71 characters, then the largest DataPart allowed, then larger data refused before any matching', { timeout: 120_000, retry: HEALTHZ_RETRIES }, async () => {
     const a = await publishAgent(stack.baseUrl, stack.adminKey, {
       slug: `redos-${randomUUID().slice(0, 6)}`,
       a2a: { extensions: structured({ type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } }) },
@@ -181,7 +187,7 @@ describe('row 1: the structured-input schema', () => {
     expect((await draft({ extensions: structured({ type: 'object', properties: fits, $defs: { d: { type: 'integer' } }, required: ['p0'] }) })).status).toBe(201);
   });
 
-  it('the costliest schema within the budgets, with the most data it accepts: /healthz stays under 100 ms; more data is refused', { timeout: 120_000 }, async () => {
+  it('the costliest schema within the budgets, with the most data it accepts: /healthz stays under 100 ms; more data is refused', { timeout: 120_000, retry: HEALTHZ_RETRIES }, async () => {
     // every item is checked against every alternative (an error each) before the last, which it matches
     const alternatives = Math.floor((limits.STRUCTURED_INPUT_SCHEMA_MAX_NODES - 4) / 2);
     const schema = { type: 'array', items: { anyOf: Array.from({ length: alternatives }, (_, i) => ({ const: `v${i}` })) } };
@@ -238,7 +244,7 @@ describe('row 2: rules × message size', () => {
     expect((await draft({ runtime: { kind: 'scripted', rules: heavyRules(limits.SCRIPTED_MAX_RULES, limits.SCRIPTED_RULES_MAX_PROGRAM_SIZE) } })).status).toBe(201);
   });
 
-  it('row 2: a revision at the budgets and anonymous 60 kB messages: /healthz stays under 100 ms (API and worker)', { timeout: 180_000 }, async () => {
+  it('row 2: a revision at the budgets and anonymous 60 kB messages: /healthz stays under 100 ms (API and worker)', { timeout: 180_000, retry: HEALTHZ_RETRIES }, async () => {
     // rule 0 (not a reply) matches the most, so the API matches every rule, creates a task, and the worker matches them again
     const rules = [{ match: { text: '(?s).*' }, steps: [{ type: 'status', status: 'completed', message: 'done' }] }, ...heavyRules(limits.SCRIPTED_MAX_RULES - 1, limits.SCRIPTED_RULES_MAX_PROGRAM_SIZE - 4)];
     const a = await publishAgent(stack.baseUrl, stack.adminKey, { slug: `rules-${randomUUID().slice(0, 6)}`, runtime: { kind: 'scripted', rules } });
