@@ -1,7 +1,7 @@
 /**
  * `npm run fuzz`: the hostile-input fuzz of test/fuzz.test.ts and test/grpc-hostile.test.ts,
  * longer, against our API and a worker in their own processes: every HTTP surface (JSON-RPC,
- * HTTP+JSON, admin), then the gRPC listener (raw frames and structured requests of every RPC).
+ * HTTP+JSON, admin, run archive import), then the gRPC listener (raw frames and structured requests of every RPC).
  * Prints each status histogram and every failure (HTTP: 5xx, -32603, no answer; gRPC: INTERNAL,
  * UNKNOWN, DATA_LOSS, UNAVAILABLE, a reset, no answer in 5 s). Env: FUZZ_COUNT (default 20,000
  * HTTP requests), FUZZ_GRPC_COUNT (default FUZZ_COUNT gRPC calls), FUZZ_SEED (default: random,
@@ -47,7 +47,15 @@ const ours = await startOursProcesses({
 try {
   console.log(`fuzz: ${count} HTTP requests and ${grpcCount} gRPC calls, seed ${seed}, against ${ours.base} and 127.0.0.1:${grpcPort}`);
   let t0 = Date.now();
-  const http = await runFuzz({ baseUrl: ours.base, adminKey: ours.key, agentPath: new URL(ours.url).pathname }, { count, seed, concurrency });
+  // run archive imports go to an organization with no runs (and an agent `echo`), past "has runs"
+  const orgRes = await fetch(`${ours.base}/v1/organizations`, { method: 'POST', headers: { authorization: `Bearer ${ours.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ slug: `fuzz-${seed}`, name: 'Fuzz imports' }) });
+  const importKey = orgRes.ok ? ((await orgRes.json()) as { adminKey: { key: string } }).adminKey.key : undefined;
+  if (importKey) {
+    const post = (path: string, body: unknown) => fetch(`${ours.base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${importKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    await post('/v1/agents', { slug: 'echo', name: 'Echo', description: 'fuzzed imports' });
+    await post('/v1/agents/echo/revisions', { protocolProfiles: { a2a: { skillsProjection: [{ id: 'echo', name: 'Echo', description: 'Echoes', tags: ['fuzz'] }] } }, runtime: { kind: 'scripted', rules: [] } });
+  }
+  const http = await runFuzz({ baseUrl: ours.base, adminKey: ours.key, agentPath: new URL(ours.url).pathname, ...(importKey && { importKey }) }, { count, seed, concurrency });
   const httpOk = print('HTTP', http, (Date.now() - t0) / 1000);
   t0 = Date.now();
   const grpc = await runGrpcFuzz({ grpcUrl: `http://127.0.0.1:${grpcPort}`, tenant: 'bench/echo', key: ours.key }, { count: grpcCount, seed, concurrency });

@@ -144,9 +144,22 @@ describe('retention archives to an S3-compatible bucket', () => {
       const restored = await adminRequest(fresh.baseUrl, fresh.adminKey, 'POST', '/v1/run-archive', body, { 'content-type': 'application/x-ndjson' });
       expect(restored.status).toBe(200);
       expect(restored.body).toMatchObject({ runs: 3, linksSkipped: 0 });
-      expect(await exportText(fresh)).toBe(exported);
+      // identical, but for the status times this test backdated by hand (45 days) without a log to
+      // match: an import derives them from the log (issue 43 row 5), so they read as the log says
+      const honest = exported
+        .split('\n')
+        .filter((l) => l.length > 0)
+        .map((l) => {
+          const line = JSON.parse(l) as { run: Record<string, unknown>; events: Array<{ created_at: string }> };
+          const last = line.events.at(-1)!.created_at;
+          return { ...line, run: { ...line.run, status_at: last, ended_at: last } as Record<string, unknown> & { status_at: string } };
+        });
+      expect((await exportText(fresh)).split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l))).toEqual(honest);
       const freshCl = await new ClientFactory().createFromUrl(`${fresh.baseUrl}${freshHelper.basePath}/`);
-      for (const [i, id] of ids.entries()) expect(await freshCl.getTask({ tenant: '', id, historyLength: undefined })).toEqual(tasks[i]);
+      const statusTime = new Map(honest.map((l) => [String(l.run.id), new Date(l.run.status_at).toISOString()]));
+      for (const [i, id] of ids.entries()) {
+        expect(await freshCl.getTask({ tenant: '', id, historyLength: undefined })).toEqual({ ...tasks[i], status: { ...tasks[i]!.status, timestamp: statusTime.get(id) } });
+      }
     } finally {
       await fresh.close();
     }

@@ -1,5 +1,5 @@
 /**
- * Hostile-input fuzzing of every HTTP surface (A2A JSON-RPC, A2A HTTP+JSON, admin API) with
+ * Hostile-input fuzzing of every HTTP surface (A2A JSON-RPC, A2A HTTP+JSON, admin API, run archive import) with
  * fast-check: malformed and hostile JSON (NUL, lone surrogates, deep nesting, huge strings, wrong
  * types), hostile path segments and query values (NUL, bad percent-encoding, traversal), odd
  * headers, forged credentials and tokens. A request fails the run when it gets a 5xx (other than
@@ -14,6 +14,13 @@ export interface FuzzTarget {
   adminKey: string;
   /** `/a2a/<org>/<agent>` of an agent serving JSON-RPC and HTTP+JSON. */
   agentPath: string;
+  /**
+   * An admin key of an organization with no runs (and an agent `fuzzed` or `echo`, revision 1): run
+   * archive imports (POST /v1/run-archive) are fuzzed with it past the "organization has runs"
+   * refusal, into the parser, the limits and the derivation of run columns. Unset: the import is
+   * fuzzed with `adminKey` only.
+   */
+  importKey?: string;
 }
 
 export interface FuzzReport {
@@ -127,7 +134,45 @@ function requests(t: FuzzTarget): fc.Arbitrary<Req> {
       headers: { ...(auth ? { authorization: auth } : {}), ...(ct ? { 'content-type': ct } : {}), ...(idem ? { 'idempotency-key': idem } : {}) },
       body: method === 'GET' || method === 'DELETE' ? undefined : body,
     }));
-  return fc.oneof(jsonRpc, rest, admin);
+  // run archive imports: JSON Lines bodies of archive-shaped lines with hostile fields (forged
+  // bookkeeping columns, torn or future logs, deep nesting, long lines, garbage), under a valid,
+  // forged or missing key and, mostly, the archive content type
+  const uuid = fc.uuid({ version: 7 });
+  const event = fc.record({ sequence: fc.oneof(fc.integer({ min: 1, max: 4 }), hostileString), type: fc.constantFrom('run.created', 'run.status_changed', 'message.added', 'interaction.requested', 'interaction.responded', 'artifact.updated', 'x'), payload: fc.oneof(json, fc.record({ status: fc.constantFrom('submitted', 'working', 'completed', 'bogus'), message: json, blocking: fc.boolean(), parts: json })), created_at: fc.oneof(fc.constantFrom('2026-11-28T10:00:00+00:00', '1970-01-01T00:00:00Z', '2999-01-01T00:00:00Z', 'yesterday'), hostileString) });
+  const archiveLine = fc.record(
+    {
+      v: fc.oneof(fc.constant(1), json),
+      agent: fc.oneof(fc.record({ slug: fc.constantFrom('fuzzed', 'echo', 'nobody'), revision: fc.constantFrom(1, 2, 0) }), json),
+      run: fc.oneof(fc.record({ id: uuid, last_sequence: fc.integer({ min: -1, max: 4 }), thread_id: hostileString, origin_message_id: hostileString, stored_bytes: fc.oneof(fc.constant(-9e15), fc.integer()), status_at: hostileString, status: hostileString, kind: hostileString, metadata: json }, { requiredKeys: ['id', 'last_sequence'] }), json),
+      events: fc.oneof(fc.array(event, { maxLength: 4 }), json),
+      messages: fc.oneof(fc.constant([]), fc.array(fc.record({ id: uuid, role: hostileString, parts: json, sequence: fc.integer() }), { maxLength: 2 }), json),
+      artifacts: fc.oneof(fc.constant([]), json),
+      interactions: fc.oneof(fc.constant([]), json),
+      links: fc.oneof(fc.constant([]), fc.array(fc.record({ parent_run_id: uuid, child_run_id: uuid }), { maxLength: 1 }), json),
+    },
+    { requiredKeys: [] },
+  );
+  const archiveText = fc.oneof(
+    { weight: 4, arbitrary: archiveLine.map((l) => JSON.stringify(l)) },
+    { weight: 1, arbitrary: deep },
+    { weight: 1, arbitrary: fc.integer({ min: 1, max: 3_000 }).map((n) => `{"v":1,"run":${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`) },
+    { weight: 1, arbitrary: hostileString },
+    { weight: 1, arbitrary: fc.integer({ min: 1, max: 4 }).map((n) => `{"v":1,"pad":"${'x'.repeat(n * 64 * 1024)}"}`) },
+  );
+  const archive = fc
+    .record({
+      lines: fc.array(archiveText, { minLength: 1, maxLength: 4 }),
+      sep: fc.constantFrom('\n', '\r\n', '\n\n'),
+      auth: fc.oneof({ weight: 4, arbitrary: fc.constant(`Bearer ${t.importKey ?? t.adminKey}`) }, { weight: 1, arbitrary: credential(t.adminKey) }),
+      ct: fc.oneof({ weight: 4, arbitrary: fc.constant('application/x-ndjson') }, { weight: 1, arbitrary: contentType }),
+    })
+    .map(({ lines, sep, auth, ct }): Req => ({
+      method: 'POST',
+      path: '/v1/run-archive',
+      headers: { ...(auth ? { authorization: auth } : {}), ...(ct ? { 'content-type': ct } : {}) },
+      body: lines.join(sep),
+    }));
+  return fc.oneof(jsonRpc, rest, admin, archive);
 }
 
 /** Send `count` generated requests (fixed `seed`), `concurrency` at a time; never throws. */

@@ -336,6 +336,39 @@ export const ConfigSchema = z.object({
   /** Worker: one S3 request's timeout (ms; connecting: at most 5000 of it). */
   RETENTION_ARCHIVE_S3_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   /**
+   * API: bytes of one run archive import's body (POST /v1/run-archive, JSON Lines). A larger body is
+   * refused with 413 `archive.too_large` as the byte past the limit arrives (or at once, from its
+   * Content-Length), nothing imported. The body is spooled to ARCHIVE_IMPORT_SPOOL_DIR while it is
+   * read, so this is also the most disk one import takes. Default 512 MiB.
+   */
+  ARCHIVE_IMPORT_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 ** 3).default(512 * 1024 * 1024),
+  /**
+   * API: bytes of one line (one run) of an archive import. A longer line is refused with 413
+   * `archive.line_too_long` (details: line, maxLineBytes) before more of it is read, nothing
+   * imported: what one line can cost in memory and parse time. Default 16 MiB.
+   */
+  ARCHIVE_IMPORT_MAX_LINE_BYTES: z.coerce.number().int().min(1024).max(1024 ** 3).default(16 * 1024 * 1024),
+  /**
+   * API: deepest nesting (objects and arrays) of one archive line, the line object itself counted
+   * as 1. Deeper: 422 `archive.too_deep` (details: line, maxDepth), found by a linear scan before
+   * the line is parsed, nothing imported. Default 64 (request bodies: 64 too, MAX_JSON_DEPTH).
+   */
+  ARCHIVE_IMPORT_MAX_DEPTH: z.coerce.number().int().min(8).max(1000).default(64),
+  /**
+   * API: statement_timeout (ms) of each statement of an import's write transaction (one batch of at
+   * most 100 runs or 4 MiB of lines each). Past it the import rolls back whole and answers 503
+   * `service.unavailable`. The transaction opens only once the whole body was read, checked and
+   * spooled, so a slow client never holds a connection. Default 60 s.
+   */
+  ARCHIVE_IMPORT_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+  /**
+   * API: import write transactions one process runs at once (each holds one pg connection of
+   * DATABASE_POOL_MAX); more wait their turn. Default 2.
+   */
+  ARCHIVE_IMPORT_MAX_CONCURRENT_WRITES: z.coerce.number().int().min(1).max(50).default(2),
+  /** API: directory where an import's checked lines are spooled until its write (unset: the OS temp directory). */
+  ARCHIVE_IMPORT_SPOOL_DIR: emptyAsUnset(z.string().min(1).optional()),
+  /**
    * Worker: the period of one `run_events` partition (docs/architecture.md "The log's partitions"):
    * `month` (UTC calendar months), `week` (ISO weeks, Monday 00:00 UTC) or `day` (UTC days).
    */

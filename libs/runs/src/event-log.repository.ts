@@ -374,18 +374,24 @@ export class EventLogRepository {
   }
 
   /**
-   * Restore archived runs into `orgId`, all or nothing: ONE transaction that holds the
-   * organization's import lock (a transaction-level advisory lock), refuses unless the organization
-   * has no runs (409 `archive.org_not_empty`), then writes each batch with one statement
-   * (RESTORE_SQL: the documented bulk-load path, not an append). A run id that exists already (in
-   * any organization of this database) is 409 `archive.conflict`. Batches are pulled one at a time,
-   * so a streamed archive is never held in memory; the transaction is bounded by
-   * DATABASE_STATEMENT_TIMEOUT_MS of idleness between batches (a stalled upload rolls back).
+   * Restore archived runs into `orgId`, all or nothing: ONE transaction that takes the
+   * organization's import lock without waiting (a transaction-level advisory lock; held by another
+   * import: 409 `archive.import_in_progress`), refuses unless the organization has no runs (409
+   * `archive.org_not_empty`), then writes each batch with one statement (RESTORE_SQL: the
+   * documented bulk-load path, not an append). A run id that exists already (in any organization of
+   * this database) is 409 `archive.conflict`. Each statement runs under `statementTimeoutMs`
+   * (SET LOCAL statement_timeout). After each batch the organization's stored bytes (org_storage,
+   * which the runs' insert trigger has just grown by the batch's stored_bytes) are checked against
+   * `quotaBytes` (null = unlimited): past it, 403 `org.storage_quota_exceeded` and nothing stays.
+   * The caller hands batches that are ready (read and checked beforehand, RunArchives spools them):
+   * the transaction never waits on a client.
    */
-  async restore(orgId: string, batches: AsyncIterable<RestoreBatch>): Promise<RestoreResult> {
+  async restore(orgId: string, batches: AsyncIterable<RestoreBatch>, opts: { statementTimeoutMs: number; quotaBytes: number | null }): Promise<RestoreResult> {
     try {
       return await this.db.transaction(async (q) => {
-        await q(`SELECT pg_advisory_xact_lock(hashtextextended('aaas.run-archive.restore:' || $1, 0))`, [orgId]);
+        await q(`SELECT set_config('statement_timeout', $1, true)`, [String(opts.statementTimeoutMs)]);
+        const [lock] = await q<{ got: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended('aaas.run-archive.restore:' || $1, 0)) AS got`, [orgId]);
+        if (!lock!.got) throw new AppError('archive.import_in_progress', 'another archive import into this organization is running; retry once it has answered');
         const [taken] = await q<{ taken: boolean }>(`SELECT EXISTS (SELECT 1 FROM runs WHERE org_id = $1) AS taken`, [orgId]);
         if (taken!.taken) throw new AppError('archive.org_not_empty', 'an archive imports only into an organization that has no runs');
         const total: RestoreResult = { runs: 0, events: 0, linksSkipped: 0 };
@@ -403,6 +409,15 @@ export class EventLogRepository {
           total.runs += row!.runs;
           total.events += row!.events;
           total.linksSkipped += b.links.length - row!.links;
+          if (opts.quotaBytes !== null) {
+            const [used] = await q<{ stored: string }>(`SELECT COALESCE(sum(bytes), 0)::text AS stored FROM org_storage WHERE org_id = $1`, [orgId], 'runs.restore_stored');
+            const stored = Number(used!.stored);
+            if (stored > opts.quotaBytes) {
+              throw new AppError('org.storage_quota_exceeded', `the archive takes the organization past its storage quota (${opts.quotaBytes} bytes): its first ${total.runs} runs alone store ${stored} bytes; nothing was imported`, {
+                details: { quotaBytes: opts.quotaBytes, storedBytes: stored },
+              });
+            }
+          }
         }
         return total;
       });

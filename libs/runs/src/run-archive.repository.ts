@@ -90,6 +90,12 @@ export class RunArchiveRepository {
     );
   }
 
+  /** Whether the organization has any run (an import's early refusal; the write transaction checks again). */
+  async hasRuns(orgId: string): Promise<boolean> {
+    const [row] = await this.db.query<{ taken: boolean }>(`SELECT EXISTS (SELECT 1 FROM runs WHERE org_id = $1) AS taken`, [orgId], 'runs.archive_has_runs');
+    return row!.taken;
+  }
+
   /** The organization's revisions keyed `<agent slug>#<revision number>` → the agent and revision ids. */
   async revisions(orgId: string): Promise<Map<string, { agentId: string; revisionId: string }>> {
     const rows = await this.db.query<{ slug: string; number: number; agentId: string; revisionId: string }>(

@@ -1,5 +1,4 @@
 import { once } from 'node:events';
-import { StringDecoder } from 'node:string_decoder';
 import { Readable } from 'node:stream';
 import { Controller, Get, HttpCode, Post, Query, Req, Res, UseGuards, UsePipes } from '@nestjs/common';
 import { ApiConsumes, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
@@ -14,27 +13,6 @@ import { AdminValidationPipe } from './admin-validation.pipe.js';
 
 const LINE_EXAMPLE =
   '{"cursor":"MTc4MDU2NDkwMDAwMC5kM2Q5NDQ2OC0wMmE0LTRlM2ItOGE1Yy02YjdjOGQ5ZTBmMWE","v":1,"agent":{"slug":"echo","revision":1},"run":{"id":"d3d94468-02a4-4e3b-8a5c-6b7c8d9e0f1a","status":"completed","last_sequence":3,"…":"…"},"events":[{"sequence":1,"type":"run.created","payload":{},"created_at":"2026-05-04T09:15:00+00:00"},"…"],"messages":[],"artifacts":[],"interactions":[],"links":[]}\n';
-
-/**
- * The lines of a JSON Lines body, pulled from the stream only as the consumer asks (a chunk at a
- * time: backpressure reaches the client through TCP). A trailing `\r` is dropped.
- */
-async function* ndjsonLines(body: Readable): AsyncGenerator<string> {
-  const decoder = new StringDecoder('utf8');
-  let rest = '';
-  // an import refused mid-body must still answer: leaving the loop must not destroy the request
-  for await (const chunk of body.iterator({ destroyOnReturn: false })) {
-    rest += typeof chunk === 'string' ? chunk : decoder.write(chunk as Buffer);
-    let start = 0;
-    for (let nl = rest.indexOf('\n'); nl >= 0; nl = rest.indexOf('\n', start)) {
-      yield rest.slice(start, rest[nl - 1] === '\r' ? nl - 1 : nl);
-      start = nl + 1;
-    }
-    rest = rest.slice(start);
-  }
-  rest += decoder.end();
-  if (rest.length > 0) yield rest;
-}
 
 /**
  * Run archives over the admin API (docs/architecture.md "Archives"): export an organization's runs
@@ -97,21 +75,31 @@ export class RunArchiveController {
 
   /**
    * Import an archive (the body, `application/x-ndjson`, as GET exported it) into the caller's
-   * organization, which must have no runs: all or nothing, read line by line as it arrives.
-   * Errors: 409 `archive.org_not_empty`, 409 `archive.conflict`, 415 for another content type,
-   * 422 `archive.invalid` (with the line number).
+   * organization, which must have no runs: all or nothing, read line by line as it arrives and
+   * written once it has all arrived (RunArchives.import). Errors: 409 `archive.org_not_empty`,
+   * 409 `archive.conflict`, 409 `archive.import_in_progress`, 413 `archive.too_large` (also at once
+   * for a declared Content-Length past ARCHIVE_IMPORT_MAX_BODY_BYTES), 413 `archive.line_too_long`,
+   * 415 for another content type, 422 `archive.too_deep`, 422 `archive.invalid` (with the line
+   * number), 403 `org.storage_quota_exceeded`.
    */
   @Post()
   @HttpCode(200)
   @ApiConsumes(RUN_ARCHIVE_CONTENT_TYPE)
   @ApiOperation({ summary: 'Import a run archive (JSON Lines) into this organization, which must have no runs; all or nothing' })
   @ApiResponse({ status: 200, standardSchema: ImportRunsResultSchema, example: { runs: 120, events: 1480, linksSkipped: 0 } })
-  @AdminRoute(409, 422)
+  @AdminRoute(403, 409, 413, 422)
   async import(@CurrentPrincipal() principal: Principal, @Req() req: FastifyRequest): Promise<ImportRunsResult> {
     const body = req.body;
     if (!(body instanceof Readable)) throw new AppError('request.unsupported_media_type', `an archive is sent as ${RUN_ARCHIVE_CONTENT_TYPE}`);
     try {
-      return await this.archives.import(principal.orgId, ndjsonLines(body));
+      const declared = Number(req.headers['content-length']);
+      if (declared > this.archives.maxBodyBytes) {
+        throw new AppError('archive.too_large', `the archive is larger than ${this.archives.maxBodyBytes} bytes (ARCHIVE_IMPORT_MAX_BODY_BYTES); split it and import the parts into separate organizations, or ask the operator to raise the limit`, {
+          details: { maxBodyBytes: this.archives.maxBodyBytes },
+        });
+      }
+      // an import refused mid-body must still answer: leaving the loop must not destroy the request
+      return await this.archives.import(principal.orgId, body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>);
     } finally {
       body.resume(); // drain what an early refusal left unread, so the answer goes out
     }
