@@ -7,26 +7,15 @@
  * HTTP requests), FUZZ_GRPC_COUNT (default FUZZ_COUNT gRPC calls), FUZZ_SEED (default: random,
  * printed), FUZZ_CONCURRENCY (16). Exit code 1 when any request failed.
  */
-import { createServer } from 'node:net';
 import { startOursProcesses } from './ours/ours.js';
 import { runFuzz, runGrpcFuzz, type FuzzReport } from './lib/fuzz.js';
+import { freePort } from './lib/own-services.js';
 import { envNumber } from './lib/stats.js';
 
 const count = envNumber('FUZZ_COUNT', 20_000);
 const grpcCount = envNumber('FUZZ_GRPC_COUNT', count);
 const seed = envNumber('FUZZ_SEED', Math.floor(Math.random() * 2 ** 31));
 const concurrency = envNumber('FUZZ_CONCURRENCY', 16);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function print(what: string, report: FuzzReport, seconds: number): boolean {
   console.log(`\n${what}: ${report.requests} in ${seconds.toFixed(1)} s`);
