@@ -90,6 +90,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   403: 'auth.forbidden: the API key lacks the scope',
   404: 'not found in the caller\'s organization',
   409: 'conflict (see the error code)',
+  413: 'the body or one of its lines is larger than its limit (see the error code and details)',
   422: 'request.invalid (details.issues) / idempotency.mismatch',
 };
 
@@ -100,6 +101,7 @@ const ERROR_EXAMPLES: Record<number, unknown> = {
   403: { error: { code: 'auth.forbidden', message: 'the API key lacks the scope for this operation', details: { requiredScope: 'admin' } }, requestId: REQUEST_ID },
   404: { error: { code: 'agent.not_found', message: 'agent helper not found' }, requestId: REQUEST_ID },
   409: { error: { code: 'revision.immutable', message: 'revision 2 is published and cannot be modified' }, requestId: REQUEST_ID },
+  413: { error: { code: 'archive.line_too_long', message: 'archive line 2 is longer than 16777216 bytes (ARCHIVE_IMPORT_MAX_LINE_BYTES)', details: { line: 2, maxLineBytes: 16777216 } }, requestId: REQUEST_ID },
   422: {
     error: { code: 'request.invalid', message: 'invalid request', details: { issues: [{ path: 'slug', message: 'lowercase letters, digits and hyphens, 1..63 chars, not starting with a hyphen' }] } },
     requestId: REQUEST_ID,
