@@ -158,6 +158,18 @@ describe('row 5: derived columns and the storage quota', () => {
     expect(usage.body).toMatchObject({ storedBytes: bytes, storageQuotaBytes: bytes });
   });
 
+  it('refuses projections that outweigh their log (content the quota, counting the log, would not see), nothing imported', async () => {
+    const org = await newOrg();
+    const l = JSON.parse(fresh(sourceLines[0]!));
+    expect(l.messages.length).toBeGreaterThan(0);
+    l.messages[0].parts = [{ text: 'y'.repeat(200_000) }];
+    const r = await importBody(org, JSON.stringify(l));
+    expect(r.status).toBe(422);
+    expect(r.body.error).toMatchObject({ code: 'archive.invalid', details: { line: 1 } });
+    expect(r.body.error!.message).toMatch(/more than the log they project allows/);
+    expect((await runsOf(org.id)).runs).toBe(0);
+  });
+
   it('the database refuses a negative stored_bytes from any writer (runs_stored_bytes_check)', async () => {
     const [run] = await db.query<{ id: string }>(`SELECT id FROM runs LIMIT 1`);
     await expect(db.query(`UPDATE runs SET stored_bytes = -1 WHERE id = $1`, [run!.id])).rejects.toMatchObject({ code: '23514', constraint: 'runs_stored_bytes_check' });

@@ -38,6 +38,26 @@ export function decodeArchiveCursor(cursor: string): ArchivePosition {
   return { createdAt: new Date(Number(ms)), id };
 }
 
+/** Bytes a projection row may carry beyond the log content it copies (ids, names, times, metadata keys). */
+const PROJECTION_ROW_OVERHEAD_BYTES = 4096;
+
+/**
+ * Messages, artifacts and interactions are projections of the run's log: each copies content that
+ * the log's events carry (a message its event's, an artifact the sum of its chunks, an interaction
+ * its request), so together they cannot outweigh the log's events by more than a bounded overhead
+ * per row. An archive whose projections do (content no event carries, which the quota, counting the
+ * log, would never see) is refused: 422 `archive.invalid` naming the line.
+ */
+function checkProjections(line: RunArchiveLine, n: number): void {
+  const logBytes = Buffer.byteLength(JSON.stringify(line.events));
+  const rows = line.messages.length + line.artifacts.length + line.interactions.length;
+  const bytes = Buffer.byteLength(JSON.stringify(line.messages)) + Buffer.byteLength(JSON.stringify(line.artifacts)) + Buffer.byteLength(JSON.stringify(line.interactions));
+  const allowed = logBytes + rows * PROJECTION_ROW_OVERHEAD_BYTES;
+  if (bytes > allowed) {
+    throw invalidLine(n, `its messages, artifacts and interactions weigh ${bytes} bytes, more than the log they project allows (${allowed}): a projection carries no content its log does not`);
+  }
+}
+
 function invalidLine(n: number, message: string): AppError {
   return new AppError('archive.invalid', `archive line ${n}: ${message}`, { details: { line: n } });
 }
@@ -171,6 +191,7 @@ export class RunArchives {
         const target = revisions.get(`${line.data.agent.slug}#${line.data.agent.revision}`);
         if (!target) throw invalidLine(n, `this organization has no agent '${line.data.agent.slug}' with revision ${line.data.agent.revision}`);
         const derived = checkedLog(line.data, n);
+        checkProjections(line.data, n);
         stored += derived.stored_bytes;
         const rows = JSON.stringify(toRows(line.data, derived, orgId, target, n));
         pending.push(rows);
