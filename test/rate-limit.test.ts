@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DatabaseService } from '#libs/db';
 import { adminRequest, publishAgent } from './support/admin-client.js';
 import { TestRedis } from './support/redis-server.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -159,6 +160,23 @@ describe('concurrent streams per caller', () => {
       }, { timeout: 5_000, interval: 100 })
       .toBe(200);
     acs[1]!.abort();
+  });
+
+  it('a refused stream creates no task (issue #44): the slot is taken before the message is accepted', async () => {
+    const db = stack.api.get(DatabaseService);
+    const acs = [new AbortController(), new AbortController()];
+    // the previous test's streams free their places once the server saw them close
+    for (const ac of acs) await expect.poll(async () => (await stream(ac)).status, { timeout: 5_000, interval: 100 }).toBe(200);
+    const messageId = randomUUID();
+    const refused = await fetch(ep, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0', accept: 'text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params: { message: { messageId, role: 'ROLE_USER', parts: [{ text: 'hold' }] } } }),
+    });
+    expect(refused.status).toBe(429);
+    const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM messages WHERE message_id = $1', [messageId]);
+    expect(row!.n).toBe(0);
+    for (const ac of acs) ac.abort();
   });
 });
 

@@ -97,33 +97,39 @@ export class A2AJsonRpcRoute implements OnModuleInit {
     // method gets one
     const method = (call.body as { method?: unknown } | undefined)?.method;
     const ac = typeof method === 'string' && STREAMING_METHODS.has(method) ? new AbortController() : undefined;
+    // a stream's slot is taken before its command runs (as the HTTP+JSON and gRPC bindings do): a
+    // refused SendStreamingMessage creates no task the client would never learn the id of
+    const release = ac ? this.sse.reserve(callerKey(req)) : undefined;
+    if (release === null) return fail(429, new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with Last-Event-ID'));
     const onClose = () => ac!.abort();
     if (ac) reply.raw.once('close', onClose);
-    const result = await this.handler.handle(agent, {
-      ...call,
-      resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
-      ...(ac && { signal: ac.signal }),
-      caller: callerOf(req),
-      extensions: negotiated,
-      extendedCard: (version) => this.admission.extendedCard(agent, req, version),
-    });
+    let result;
+    try {
+      result = await this.handler.handle(agent, {
+        ...call,
+        resume: { lastEventId: header(req, 'last-event-id'), token: header(req, 'a2a-cursor') },
+        ...(ac && { signal: ac.signal }),
+        caller: callerOf(req),
+        extensions: negotiated,
+        extendedCard: (version) => this.admission.extendedCard(agent, req, version),
+      });
+    } catch (e) {
+      release?.();
+      throw e;
+    }
     if (!isJsonRpcStream(result)) {
+      release?.();
       if (ac) reply.raw.off('close', onClose);
       // a dependency cannot serve the request now: 503 with Retry-After (the body is the JSON-RPC error)
       if (isUnavailableResponse(result)) return sendJson(reply, 503, result, { 'retry-after': String(RETRY_AFTER_SECONDS) });
       return sendJson(reply, 200, result);
     }
-    // a stream comes only from a streaming method, which has its signal
+    // a stream comes only from a streaming method, which has its signal and its slot
     const streamAc = ac ?? new AbortController();
-    const release = this.sse.reserve(callerKey(req));
-    if (!release) {
-      streamAc.abort();
-      return fail(429, new A2AError('InvalidRequest', 'too many open streams for this caller; close one and resume with Last-Event-ID'));
-    }
     try {
       await this.pipe(reply, result, streamAc);
     } finally {
-      release();
+      release?.();
     }
   }
 
