@@ -206,8 +206,20 @@ export const ConfigSchema = z.object({
   STREAM_RING_SIZE: z.coerce.number().int().min(16).max(100_000).default(256),
   /** Streams: SSE heartbeat comment interval (ms) that keeps idle connections alive. */
   SSE_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
-  /** Worker: concurrent run executions per worker process. */
-  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(50),
+  /**
+   * Worker: run executions one worker process holds at once. An execution spends nearly all its
+   * time waiting on its backend or upstream (an LLM streaming tokens), which costs memory, not CPU:
+   * the default lets one worker hold 2,000 of them (a few tens of KB each; `npm run bench:tokens`
+   * measures it), and WORKER_HEAP_HIGH_WATER_PCT holds new ones back before memory runs out.
+   * Per-org and per-agent shares (EXECUTION_MAX_PER_ORG, EXECUTION_MAX_PER_AGENT) are taken from it.
+   */
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100_000).default(2_000),
+  /**
+   * Worker: above this share (percent) of its V8 heap limit in use, a worker starts no new
+   * execution: dispatches wait parked (and past the parking's size, in the queue) until running
+   * ones end and memory falls back under it — back-pressure, not failure. 100 = off.
+   */
+  WORKER_HEAP_HIGH_WATER_PCT: z.coerce.number().int().min(1).max(100).default(75),
   /**
    * Worker: on shutdown, how long (ms) it waits for its executions to return once aborted; past
    * it the process stops anyway and the runs they held are left to the lease sweeper (resumable

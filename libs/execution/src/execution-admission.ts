@@ -1,3 +1,4 @@
+import { getHeapStatistics } from 'node:v8';
 import { Logger } from '@nestjs/common';
 import type { AppConfig } from '#libs/config';
 import type { DispatchRelay, RunExecutionJob } from '#libs/runs';
@@ -23,6 +24,12 @@ export interface ParkedEntry {
  * call each time).
  */
 const PARK_FACTOR = 10;
+
+/** Dispatches parked per process past WORKER_CONCURRENCY, at most (with the default 2,000: 12,000 parked, not 20,000). */
+const PARK_MAX_EXTRA = 10_000;
+
+/** How often (ms) the heap is looked at for WORKER_HEAP_HIGH_WATER_PCT, at most. */
+const HEAP_SAMPLE_MS = 250;
 
 /**
  * The first `n` entries of each organization, in the order given (parked dispatches sorted by
@@ -97,6 +104,13 @@ export class ExecutionAdmission {
   private readonly spareMs: number;
   /** WORKER_CONCURRENCY: executions this process runs at once, at most. */
   private readonly concurrency: number;
+  /** Dispatches parked here at most: PARK_FACTOR × WORKER_CONCURRENCY, at most WORKER_CONCURRENCY + PARK_MAX_EXTRA. */
+  private readonly parkCap: number;
+  /** Bytes of V8 heap in use above which nothing new starts here (WORKER_HEAP_HIGH_WATER_PCT of the heap limit; Infinity: off). */
+  private readonly heapHighWater: number;
+  /** Whether the heap was above heapHighWater when last looked at, and when (ms). */
+  private heapFull = false;
+  private heapSampledAt = 0;
   /** Executions admitted and not ended (a slot held), in this process. */
   private admitted = 0;
   /**
@@ -156,6 +170,8 @@ export class ExecutionAdmission {
   ) {
     this.slotTtl = config.EXECUTION_HEARTBEAT_MS * 1.5;
     this.concurrency = config.WORKER_CONCURRENCY;
+    this.parkCap = Math.min(this.concurrency * PARK_FACTOR, this.concurrency + PARK_MAX_EXTRA);
+    this.heapHighWater = config.WORKER_HEAP_HIGH_WATER_PCT >= 100 ? Infinity : (getHeapStatistics().heap_size_limit * config.WORKER_HEAP_HIGH_WATER_PCT) / 100;
     this.spareMs = config.EXECUTION_SPARE_SLOT_MS;
     this.redeliverMs = config.OUTBOX_REDELIVER_MS;
     this.holdAfterMs = config.OUTBOX_RELAY_INTERVAL_MS / 2;
@@ -165,7 +181,27 @@ export class ExecutionAdmission {
   get jobConcurrency(): number {
     // as many as may park: a newcomer organization's job is taken (and admitted from the reserve)
     // while a busy one's wait here; the intake pauses when the parking is full
-    return this.concurrency * PARK_FACTOR;
+    return this.parkCap;
+  }
+
+  /**
+   * How many more executions may start here now: WORKER_CONCURRENCY less those running, or none
+   * while the process stops or its heap is above WORKER_HEAP_HIGH_WATER_PCT (sampled every
+   * HEAP_SAMPLE_MS; the dispatches then park, and the intake pauses once the parking is full).
+   */
+  private room(): number {
+    if (this.stopping) return 0;
+    const now = Date.now();
+    if (this.heapHighWater !== Infinity && now - this.heapSampledAt >= HEAP_SAMPLE_MS) {
+      this.heapSampledAt = now;
+      const full = getHeapStatistics().used_heap_size > this.heapHighWater;
+      if (full !== this.heapFull) {
+        this.heapFull = full;
+        if (full) this.log.warn(`heap above WORKER_HEAP_HIGH_WATER_PCT with ${this.admitted} executions running: new ones wait until it falls back`);
+        else this.log.log(`heap back under WORKER_HEAP_HIGH_WATER_PCT (${this.admitted} executions running): new ones start again`);
+      }
+    }
+    return this.heapFull ? 0 : Math.max(0, this.concurrency - this.admitted);
   }
 
   /**
@@ -236,7 +272,7 @@ export class ExecutionAdmission {
     const spared = this.stopping ? NO_PREPARED : await this.takeSpare(asking);
     if (spared.size > 0) this.admitted += spared.size;
     const asks = spared.size > 0 ? asking.filter((p) => !spared.has(p)) : asking;
-    const room = this.stopping ? 0 : Math.max(0, this.concurrency - this.admitted);
+    const room = this.room();
     const askedAt = Date.now();
     const { granted } = this.noteHandOn(
       await this.slots.acquireBatch(
@@ -436,12 +472,12 @@ export class ExecutionAdmission {
 
   /**
    * Back-pressure: the transport's way to stop, restart and meter taking jobs. The executor pauses
-   * it while PARK_FACTOR × WORKER_CONCURRENCY dispatches wait here, and resumes it once half of
+   * it while parkCap dispatches (PARK_FACTOR × WORKER_CONCURRENCY, at most WORKER_CONCURRENCY + PARK_MAX_EXTRA) wait here, and resumes it once half of
    * them started, so a backlog waits in the queue (in order) instead of in one worker. Meanwhile it
    * limits the jobs the transport holds to those in progress here plus what the parking's room
    * could take at the recent dispatches per job — never under 1.2 × WORKER_CONCURRENCY (room for
    * newcomers' jobs beside as many running ones as may run; a transport may look at a raised
-   * limit only once a job ends) nor over PARK_FACTOR × WORKER_CONCURRENCY: a transport that
+   * limit only once a job ends) nor over parkCap: a transport that
    * fetches every job it may hold before processing any (BullMQ) would otherwise take hundreds of
    * full jobs at once on resuming and park thousands of dispatches.
    */
@@ -452,7 +488,7 @@ export class ExecutionAdmission {
   }
 
   private checkIntake(): void {
-    const cap = this.concurrency * PARK_FACTOR;
+    const cap = this.parkCap;
     if (!this.intakePaused && this.parked.length >= cap) {
       this.intakePaused = true;
       this.intake?.pause();
@@ -547,11 +583,11 @@ export class ExecutionAdmission {
       this.parkAsk = false;
       // (they stay in the parking while asked: a batch arriving meanwhile sees its org's parked ones)
       const entries = [...this.parked];
-      const room = Math.max(0, this.concurrency - this.admitted);
+      const room = this.room();
       // Only those that could start are asked about: at most `room` start, and within an
       // organization only its oldest (its line), so each organization's first `room`. Every
       // PARKED_PRESENCE_MS all of them are presented, which keeps their places in their lines (the
-      // intake's limit keeps the parking near PARK_FACTOR × WORKER_CONCURRENCY)
+      // intake's limit keeps the parking near parkCap)
       const now = Date.now();
       const presentAll = now - this.parkPresentedAt >= PARKED_PRESENCE_MS;
       // with no room, while slots are handed on here, each org's oldest still asks: the answer
