@@ -342,15 +342,11 @@ describe('the body size limit refuses before the message is accepted', () => {
 });
 
 /**
- * KNOWN GAP, left for libs/a2a and libs/push (outside this change): a push notification config
- * sent in SendMessage's configuration is checked (outbound URL policy, PUSH_CONFIG_MAX_BYTES,
- * PUSH_MAX_CONFIGS_PER_TASK / PUSH_MAX_ACTIVE_CONFIGS_PER_ORG) by PushConfigService.set, which
- * A2AOperations.sendMessage calls after CreateRunCommand / ContinueRunCommand: the caller gets the
- * error, and the task it was never told about is created and dispatched. These tests state the
- * wanted behaviour and are marked `fails` until the config is checked before the command; then
- * vitest reports them, and `.fails` comes off.
+ * A push notification config sent in SendMessage's configuration is admitted (outbound URL policy,
+ * PUSH_CONFIG_MAX_BYTES, PUSH_MAX_CONFIGS_PER_TASK / PUSH_MAX_ACTIVE_CONFIGS_PER_ORG; A2APushService.admit)
+ * before CreateRunCommand / ContinueRunCommand: a refused one leaves no task and no message.
  */
-describe('a refused push config in SendMessage (known gap: checked after the command)', () => {
+describe('a refused push config in SendMessage', () => {
   const h = new Harness();
 
   beforeAll(async () => {
@@ -360,21 +356,29 @@ describe('a refused push config in SendMessage (known gap: checked after the com
     await h.close();
   });
 
-  const sendWithPush = (config: Record<string, unknown>) =>
+  const sendWithPush = (config: Record<string, unknown>, taskId?: string) =>
     http(h.ep, { 'content-type': 'application/json', 'a2a-version': '1.0', 'x-api-key': h.key }, {
       jsonrpc: '2.0',
       id: 1,
       method: 'SendMessage',
-      params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] }, configuration: { returnImmediately: true, taskPushNotificationConfig: config } },
+      params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }], ...(taskId && { taskId }) }, configuration: { returnImmediately: true, taskPushNotificationConfig: config } },
     });
 
   for (const [what, config, error] of [
     ['a URL the outbound policy refuses', { url: 'http://10.1.2.3/hook' }, 'URL refused'],
     ['a config over PUSH_CONFIG_MAX_BYTES', { url: 'http://127.0.0.1:9/hook', token: 'x'.repeat(400) }, 'PUSH_CONFIG_MAX_BYTES'],
   ] as const) {
-    it.fails(`JSON-RPC 1.0: a SendMessage with ${what} creates no task`, async () => {
+    it(`JSON-RPC 1.0: a SendMessage with ${what} creates no task`, async () => {
       const before = await h.settledEffects();
       const o = await sendWithPush(config);
+      expect(reason(o)).toContain(error);
+      expect(await h.effects()).toEqual(before);
+    });
+
+    it(`JSON-RPC 1.0: more input with ${what} adds no message to its task`, async () => {
+      const taskId = await h.existingTask();
+      const before = await h.settledEffects();
+      const o = await sendWithPush(config, taskId);
       expect(reason(o)).toContain(error);
       expect(await h.effects()).toEqual(before);
     });

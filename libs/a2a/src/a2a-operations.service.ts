@@ -89,6 +89,8 @@ export class A2AOperations {
   async sendMessage(agent: ResolvedA2AAgent, inbound: InboundMessage, options: SendOptions): Promise<SendOutcome> {
     if (options.pushNotificationConfig) this.push.require(agent);
     this.checkInputModes(agent, inbound.message.parts);
+    // admission before effect: a config that would be refused refuses the message before its command
+    if (options.pushNotificationConfig) await this.push.admit(agent, options.caller ?? ANONYMOUS_CALLER, inbound.taskId, options.pushNotificationConfig);
     inbound = applyExtensions(inbound, options);
     const orgId = agent.org.id;
     const agentId = agent.agent.id;

@@ -144,15 +144,14 @@ export class PushConfigRepository {
     return this.db.query<PushConfigRow>(`SELECT ${COLUMNS} FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL ORDER BY created_at, id`, [orgId, runId]);
   }
 
-  /** Live configs of a run (every principal's). */
   /**
-   * The live configs of a run (`task`), and those of the organization still in delivery (`active`:
+   * The live configs of a run (`task`; 0 for null, a task not created yet), and those of the organization still in delivery (`active`:
    * status active, the ones the workers deliver) counted up to `activeMax` (a bounded count: at most that many index
    * entries are read), in one statement.
    */
-  async count(orgId: string, runId: string, activeMax: number): Promise<{ task: number; active: number }> {
+  async count(orgId: string, runId: string | null, activeMax: number): Promise<{ task: number; active: number }> {
     const rows = await this.db.query<{ task: number; active: number }>(
-      `SELECT (SELECT count(*)::int FROM push_configs WHERE org_id = $1 AND run_id = $2 AND deleted_at IS NULL) AS task,
+      `SELECT (SELECT count(*)::int FROM push_configs WHERE org_id = $1 AND run_id = $2::uuid AND deleted_at IS NULL) AS task,
               (SELECT count(*)::int FROM (SELECT 1 FROM push_configs WHERE org_id = $1 AND deleted_at IS NULL AND status = 'active' LIMIT $3) x) AS active`,
       [orgId, runId, activeMax],
       'push.count',

@@ -88,6 +88,35 @@ export class PushConfigService {
     this.maxBytes = config.PUSH_CONFIG_MAX_BYTES;
   }
 
+  /**
+   * Every check `set` makes before it writes, writing nothing: the outbound policy of the URL,
+   * PUSH_CONFIG_MAX_BYTES, and room under PUSH_MAX_CONFIGS_PER_TASK (for `scope.runId`; none for
+   * a task not created yet) and PUSH_MAX_ACTIVE_CONFIGS_PER_ORG. A config sent with a message is
+   * admitted before the message's command runs, so a refused one leaves no task or message behind
+   * (concurrent sets may still pass the counts together, as they may `set`'s). Errors as `set`'s.
+   */
+  async admit(scope: { orgId: string; runId?: string; createdBy: string | null }, input: PushConfigInput): Promise<{ url: URL; configId: string }> {
+    this.requireCipher();
+    const url = await checkOutboundUrl(input.url, this.policy);
+    const configId = input.configId || randomUUID();
+    const bytes = configBytes(input);
+    if (bytes > this.maxBytes) {
+      throw new AppError('request.invalid', `the push notification config holds ${bytes} bytes (url, token, authentication); at most ${this.maxBytes} (PUSH_CONFIG_MAX_BYTES)`, {
+        details: { bytes, limit: this.maxBytes },
+      });
+    }
+    const count = await this.repo.count(scope.orgId, scope.runId ?? null, this.maxActivePerOrg);
+    const full = count.task >= this.maxPerTask || count.active >= this.maxActivePerOrg;
+    // an update of the caller's own config adds none
+    if (full && !(scope.runId && (await this.repo.list(scope.orgId, scope.runId, scope.createdBy)).some((c) => c.configId === configId))) {
+      if (count.task >= this.maxPerTask) throw new AppError('push.too_many_configs', `task ${scope.runId} already has ${this.maxPerTask} push notification configs`, { details: { runId: scope.runId } });
+      throw new AppError('push.too_many_configs', `the organization already has ${this.maxActivePerOrg} push notification configs in delivery (PUSH_MAX_ACTIVE_CONFIGS_PER_ORG)`, {
+        details: { ...(scope.runId ? { runId: scope.runId } : {}), limit: this.maxActivePerOrg },
+      });
+    }
+    return { url, configId };
+  }
+
   /** True when this deployment can keep push secrets (and so serve push at all). */
   get enabled(): boolean {
     return this.cipher !== null;
@@ -101,23 +130,7 @@ export class PushConfigService {
    */
   async set(scope: { orgId: string; runId: string; agentId: string; createdBy: string | null }, input: PushConfigInput, protocolVersion: '1.0' | '0.3', fromSequence: number, reveal = true): Promise<PushConfigView> {
     const cipher = this.requireCipher();
-    const url = await checkOutboundUrl(input.url, this.policy);
-    const configId = input.configId || randomUUID();
-    const bytes = configBytes(input);
-    if (bytes > this.maxBytes) {
-      throw new AppError('request.invalid', `the push notification config holds ${bytes} bytes (url, token, authentication); at most ${this.maxBytes} (PUSH_CONFIG_MAX_BYTES)`, {
-        details: { bytes, limit: this.maxBytes },
-      });
-    }
-    const count = await this.repo.count(scope.orgId, scope.runId, this.maxActivePerOrg);
-    const full = count.task >= this.maxPerTask || count.active >= this.maxActivePerOrg;
-    // an update of the caller's own config adds none
-    if (full && !(await this.repo.list(scope.orgId, scope.runId, scope.createdBy)).some((c) => c.configId === configId)) {
-      if (count.task >= this.maxPerTask) throw new AppError('push.too_many_configs', `task ${scope.runId} already has ${this.maxPerTask} push notification configs`, { details: { runId: scope.runId } });
-      throw new AppError('push.too_many_configs', `the organization already has ${this.maxActivePerOrg} push notification configs in delivery (PUSH_MAX_ACTIVE_CONFIGS_PER_ORG)`, {
-        details: { runId: scope.runId, limit: this.maxActivePerOrg },
-      });
-    }
+    const { url, configId } = await this.admit(scope, input);
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
     const saved = await this.repo.upsert({
       id: randomUUID(),

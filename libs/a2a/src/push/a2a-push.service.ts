@@ -34,6 +34,17 @@ export class A2APushService {
   }
 
   /**
+   * A config sent with SendMessage, checked before the message's command runs (PushConfigService.admit:
+   * URL policy, size, counts; for more input on a task, that the task is visible to the caller), so
+   * a refused config leaves no task and no message behind. Errors as `create`'s.
+   */
+  async admit(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string | undefined, input: PushConfigInput): Promise<void> {
+    this.require(agent);
+    const runId = taskId === undefined ? undefined : (await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId)).id;
+    await this.configs.admit({ orgId: agent.org.id, runId, createdBy: caller.id }, input);
+  }
+
+  /**
    * Set a config on a task. `fromSequence` absent: a config operation (starts at the task's
    * current sequence, returns the signing secret); given: inside SendMessage (the secret is shown
    * by the caller's first get / list).
