@@ -6,25 +6,29 @@ import { TaskState, Role } from '@a2a-js/sdk';
 import { DefaultRequestHandler, AgentEvent } from '@a2a-js/sdk/server';
 import { jsonRpcHandler, restHandler, agentCardHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
-const textPart = (text) => ({ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' });
+export const textPart = (text) => ({ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: '' });
+
+/** Publishes the new Task (SUBMITTED, the user's message as its history) unless the request continues one. */
+export function publishSubmitted(ctx, bus) {
+  if (ctx.task) return;
+  bus.publish(
+    AgentEvent.task({
+      id: ctx.taskId,
+      contextId: ctx.contextId,
+      status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() },
+      artifacts: [],
+      history: [ctx.userMessage],
+      metadata: undefined,
+    }),
+  );
+}
 
 /** Echo agent: publishes the Task (SUBMITTED) first, then a COMPLETED status carrying "echo: <text>". */
 export class EchoExecutor {
   async execute(ctx, bus) {
     const user = ctx.userMessage;
     const text = user.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
-    if (!ctx.task) {
-      bus.publish(
-        AgentEvent.task({
-          id: ctx.taskId,
-          contextId: ctx.contextId,
-          status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() },
-          artifacts: [],
-          history: [user],
-          metadata: undefined,
-        }),
-      );
-    }
+    publishSubmitted(ctx, bus);
     bus.publish(
       AgentEvent.statusUpdate({
         taskId: ctx.taskId,
@@ -64,11 +68,12 @@ export class EchoExecutor {
 
 
 /**
- * Listen on 127.0.0.1:0 with the SDK's handler over `store`, print the ready line
+ * Listen on 127.0.0.1:0 with the SDK's handler over `store` and `executor` (default: the echo
+ * executor), print the ready line
  * `{"ready":true,"url":…,"restUrl":…,"cardUrl":…}` and exit when stdin closes or on SIGTERM/SIGINT
  * (after `onClose`).
  */
-export async function serveSdk({ name, description, store, onClose = async () => {} }) {
+export async function serveSdk({ name, description, store, executor = new EchoExecutor(), onClose = async () => {} }) {
   const app = express();
   const server = app.listen(0, '127.0.0.1');
   await new Promise((resolve, reject) => {
@@ -96,7 +101,7 @@ export async function serveSdk({ name, description, store, onClose = async () =>
     signatures: [],
   };
 
-  const handler = new DefaultRequestHandler(card, store, new EchoExecutor());
+  const handler = new DefaultRequestHandler(card, store, executor);
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
   app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
   app.use('/a2a/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
