@@ -40,6 +40,8 @@ export interface StreamRow {
   /** Load average (1, 5, 15 min) at the window's end. */
   loadAvg: [number, number, number];
   sqlTop?: Array<{ query: string; calls: number }>;
+  /** Where PostgreSQL's time went: the statements that took the most (execution + planning, ms in the window). */
+  sqlTopByTime?: Array<{ query: string; calls: number; ms: number }>;
   redisByCommand?: Record<string, number>;
   errorSamples: string[];
 }
@@ -92,6 +94,7 @@ export async function measureStreams(world: World, target: Target, o: StreamsOpt
     tasks: r.tasks,
     loadAvg,
     ...(sql && { sqlTop: sql.top.slice(0, 8).map((s) => ({ query: s.query, calls: s.calls })) }),
+    ...(sql && { sqlTopByTime: sql.topByTime.slice(0, 8).map((s) => ({ query: s.query, calls: s.calls, ms: round(s.execMs + s.planMs, 1) })) }),
     ...(redis && { redisByCommand: redis.byCommand }),
     errorSamples: r.errorSamples,
   };

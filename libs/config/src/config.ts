@@ -201,7 +201,7 @@ export const ConfigSchema = z.object({
   /** Blocking SendMessage waits at most this long (ms) before returning the task as it is. */
   A2A_BLOCKING_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   /** Streams: how often (ms) each followed run is re-read in case a wake-up was lost. */
-  STREAM_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
+  STREAM_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(4_000),
   /** Streams: newest events kept in memory per followed run (shared by its subscribers). */
   STREAM_RING_SIZE: z.coerce.number().int().min(16).max(100_000).default(256),
   /** Streams: SSE heartbeat comment interval (ms) that keeps idle connections alive. */
@@ -209,11 +209,11 @@ export const ConfigSchema = z.object({
   /**
    * Worker: run executions one worker process holds at once. An execution spends nearly all its
    * time waiting on its backend or upstream (an LLM streaming tokens), which costs memory, not CPU:
-   * the default lets one worker hold 2,000 of them (a few tens of KB each; `npm run bench:tokens`
+   * the default lets one worker hold 4,000 of them, and one agent half of them (a few tens of KB each; `npm run bench:tokens`
    * measures it), and WORKER_HEAP_HIGH_WATER_PCT holds new ones back before memory runs out.
    * Per-org and per-agent shares (EXECUTION_MAX_PER_ORG, EXECUTION_MAX_PER_AGENT) are taken from it.
    */
-  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100_000).default(2_000),
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100_000).default(4_000),
   /**
    * Worker: above this share (percent) of its V8 heap limit in use, a worker starts no new
    * execution: dispatches wait parked (and past the parking's size, in the queue) until running

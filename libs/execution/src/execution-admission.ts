@@ -25,7 +25,7 @@ export interface ParkedEntry {
  */
 const PARK_FACTOR = 10;
 
-/** Dispatches parked per process past WORKER_CONCURRENCY, at most (with the default 2,000: 12,000 parked, not 20,000). */
+/** Dispatches parked per process past WORKER_CONCURRENCY, at most (with the default 4,000: 14,000 parked, not 40,000). */
 const PARK_MAX_EXTRA = 10_000;
 
 /** How often (ms) the heap is looked at for WORKER_HEAP_HIGH_WATER_PCT, at most. */
