@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseService } from '#libs/db';
 import { LostExecutionPolicy } from '#libs/execution';
@@ -87,6 +88,36 @@ describe('lost executions', () => {
     await new Promise((r) => setTimeout(r, 500));
     await ops.heartbeat(orgId, id, 'forwarder', 2, 60_000);
     expect(await lease()).toEqual({ lease_owner: 'forwarder', lease_trigger: 2 });
+  });
+
+  it('heartbeats of one turn share one statement and each gets its own run\'s answer: taken, left to a live lease, fenced, gone', async () => {
+    const db = stack.api.get(DatabaseService);
+    const ops = stack.api.get(RuntimeOperations);
+    const ids = [await send('hold a'), await send('hold b'), await send('hold c')];
+    const orgId = (await db.query<{ org_id: string }>('SELECT org_id FROM runs WHERE id = $1', [ids[0]]))[0]!.org_id;
+    // b: another execution holds a live lease; c: a takeover bumped its epoch
+    await ops.heartbeat(orgId, ids[1]!, 'holder', 1, 60_000);
+    await db.query('UPDATE runs SET execution_epoch = execution_epoch + 1 WHERE id = $1', [ids[2]]);
+    // count the lease statements the heartbeats send
+    const names: string[] = [];
+    const query = db.query.bind(db);
+    db.query = ((text: string, values?: unknown[], name?: string) => {
+      if (name?.startsWith('runs.lease_renew')) names.push(name);
+      return query(text, values, name);
+    }) as typeof db.query;
+    const answers = await Promise.all([
+      ops.heartbeat(orgId, ids[0]!, 'me', 1, 60_000, 0),
+      ops.heartbeat(orgId, ids[1]!, 'me', 1, 60_000, 0),
+      ops.heartbeat(orgId, ids[2]!, 'me', 1, 60_000, 0),
+      ops.heartbeat(orgId, randomUUID(), 'me', 1, 60_000, 0),
+    ]).finally(() => {
+      db.query = query;
+    });
+    expect(names).toEqual(['runs.lease_renew_batch']);
+    expect(answers).toEqual([{ status: 'submitted', epoch: 0 }, { status: 'submitted', epoch: 0 }, { status: 'submitted', epoch: 1 }, null]);
+    const leases = await db.query<{ id: string; lease_owner: string | null }>('SELECT id, lease_owner FROM runs WHERE id = ANY($1::uuid[])', [ids]);
+    const owner = new Map(leases.map((l) => [l.id, l.lease_owner]));
+    expect([owner.get(ids[0]!), owner.get(ids[1]!), owner.get(ids[2]!)]).toEqual(['me', 'holder', null]);
   });
 
   it('hand-offs by a stopping worker do not use up the resumption budget; lost executions do', async () => {

@@ -201,7 +201,7 @@ export const ConfigSchema = z.object({
   /** Blocking SendMessage waits at most this long (ms) before returning the task as it is. */
   A2A_BLOCKING_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   /** Streams: how often (ms) each followed run is re-read in case a wake-up was lost. */
-  STREAM_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(4_000),
+  STREAM_POLL_INTERVAL_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
   /** Streams: newest events kept in memory per followed run (shared by its subscribers). */
   STREAM_RING_SIZE: z.coerce.number().int().min(16).max(100_000).default(256),
   /** Streams: SSE heartbeat comment interval (ms) that keeps idle connections alive. */

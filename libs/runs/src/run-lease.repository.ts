@@ -1,7 +1,46 @@
 import { Injectable } from '@nestjs/common';
 import type { RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
+import { isDependencyUnavailable } from '#libs/common';
+import { GroupCommit } from './group-commit.js';
 import { orgMatches } from './run-record.js';
+
+/** Lease renewals per statement, at most. */
+const LEASE_BATCH_MAX = 500;
+
+/** One renewal of a batch (RENEW_BATCH_SQL's input, as JSON). */
+interface LeaseRequest {
+  orgId: string;
+  runId: string;
+  owner: string;
+  triggerSequence: number | null;
+  ttlMs: number;
+  epoch: number | null;
+}
+
+/**
+ * `renew` for many runs at once: $1 a JSON array of LeaseRequest sorted by run id (the rows are
+ * locked in that order, as the append statement locks them: the two cannot deadlock), one row
+ * back per run found (its id, status and fencing token).
+ */
+const RENEW_BATCH_SQL = `WITH input AS MATERIALIZED (
+  SELECT x.ord, x.v->>'orgId' AS org_id, (x.v->>'runId')::uuid AS run_id, x.v->>'owner' AS owner,
+         (x.v->>'triggerSequence')::int AS trig, (x.v->>'ttlMs')::double precision AS ttl_ms, (x.v->>'epoch')::int AS epoch
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(v, ord)
+), locked AS MATERIALIZED (
+  SELECT r.id, i.owner, i.trig, i.ttl_ms,
+         (i.epoch IS NULL OR r.execution_epoch = i.epoch)
+           AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= now() OR (r.lease_owner = i.owner AND r.lease_trigger IS NOT DISTINCT FROM i.trig)) AS take
+    FROM input i JOIN runs r ON r.id = i.run_id AND (r.org_id = i.org_id::uuid) IS TRUE
+   ORDER BY i.ord
+     FOR NO KEY UPDATE OF r
+)
+UPDATE runs r SET
+    lease_owner = CASE WHEN l.take THEN l.owner ELSE r.lease_owner END,
+    lease_trigger = CASE WHEN l.take THEN l.trig ELSE r.lease_trigger END,
+    lease_expires_at = CASE WHEN l.take THEN now() + make_interval(secs => l.ttl_ms / 1000) ELSE r.lease_expires_at END
+  FROM locked l WHERE r.id = l.id
+RETURNING r.id AS "runId", r.status, r.execution_epoch AS epoch`;
 
 /** The lease may be taken: none, expired, or already this owner's for this trigger ($3, $4). */
 const TAKEABLE = `(lease_expires_at IS NULL OR lease_expires_at <= now() OR (lease_owner = $3 AND lease_trigger IS NOT DISTINCT FROM $4::int))`;
@@ -23,7 +62,17 @@ export interface LeaseRenewal {
  */
 @Injectable()
 export class RunLeaseRepository {
-  constructor(private readonly db: DatabaseService) {}
+  /**
+   * The renewals of one event-loop turn (and those arriving while one is in flight) go out as one
+   * statement: a worker holding thousands of waiting executions renews their leases in a few
+   * statements per heartbeat, not one each (which took the pool from their appends). One run per
+   * batch (two executions of one run renew in successive statements).
+   */
+  private readonly batches: GroupCommit<LeaseRequest, LeaseRenewal | null>;
+
+  constructor(private readonly db: DatabaseService) {
+    this.batches = new GroupCommit((batch) => this.renewBatch(batch), { maxInFlight: 1, maxBatch: LEASE_BATCH_MAX, key: (r) => r.runId });
+  }
 
   /**
    * Take or renew the lease of `runId` for `triggerSequence` until now + `ttlMs`, and read the
@@ -32,8 +81,32 @@ export class RunLeaseRepository {
    * alone: e.g. a short execution that only forwards more input must not take over the lease of
    * the one following the run (its end would then look like the follower's death). An execution
    * whose `epoch` is not the run's (a takeover fenced it) takes nothing: it learns the newer epoch.
+   * Renewals submitted together share one statement (group commit; rows locked in run id order, as
+   * the append statement locks them); errors as a single renewal's.
    */
-  async renew(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number, epoch?: number): Promise<LeaseRenewal | null> {
+  renew(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number, epoch?: number): Promise<LeaseRenewal | null> {
+    return this.batches.submit({ orgId, runId, owner, triggerSequence, ttlMs, epoch: epoch ?? null });
+  }
+
+  /** One statement for `batch` (distinct runs); a deadlock or a failure of the whole falls back to one statement each. */
+  private async renewBatch(batch: readonly LeaseRequest[]): Promise<Array<PromiseSettledResult<LeaseRenewal | null>>> {
+    if (batch.length === 1) {
+      const r = batch[0]!;
+      return Promise.allSettled([this.renewOne(r.orgId, r.runId, r.owner, r.triggerSequence, r.ttlMs, r.epoch ?? undefined)]);
+    }
+    const sorted = [...batch].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    let rows: Array<LeaseRenewal & { runId: string }>;
+    try {
+      rows = await this.db.query<LeaseRenewal & { runId: string }>(RENEW_BATCH_SQL, [JSON.stringify(sorted)], 'runs.lease_renew_batch');
+    } catch (e) {
+      if (isDependencyUnavailable(e)) throw e;
+      return Promise.allSettled(batch.map((r) => this.renewOne(r.orgId, r.runId, r.owner, r.triggerSequence, r.ttlMs, r.epoch ?? undefined)));
+    }
+    const byRun = new Map(rows.map((r) => [r.runId, { status: r.status, epoch: r.epoch }]));
+    return batch.map((r) => ({ status: 'fulfilled', value: byRun.get(r.runId) ?? null }));
+  }
+
+  private async renewOne(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number, epoch?: number): Promise<LeaseRenewal | null> {
     const take = `${CURRENT} AND ${TAKEABLE}`;
     const rows = await this.db.query<LeaseRenewal>(
       `UPDATE runs SET

@@ -96,18 +96,34 @@ export class StorageQuotas {
   /** Drop this process's reading of the organization (after its quota changed). */
   forget(orgId: string): void {
     this.readings.delete(orgId);
+    this.inFlight.delete(orgId);
   }
 
   private async reading(orgId: string): Promise<Reading> {
     const now = performance.now();
     const cached = this.readings.get(orgId);
     if (cached && cached.expiresAt > now) return cached;
-    const row = await this.repo.read(orgId, this.defaultQuota, false);
-    // an organization that vanished has nothing to admit against: the write itself will not find it
-    const reading: Reading = { limit: row ? (row.ownQuotaBytes ?? this.defaultQuota) : 0, used: row?.storedBytes ?? 0, expiresAt: now + STORAGE_USAGE_TTL_MS };
-    this.remember(orgId, reading);
-    return reading;
+    // one read per organization at a time: the callers that miss together share it
+    const shared = this.inFlight.get(orgId);
+    if (shared) return shared;
+    const pending: Promise<Reading> = this.repo
+      .read(orgId, this.defaultQuota, false)
+      .then((row) => {
+        // an organization that vanished has nothing to admit against: the write itself will not find it
+        const reading: Reading = { limit: row ? (row.ownQuotaBytes ?? this.defaultQuota) : 0, used: row?.storedBytes ?? 0, expiresAt: now + STORAGE_USAGE_TTL_MS };
+        // not kept when the quota changed meanwhile (forget dropped this read)
+        if (this.inFlight.get(orgId) === pending) this.remember(orgId, reading);
+        return reading;
+      })
+      .finally(() => {
+        if (this.inFlight.get(orgId) === pending) this.inFlight.delete(orgId);
+      });
+    this.inFlight.set(orgId, pending);
+    return pending;
   }
+
+  /** Reads in flight, per organization (`reading`). */
+  private readonly inFlight = new Map<string, Promise<Reading>>();
 
   private remember(orgId: string, reading: Reading): void {
     this.readings.delete(orgId);
