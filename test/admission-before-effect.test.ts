@@ -193,6 +193,21 @@ function reason(o: Outcome): string {
   }
 }
 
+/**
+ * `send` (on `binding`) is refused as `refusal` says — not streamed; HTTP status `http` (JSON-RPC
+ * bindings too), gRPC status `grpc`; the refusal's text holding `text` when given — and leaves the
+ * database and the queue as they were.
+ */
+async function refusedLeavingNothing(h: Harness, binding: BindingName, send: () => Promise<Outcome>, refusal: { http: number; grpc: grpc.status; text?: string }): Promise<void> {
+  const before = await h.settledEffects();
+  const o = await send();
+  expect(o.streamed).toBe(false);
+  if (binding === 'gRPC') expect(o.grpc, o.text).toBe(refusal.grpc);
+  else expect(o.http, o.text).toBe(refusal.http);
+  if (refusal.text !== undefined) expect(o.grpc === undefined ? reason(o) : o.text).toContain(refusal.text);
+  expect(await h.effects()).toEqual(before);
+}
+
 describe('the stream cap (MAX_STREAMS_PER_CALLER) refuses before the message is accepted', () => {
   const h = new Harness();
   let taskId: string;
@@ -219,15 +234,12 @@ describe('the stream cap (MAX_STREAMS_PER_CALLER) refuses before the message is 
   for (const binding of BINDINGS) {
     for (const continuation of [false, true]) {
       const what = `${binding}: ${continuation ? 'more input on a task, refused, adds no message to it' : 'a refused stream creates no task'}`;
-      it(what, async () => {
-        const before = await h.settledEffects();
-        const o = await h.send(binding, { streaming: true, text: 'more', ...(continuation && { taskId }) });
-        expect(o.streamed, what).toBe(false);
-        if (binding === 'gRPC') expect(o.grpc, o.text).toBe(grpc.status.RESOURCE_EXHAUSTED);
-        else expect(o.http, o.text).toBe(429);
-        expect(o.grpc === undefined ? reason(o) : o.text).toContain('too many open streams');
-        expect(await h.effects()).toEqual(before);
-      });
+      it(what, () =>
+        refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: true, text: 'more', ...(continuation && { taskId }) }), {
+          http: 429,
+          grpc: grpc.status.RESOURCE_EXHAUSTED,
+          text: 'too many open streams',
+        }));
     }
   }
 });
@@ -272,13 +284,11 @@ describe('the request rate limit refuses before the message is accepted', () => 
       it(`${binding}: ${v.name} past RATE_LIMIT_PER_KEY ${v.effect}`, async () => {
         // the HTTP bindings share one budget (in Redis); gRPC counts its calls in the process
         await spend(binding === 'gRPC' ? 'gRPC' : 'HTTP');
-        const before = await h.settledEffects();
-        const o = await h.send(binding, { streaming: v.streaming, text: 'more', ...(v.continuation && { taskId }) });
-        expect(o.streamed).toBe(false);
-        if (binding === 'gRPC') expect(o.grpc, o.text).toBe(grpc.status.RESOURCE_EXHAUSTED);
-        else expect(o.http, o.text).toBe(429);
-        expect(o.grpc === undefined ? reason(o) : o.text).toContain('rate limit exceeded');
-        expect(await h.effects()).toEqual(before);
+        await refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: v.streaming, text: 'more', ...(v.continuation && { taskId }) }), {
+          http: 429,
+          grpc: grpc.status.RESOURCE_EXHAUSTED,
+          text: 'rate limit exceeded',
+        });
       });
     }
   }
@@ -329,14 +339,11 @@ describe('the body size limit refuses before the message is accepted', () => {
 
   for (const binding of BINDINGS) {
     for (const v of VARIANTS) {
-      it(`${binding}: ${v.name} larger than REQUEST_BODY_LIMIT_BYTES ${v.effect}`, async () => {
-        const before = await h.settledEffects();
-        const o = await h.send(binding, { streaming: v.streaming, text: 'b'.repeat(BODY_LIMIT + 1024), ...(v.continuation && { taskId }) });
-        expect(o.streamed).toBe(false);
-        if (binding === 'gRPC') expect(o.grpc, o.text).toBe(grpc.status.RESOURCE_EXHAUSTED);
-        else expect(o.http, o.text).toBe(413);
-        expect(await h.effects()).toEqual(before);
-      });
+      it(`${binding}: ${v.name} larger than REQUEST_BODY_LIMIT_BYTES ${v.effect}`, () =>
+        refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: v.streaming, text: 'b'.repeat(BODY_LIMIT + 1024), ...(v.continuation && { taskId }) }), {
+          http: 413,
+          grpc: grpc.status.RESOURCE_EXHAUSTED,
+        }));
     }
   }
 });
