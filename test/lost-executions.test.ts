@@ -113,7 +113,7 @@ describe('lost executions', () => {
     ]).finally(() => {
       db.query = query;
     });
-    expect(names).toEqual(['runs.lease_renew_batch']);
+    expect(names).toEqual(['runs.lease_renew']);
     expect(answers).toEqual([{ status: 'submitted', epoch: 0 }, { status: 'submitted', epoch: 0 }, { status: 'submitted', epoch: 1 }, null]);
     const leases = await db.query<{ id: string; lease_owner: string | null }>('SELECT id, lease_owner FROM runs WHERE id = ANY($1::uuid[])', [ids]);
     const owner = new Map(leases.map((l) => [l.id, l.lease_owner]));

@@ -3,7 +3,6 @@ import type { RunStatus } from '#libs/contracts';
 import { DatabaseService } from '#libs/db';
 import { isDependencyUnavailable } from '#libs/common';
 import { GroupCommit } from './group-commit.js';
-import { orgMatches } from './run-record.js';
 
 /** Lease renewals per statement, at most. */
 const LEASE_BATCH_MAX = 500;
@@ -19,9 +18,11 @@ interface LeaseRequest {
 }
 
 /**
- * `renew` for many runs at once: $1 a JSON array of LeaseRequest sorted by run id (the rows are
- * locked in that order, as the append statement locks them: the two cannot deadlock), one row
- * back per run found (its id, status and fencing token).
+ * The lease statement, for one run or many: $1 a JSON array of LeaseRequest sorted by run id (the
+ * rows are locked in that order, as the append statement locks them: the two cannot deadlock), one
+ * row back per run found (its id, status and fencing token). A lease is taken when the request's
+ * epoch is the run's (or it has none) and the lease is free, expired, or already this owner's for
+ * this trigger.
  */
 const RENEW_BATCH_SQL = `WITH input AS MATERIALIZED (
   SELECT x.ord, x.v->>'orgId' AS org_id, (x.v->>'runId')::uuid AS run_id, x.v->>'owner' AS owner,
@@ -41,12 +42,6 @@ UPDATE runs r SET
     lease_expires_at = CASE WHEN l.take THEN now() + make_interval(secs => l.ttl_ms / 1000) ELSE r.lease_expires_at END
   FROM locked l WHERE r.id = l.id
 RETURNING r.id AS "runId", r.status, r.execution_epoch AS epoch`;
-
-/** The lease may be taken: none, expired, or already this owner's for this trigger ($3, $4). */
-const TAKEABLE = `(lease_expires_at IS NULL OR lease_expires_at <= now() OR (lease_owner = $3 AND lease_trigger IS NOT DISTINCT FROM $4::int))`;
-
-/** The renewing execution still holds the run: its fencing token ($6) is the run's (or it has none). */
-const CURRENT = `($6::int IS NULL OR execution_epoch = $6::int)`;
 
 /** What a heartbeat learns of its run. */
 export interface LeaseRenewal {
@@ -88,35 +83,21 @@ export class RunLeaseRepository {
     return this.batches.submit({ orgId, runId, owner, triggerSequence, ttlMs, epoch: epoch ?? null });
   }
 
-  /** One statement for `batch` (distinct runs); a deadlock or a failure of the whole falls back to one statement each. */
+  /** One statement for `batch` (distinct runs); a failure of the whole (a deadlock, a bad id) falls back to one statement each. */
   private async renewBatch(batch: readonly LeaseRequest[]): Promise<Array<PromiseSettledResult<LeaseRenewal | null>>> {
-    if (batch.length === 1) {
-      const r = batch[0]!;
-      return Promise.allSettled([this.renewOne(r.orgId, r.runId, r.owner, r.triggerSequence, r.ttlMs, r.epoch ?? undefined)]);
-    }
-    const sorted = [...batch].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
-    let rows: Array<LeaseRenewal & { runId: string }>;
     try {
-      rows = await this.db.query<LeaseRenewal & { runId: string }>(RENEW_BATCH_SQL, [JSON.stringify(sorted)], 'runs.lease_renew_batch');
+      return (await this.renewRows(batch)).map((value) => ({ status: 'fulfilled', value }));
     } catch (e) {
-      if (isDependencyUnavailable(e)) throw e;
-      return Promise.allSettled(batch.map((r) => this.renewOne(r.orgId, r.runId, r.owner, r.triggerSequence, r.ttlMs, r.epoch ?? undefined)));
+      if (batch.length === 1 || isDependencyUnavailable(e)) throw e;
+      return Promise.allSettled(batch.map(async (r) => (await this.renewRows([r]))[0]!));
     }
-    const byRun = new Map(rows.map((r) => [r.runId, { status: r.status, epoch: r.epoch }]));
-    return batch.map((r) => ({ status: 'fulfilled', value: byRun.get(r.runId) ?? null }));
   }
 
-  private async renewOne(orgId: string, runId: string, owner: string, triggerSequence: number | null, ttlMs: number, epoch?: number): Promise<LeaseRenewal | null> {
-    const take = `${CURRENT} AND ${TAKEABLE}`;
-    const rows = await this.db.query<LeaseRenewal>(
-      `UPDATE runs SET
-          lease_owner = CASE WHEN ${take} THEN $3 ELSE lease_owner END,
-          lease_trigger = CASE WHEN ${take} THEN $4 ELSE lease_trigger END,
-          lease_expires_at = CASE WHEN ${take} THEN now() + make_interval(secs => $5::double precision / 1000) ELSE lease_expires_at END
-        WHERE id = $1 AND ${orgMatches(2)} RETURNING status, execution_epoch AS epoch`,
-      [runId, orgId, owner, triggerSequence, ttlMs, epoch ?? null],
-      'runs.lease_renew',
-    );
-    return rows[0] ?? null;
+  /** RENEW_BATCH_SQL for `batch` (distinct runs): each request's renewal, in `batch`'s order (null: its run is gone). */
+  private async renewRows(batch: readonly LeaseRequest[]): Promise<Array<LeaseRenewal | null>> {
+    const sorted = [...batch].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const rows = await this.db.query<LeaseRenewal & { runId: string }>(RENEW_BATCH_SQL, [JSON.stringify(sorted)], 'runs.lease_renew');
+    const byRun = new Map(rows.map((r) => [r.runId, { status: r.status, epoch: r.epoch }]));
+    return batch.map((r) => byRun.get(r.runId) ?? null);
   }
 }
