@@ -19,6 +19,7 @@ import { Metrics } from '#libs/metrics';
 import { RuntimeRegistry, type AgentMessageInput, type ParsedRuntime } from '#libs/runtimes';
 import { A2AError } from './a2a.errors.js';
 import { ExtensionRuleError } from '#libs/extensions';
+import type { AdmittedPushConfig } from '#libs/push';
 import { A2APushService } from './push/a2a-push.service.js';
 import { ANONYMOUS_CALLER, canSeeTask, type A2ACaller, type InboundMessage, type SendOptions, type SendOutcome } from './a2a.types.js';
 import { callerBound, isAnonymous, ownerFilter, requireVisibleRun, taskNotFound } from './task-visibility.js';
@@ -90,7 +91,7 @@ export class A2AOperations {
     if (options.pushNotificationConfig) this.push.require(agent);
     this.checkInputModes(agent, inbound.message.parts);
     // admission before effect: a config that would be refused refuses the message before its command
-    if (options.pushNotificationConfig) await this.push.admit(agent, options.caller ?? ANONYMOUS_CALLER, inbound.taskId, options.pushNotificationConfig);
+    const admitted = options.pushNotificationConfig ? await this.push.admit(agent, options.caller ?? ANONYMOUS_CALLER, inbound.taskId, options.pushNotificationConfig) : undefined;
     inbound = applyExtensions(inbound, options);
     const orgId = agent.org.id;
     const agentId = agent.agent.id;
@@ -98,7 +99,7 @@ export class A2AOperations {
     if (inbound.taskId !== undefined) {
       const run = await this.messageOnTask(orgId, agentId, inbound, options.caller ?? ANONYMOUS_CALLER);
       // a config sent with more input starts with that input's effects
-      if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1);
+      if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, run.lastSequence - 1, admitted);
       if (!options.returnImmediately) await this.settlement.awaitSettled(orgId, run.id, this.blockingTimeoutMs, run);
       return { kind: 'task', view: await this.runs.view(orgId, run.id, { historyLength: options.historyLength, agentId }) };
     }
@@ -125,8 +126,9 @@ export class A2AOperations {
     const { run, created, message: stored } = await this.createRun.execute(creation);
     // the messageId was answered directly before (the agent's rules changed since): that Message
     if (run.kind === 'reply') return replyOutcome(await this.runs.view(orgId, run.id, { agentId }));
-    // the task's whole story (a retry of the same message sets the same config again)
-    if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0);
+    // the task's whole story (a retry of the same message sets the same config again: on the task
+    // it found, which admission did not know, the checks are made again)
+    if (options.pushNotificationConfig) await this.setPushConfig(agent, run, options, 0, created ? admitted : undefined);
     if (options.returnImmediately && created) {
       // The run was just created: its view is known without reading it back.
       const message: CanonicalMessage = { ...inbound.message, role: 'user' };
@@ -149,8 +151,8 @@ export class A2AOperations {
   }
 
   /** A push config sent with SendMessage, delivered after `fromSequence` of the task. */
-  private async setPushConfig(agent: ResolvedA2AAgent, run: RunRecord, options: SendOptions, fromSequence: number): Promise<void> {
-    await this.push.create(agent, options.caller ?? ANONYMOUS_CALLER, run.id, options.pushNotificationConfig!, options.version ?? '1.0', Math.max(0, fromSequence));
+  private async setPushConfig(agent: ResolvedA2AAgent, run: RunRecord, options: SendOptions, fromSequence: number, admitted: AdmittedPushConfig | undefined): Promise<void> {
+    await this.push.create(agent, options.caller ?? ANONYMOUS_CALLER, run.id, options.pushNotificationConfig!, options.version ?? '1.0', Math.max(0, fromSequence), admitted);
   }
 
   /**

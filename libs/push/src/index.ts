@@ -5,7 +5,7 @@
  * adapter (libs/a2a), which owns the payload shapes.
  */
 export { PushModule } from './push.module.js';
-export { PushConfigService, type PushConfigAudit, type PushConfigInput, type PushConfigView, type PushTarget } from './push-config.service.js';
+export { PushConfigService, type AdmittedPushConfig, type PushConfigAudit, type PushConfigInput, type PushConfigView, type PushTarget } from './push-config.service.js';
 export { PushConfigRepository, type ClaimedPushConfig, type PushAttemptRow, type PushConfigRow, type PushOutcome } from './push-config.repository.js';
 // the delivery transport: the guarded keep-alive sender and the Standard Webhooks signature of a delivery
 export { OutboundSender, WebhookSigner, checkOutboundUrl, outboundPolicy, refusedAddress, webhookHeaders, type OutboundPolicy } from '#libs/outbound';

@@ -56,6 +56,12 @@ export interface PushTarget {
   webhookSecret: string;
 }
 
+/** A config `PushConfigService.admit` let through: its checked URL and its id (the given one, or a new one). */
+export interface AdmittedPushConfig {
+  url: URL;
+  configId: string;
+}
+
 /**
  * Push notification configs of tasks (runs), scoped to the org, the run and the principal that
  * created them. URLs are checked against the outbound policy when set (and again when connecting);
@@ -94,8 +100,10 @@ export class PushConfigService {
    * a task not created yet) and PUSH_MAX_ACTIVE_CONFIGS_PER_ORG. A config sent with a message is
    * admitted before the message's command runs, so a refused one leaves no task or message behind
    * (concurrent sets may still pass the counts together, as they may `set`'s). Errors as `set`'s.
+   * The result, given to `set` for the same scope (with `runId` when the task existed) and input,
+   * spares it the same checks.
    */
-  async admit(scope: { orgId: string; runId?: string; createdBy: string | null }, input: PushConfigInput): Promise<{ url: URL; configId: string }> {
+  async admit(scope: { orgId: string; runId?: string; createdBy: string | null }, input: PushConfigInput): Promise<AdmittedPushConfig> {
     this.requireCipher();
     const url = await checkOutboundUrl(input.url, this.policy);
     const configId = input.configId || randomUUID();
@@ -126,11 +134,19 @@ export class PushConfigService {
    * Create (or, same configId and principal, update) a config of `runId`. `fromSequence`: the
    * delivery starts after it (0: the task's whole story; a config added to a running task starts
    * at its current sequence). The signing secret is in the result only when the config is new and
-   * `reveal` (else the first get / list of its caller shows it).
+   * `reveal` (else the first get / list of its caller shows it). `admitted`: what `admit` returned
+   * for this config just before (its checks are not made again).
    */
-  async set(scope: { orgId: string; runId: string; agentId: string; createdBy: string | null }, input: PushConfigInput, protocolVersion: '1.0' | '0.3', fromSequence: number, reveal = true): Promise<PushConfigView> {
+  async set(
+    scope: { orgId: string; runId: string; agentId: string; createdBy: string | null },
+    input: PushConfigInput,
+    protocolVersion: '1.0' | '0.3',
+    fromSequence: number,
+    reveal = true,
+    admitted?: AdmittedPushConfig,
+  ): Promise<PushConfigView> {
     const cipher = this.requireCipher();
-    const { url, configId } = await this.admit(scope, input);
+    const { url, configId } = admitted ?? (await this.admit(scope, input));
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
     const saved = await this.repo.upsert({
       id: randomUUID(),

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { PushConfigService, type PushConfigInput, type PushConfigView } from '#libs/push';
+import { PushConfigService, type AdmittedPushConfig, type PushConfigInput, type PushConfigView } from '#libs/push';
 import type { ResolvedA2AAgent } from '#libs/registry';
 import { RunViews } from '#libs/runs';
 import { A2AError } from '../a2a.errors.js';
@@ -36,23 +36,24 @@ export class A2APushService {
   /**
    * A config sent with SendMessage, checked before the message's command runs (PushConfigService.admit:
    * URL policy, size, counts; for more input on a task, that the task is visible to the caller), so
-   * a refused config leaves no task and no message behind. Errors as `create`'s.
+   * a refused config leaves no task and no message behind. Errors as `create`'s. The result goes to
+   * `create` for that task (more input), or for the task the message created (not one a retry found).
    */
-  async admit(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string | undefined, input: PushConfigInput): Promise<void> {
+  async admit(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string | undefined, input: PushConfigInput): Promise<AdmittedPushConfig> {
     this.require(agent);
     const runId = taskId === undefined ? undefined : (await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId)).id;
-    await this.configs.admit({ orgId: agent.org.id, runId, createdBy: caller.id }, input);
+    return await this.configs.admit({ orgId: agent.org.id, runId, createdBy: caller.id }, input);
   }
 
   /**
    * Set a config on a task. `fromSequence` absent: a config operation (starts at the task's
    * current sequence, returns the signing secret); given: inside SendMessage (the secret is shown
-   * by the caller's first get / list).
+   * by the caller's first get / list). `admitted`: see `admit`.
    */
-  async create(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, input: PushConfigInput, version: A2AProtocolVersion, fromSequence?: number): Promise<PushConfigView> {
+  async create(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, input: PushConfigInput, version: A2AProtocolVersion, fromSequence?: number, admitted?: AdmittedPushConfig): Promise<PushConfigView> {
     this.require(agent);
     const run = await requireVisibleRun(this.runs, agent.org.id, agent.agent.id, caller, taskId);
-    return await this.configs.set({ orgId: agent.org.id, runId: run.id, agentId: agent.agent.id, createdBy: caller.id }, input, version, fromSequence ?? run.lastSequence, fromSequence === undefined);
+    return await this.configs.set({ orgId: agent.org.id, runId: run.id, agentId: agent.agent.id, createdBy: caller.id }, input, version, fromSequence ?? run.lastSequence, fromSequence === undefined, admitted);
   }
 
   async get(agent: ResolvedA2AAgent, caller: A2ACaller, taskId: string, configId: string | undefined): Promise<PushConfigView> {
