@@ -19,6 +19,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Redis } from 'ioredis';
 import { SseClient, inBatches } from './sse-client.js';
+import { nextThreadMessage } from './thread-message.js';
 import { Samples, nowMs, round } from './stats.js';
 
 export interface SubscriberConfig {
@@ -109,26 +110,7 @@ export class SubscriberThread {
   }
 
   private next(type: FromThread['type'], timeoutMs: number): Promise<FromThread> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => done(new Error(`subscriber thread: no '${type}' within ${timeoutMs} ms`)), timeoutMs);
-      const onMessage = (m: FromThread) => {
-        if (m.type === 'error') done(new Error(`subscriber thread: ${m.message}`));
-        else if (m.type === type) done(null, m);
-      };
-      const onError = (e: Error) => done(e);
-      const onExit = (code: number) => done(type === 'closed' ? null : new Error(`subscriber thread exited (${code})`), { type: 'closed' });
-      const done = (err: Error | null, m?: FromThread) => {
-        clearTimeout(timer);
-        this.worker.off('message', onMessage);
-        this.worker.off('error', onError);
-        this.worker.off('exit', onExit);
-        if (err) reject(err);
-        else resolve(m!);
-      };
-      this.worker.on('message', onMessage);
-      this.worker.on('error', onError);
-      this.worker.on('exit', onExit);
-    });
+    return nextThreadMessage<FromThread>(this.worker, type, timeoutMs, 'subscriber thread', 'closed');
   }
 }
 

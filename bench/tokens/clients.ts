@@ -16,6 +16,7 @@ import http from 'node:http';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { SseClient } from '../lib/sse-client.js';
 import { Samples, nowMs } from '../lib/stats.js';
+import { nextThreadMessage } from '../lib/thread-message.js';
 
 export interface ClientsConfig {
   /** JSON-RPC endpoint of the agent. */
@@ -89,23 +90,7 @@ export class ClientsThread {
   }
 
   private next(type: FromThread['type'], timeoutMs: number): Promise<FromThread> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => done(new Error(`clients thread: no '${type}' within ${timeoutMs} ms`)), timeoutMs);
-      const onMessage = (m: FromThread) => {
-        if (m.type === 'error') done(new Error(`clients thread: ${m.message}`));
-        else if (m.type === type) done(null, m);
-      };
-      const onError = (e: Error) => done(e);
-      const done = (err: Error | null, m?: FromThread) => {
-        clearTimeout(timer);
-        this.worker.off('message', onMessage);
-        this.worker.off('error', onError);
-        if (err) reject(err);
-        else resolve(m!);
-      };
-      this.worker.on('message', onMessage);
-      this.worker.on('error', onError);
-    });
+    return nextThreadMessage<FromThread>(this.worker, type, timeoutMs, 'clients thread');
   }
 }
 
