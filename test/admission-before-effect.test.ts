@@ -208,14 +208,34 @@ async function refusedLeavingNothing(h: Harness, binding: BindingName, send: () 
   expect(await h.effects()).toEqual(before);
 }
 
-describe('the stream cap (MAX_STREAMS_PER_CALLER) refuses before the message is accepted', () => {
+/**
+ * A suite's harness: started with `env` before the suite's tests (with push notifications offered
+ * when `pushNotifications`), closed after them; `task()` is a task of the key's made at the start.
+ */
+function suiteHarness(env: Record<string, string>, pushNotifications = false): { h: Harness; task: () => string } {
   const h = new Harness();
-  let taskId: string;
+  let taskId: string | undefined;
+  beforeAll(async () => {
+    await h.start(env, pushNotifications);
+    taskId = await h.existingTask();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+  return {
+    h,
+    task: () => {
+      if (taskId === undefined) throw new Error('the suite did not start');
+      return taskId;
+    },
+  };
+}
+
+describe('the stream cap (MAX_STREAMS_PER_CALLER) refuses before the message is accepted', () => {
+  const { h, task } = suiteHarness({ MAX_STREAMS_PER_CALLER: '1' });
   let hold: AbortController;
 
   beforeAll(async () => {
-    await h.start({ MAX_STREAMS_PER_CALLER: '1' });
-    taskId = await h.existingTask();
     // the key's one stream: open until the file ends
     hold = new AbortController();
     const held = await fetch(h.ep, {
@@ -226,16 +246,15 @@ describe('the stream cap (MAX_STREAMS_PER_CALLER) refuses before the message is 
     });
     expect(held.headers.get('content-type')).toMatch(/text\/event-stream/);
   });
-  afterAll(async () => {
+  afterAll(() => {
     hold?.abort();
-    await h.close();
   });
 
   for (const binding of BINDINGS) {
     for (const continuation of [false, true]) {
       const what = `${binding}: ${continuation ? 'more input on a task, refused, adds no message to it' : 'a refused stream creates no task'}`;
       it(what, () =>
-        refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: true, text: 'more', ...(continuation && { taskId }) }), {
+        refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: true, text: 'more', ...(continuation && { taskId: task() }) }), {
           http: 429,
           grpc: grpc.status.RESOURCE_EXHAUSTED,
           text: 'too many open streams',
@@ -245,17 +264,8 @@ describe('the stream cap (MAX_STREAMS_PER_CALLER) refuses before the message is 
 });
 
 describe('the request rate limit refuses before the message is accepted', () => {
-  const h = new Harness();
   const PER_KEY = 8;
-  let taskId: string;
-
-  beforeAll(async () => {
-    await h.start({ RATE_LIMIT_PER_KEY: String(PER_KEY) });
-    taskId = await h.existingTask();
-  });
-  afterAll(async () => {
-    await h.close();
-  });
+  const { h, task } = suiteHarness({ RATE_LIMIT_PER_KEY: String(PER_KEY) });
 
   /** Spend the key's budget on `binding` with reads until one is refused. */
   async function spend(binding: 'HTTP' | 'gRPC'): Promise<void> {
@@ -264,12 +274,12 @@ describe('the request rate limit refuses before the message is accepted', () => 
         const r = await fetch(h.ep, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'x-api-key': h.key },
-          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: taskId } }),
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: task() } }),
         });
         await r.arrayBuffer();
         if (r.status === 429) return;
       } else {
-        const code = await h.grpcClient.getTask({ tenant: '', id: taskId, historyLength: undefined }, { serviceParameters: { 'x-api-key': h.key } }).then(
+        const code = await h.grpcClient.getTask({ tenant: '', id: task(), historyLength: undefined }, { serviceParameters: { 'x-api-key': h.key } }).then(
           () => grpc.status.OK,
           (e: { status?: number; code?: number }) => e.status ?? e.code,
         );
@@ -284,7 +294,7 @@ describe('the request rate limit refuses before the message is accepted', () => 
       it(`${binding}: ${v.name} past RATE_LIMIT_PER_KEY ${v.effect}`, async () => {
         // the HTTP bindings share one budget (in Redis); gRPC counts its calls in the process
         await spend(binding === 'gRPC' ? 'gRPC' : 'HTTP');
-        await refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: v.streaming, text: 'more', ...(v.continuation && { taskId }) }), {
+        await refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: v.streaming, text: 'more', ...(v.continuation && { taskId: task() }) }), {
           http: 429,
           grpc: grpc.status.RESOURCE_EXHAUSTED,
           text: 'rate limit exceeded',
@@ -295,23 +305,14 @@ describe('the request rate limit refuses before the message is accepted', () => 
 });
 
 describe('the storage quota refuses before the message is accepted', () => {
-  const h = new Harness();
   const QUOTA = 4_096;
-  let taskId: string;
-
-  beforeAll(async () => {
-    await h.start({ ORG_STORAGE_QUOTA_BYTES: String(QUOTA) });
-    taskId = await h.existingTask();
-  });
-  afterAll(async () => {
-    await h.close();
-  });
+  const { h, task } = suiteHarness({ ORG_STORAGE_QUOTA_BYTES: String(QUOTA) });
 
   for (const binding of BINDINGS) {
     for (const v of VARIANTS) {
       it(`${binding}: ${v.name} past the organization's storage quota ${v.effect}`, async () => {
         const before = await h.settledEffects();
-        const o = await h.send(binding, { streaming: v.streaming, text: 'q'.repeat(QUOTA * 2), ...(v.continuation && { taskId }) });
+        const o = await h.send(binding, { streaming: v.streaming, text: 'q'.repeat(QUOTA * 2), ...(v.continuation && { taskId: task() }) });
         expect(o.streamed).toBe(false);
         // an A2A error: JSON-RPC's in a 200, HTTP+JSON's and gRPC's in their status
         if (binding === 'gRPC') expect(o.grpc, o.text).not.toBe(grpc.status.OK);
@@ -325,22 +326,13 @@ describe('the storage quota refuses before the message is accepted', () => {
 });
 
 describe('the body size limit refuses before the message is accepted', () => {
-  const h = new Harness();
   const BODY_LIMIT = 64 * 1024;
-  let taskId: string;
-
-  beforeAll(async () => {
-    await h.start({ REQUEST_BODY_LIMIT_BYTES: String(BODY_LIMIT) });
-    taskId = await h.existingTask();
-  });
-  afterAll(async () => {
-    await h.close();
-  });
+  const { h, task } = suiteHarness({ REQUEST_BODY_LIMIT_BYTES: String(BODY_LIMIT) });
 
   for (const binding of BINDINGS) {
     for (const v of VARIANTS) {
       it(`${binding}: ${v.name} larger than REQUEST_BODY_LIMIT_BYTES ${v.effect}`, () =>
-        refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: v.streaming, text: 'b'.repeat(BODY_LIMIT + 1024), ...(v.continuation && { taskId }) }), {
+        refusedLeavingNothing(h, binding, () => h.send(binding, { streaming: v.streaming, text: 'b'.repeat(BODY_LIMIT + 1024), ...(v.continuation && { taskId: task() }) }), {
           http: 413,
           grpc: grpc.status.RESOURCE_EXHAUSTED,
         }));
