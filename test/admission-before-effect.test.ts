@@ -370,6 +370,7 @@ describe('a refused push config in SendMessage', () => {
     it(`JSON-RPC 1.0: a SendMessage with ${what} creates no task`, async () => {
       const before = await h.settledEffects();
       const o = await sendWithPush(config);
+      expect((JSON.parse(o.text) as { error?: { code?: number } }).error?.code, o.text).toBe(-32602);
       expect(reason(o)).toContain(error);
       expect(await h.effects()).toEqual(before);
     });
@@ -378,6 +379,7 @@ describe('a refused push config in SendMessage', () => {
       const taskId = await h.existingTask();
       const before = await h.settledEffects();
       const o = await sendWithPush(config, taskId);
+      expect((JSON.parse(o.text) as { error?: { code?: number } }).error?.code, o.text).toBe(-32602);
       expect(reason(o)).toContain(error);
       expect(await h.effects()).toEqual(before);
     });
