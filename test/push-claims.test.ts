@@ -81,6 +81,8 @@ describe('push claims', () => {
       stop();
     }
     expect(claims.length).toBeGreaterThanOrEqual(1);
-    expect([...claims[0]!].sort()).toEqual(ids);
+    // the test database is shared: a config an earlier file left due may be claimed beside this
+    // test's, which must all be in the first claim statement
+    expect([...claims[0]!].filter((id) => ids.includes(id)).sort()).toEqual(ids);
   }, 60_000);
 });
